@@ -1,0 +1,1 @@
+"""Combinators and wrappers of transformations."""

@@ -1,0 +1,91 @@
+"""Composition: chain and named_chain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._core import GradientTransformation, as_transformation
+
+
+class chain(GradientTransformation):
+    """Applies transformations one after the other.
+
+    Args:
+      *transforms: gradax or optax transformations, applied in order.
+
+    Returns:
+      A transformation whose state is the tuple of the inner states.
+
+    Example:
+      >>> import gradax
+      >>> tx = gradax.chain(gradax.clip_by_global_norm(1.0), gradax.adam(1e-3))
+    """
+
+    transforms: tuple[GradientTransformation, ...]
+
+    def __init__(self, *transforms: Any):
+        checked = tuple(
+            as_transformation(tx, f"transforms[{i}]") for i, tx in enumerate(transforms)
+        )
+        object.__setattr__(self, "transforms", checked)
+        self.__post_init__()
+
+    def __repr__(self) -> str:
+        return f"chain({', '.join(repr(tx) for tx in self.transforms)})"
+
+    def init(self, params):
+        return tuple(tx.init(params) for tx in self.transforms)
+
+    def update(self, updates, state, params=None, **extra_args):
+        new_state = []
+        for tx, inner in zip(self.transforms, state):
+            updates, inner = tx.update(updates, inner, params, **extra_args)
+            new_state.append(inner)
+        return updates, tuple(new_state)
+
+
+class named_chain(GradientTransformation):
+    """Like :func:`chain`, but each transformation has a name.
+
+    The state is a dict from name to inner state, so
+    ``gradax.tree.get(state, name)`` finds a part.
+
+    Args:
+      *transforms: ``(name, transformation)`` pairs, applied in order.
+    """
+
+    names: tuple[str, ...]
+    transforms: tuple[GradientTransformation, ...]
+
+    def __init__(self, *transforms: tuple[str, Any]):
+        names = []
+        checked = []
+        for i, pair in enumerate(transforms):
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise TypeError(
+                    f"named_chain argument {i} must be a (name, transformation) "
+                    f"pair, got {pair!r}"
+                )
+            name, tx = pair
+            if name in names:
+                raise ValueError(f"named_chain: the name {name!r} is used twice")
+            names.append(name)
+            checked.append(as_transformation(tx, f"transform {name!r}"))
+        object.__setattr__(self, "names", tuple(names))
+        object.__setattr__(self, "transforms", tuple(checked))
+        self.__post_init__()
+
+    def __repr__(self) -> str:
+        parts = (f"({n!r}, {tx!r})" for n, tx in zip(self.names, self.transforms))
+        return f"named_chain({', '.join(parts)})"
+
+    def init(self, params):
+        return {n: tx.init(params) for n, tx in zip(self.names, self.transforms)}
+
+    def update(self, updates, state, params=None, **extra_args):
+        new_state = {}
+        for name, tx in zip(self.names, self.transforms):
+            updates, new_state[name] = tx.update(
+                updates, state[name], params, **extra_args
+            )
+        return updates, new_state

@@ -1,0 +1,205 @@
+"""Hyperparameters kept in the optimizer state: inject_hyperparams."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import tree as gtree
+from .._core import (
+    GradientTransformation,
+    as_transformation,
+    is_weakly_typed,
+    safe_increment,
+    zero_count,
+)
+from .._hyper import Schedule, StatefulSchedule, as_hyperparameter
+from .._pytree import Module, static_field
+
+
+class InjectStatefulHyperparamsState(NamedTuple):
+    """State of an injected optimizer.
+
+    ``hyperparams`` holds the values used by the last update (or init), so
+    ``gradax.tree.get(state, "learning_rate")`` reads the current rate, and
+    writing a non-scheduled entry changes what the next update uses.
+    """
+
+    count: jax.Array  # int32 scalar
+    hyperparams: dict[str, Any]
+    hyperparams_states: dict[str, Any]
+    inner_state: Any
+
+
+InjectHyperparamsState = InjectStatefulHyperparamsState
+
+
+def _convert_floats(value: Any, dtype: Any) -> Any:
+    """Floats (and weakly typed arrays) take the hyperparameter dtype."""
+    if isinstance(value, jax.Array) and not is_weakly_typed(value):
+        return value
+    current = getattr(value, "dtype", None) or np.result_type(type(value))
+    if jnp.issubdtype(current, jnp.floating):
+        return jnp.asarray(value, dtype=dtype)
+    return jnp.asarray(value)
+
+
+def _static_names(factory: Callable) -> set[str]:
+    """Arguments a gradax class declares static (masks, dtypes, flags)."""
+    if isinstance(factory, type) and issubclass(factory, Module):
+        return set(factory._static_fields)
+    return set()
+
+
+class InjectHyperparams(GradientTransformation):
+    """An optimizer rebuilt at each step from hyperparameters in its state.
+
+    Made by :func:`inject_hyperparams`; see there.
+    """
+
+    factory: Callable[..., Any] = static_field()
+    numeric: dict[str, Any]
+    schedules: dict[str, Any]
+    others: dict[str, Any] = static_field()
+    hyperparam_dtype: Any = static_field(None)
+
+    def __repr__(self) -> str:
+        name = getattr(self.factory, "__name__", repr(self.factory))
+        args = {**self.numeric, **self.schedules, **self.others}
+        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+        return f"inject_hyperparams({name})({shown})"
+
+    def _dtype(self, params: Any) -> Any:
+        if self.hyperparam_dtype is not None:
+            return self.hyperparam_dtype
+        return gtree.dtype(params, "highest")
+
+    def _scheduled_values(self, count, states, dtype, **extra_args):
+        values = {}
+        for name, schedule in self.schedules.items():
+            if isinstance(schedule, StatefulSchedule):
+                value = schedule(states[name], **extra_args)
+            else:
+                value = schedule(count)
+            values[name] = _convert_floats(value, dtype)
+        return values
+
+    def _inner(self, hyperparams: dict[str, Any]) -> GradientTransformation:
+        return as_transformation(self.factory(**self.others, **hyperparams))
+
+    def init(self, params):
+        dtype = self._dtype(params)
+        count = zero_count()
+        states = {
+            name: s.init()
+            for name, s in self.schedules.items()
+            if isinstance(s, StatefulSchedule)
+        }
+        hyperparams = {k: _convert_floats(v, dtype) for k, v in self.numeric.items()}
+        hyperparams.update(self._scheduled_values(count, states, dtype))
+        return InjectStatefulHyperparamsState(
+            count=count,
+            hyperparams=hyperparams,
+            hyperparams_states=states,
+            inner_state=self._inner(hyperparams).init(params),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        dtype = self._dtype(params if params is not None else updates)
+        hyperparams = {
+            k: _convert_floats(v, dtype) for k, v in state.hyperparams.items()
+        }
+        hyperparams.update(
+            self._scheduled_values(
+                state.count, state.hyperparams_states, dtype, **extra_args
+            )
+        )
+        states = {
+            name: self.schedules[name].update(s, **extra_args)
+            for name, s in state.hyperparams_states.items()
+        }
+        updates, inner_state = self._inner(hyperparams).update(
+            updates, state.inner_state, params, **extra_args
+        )
+        return updates, InjectStatefulHyperparamsState(
+            count=safe_increment(state.count),
+            hyperparams=hyperparams,
+            hyperparams_states=states,
+            inner_state=inner_state,
+        )
+
+
+def inject_stateful_hyperparams(
+    inner_factory: Callable[..., Any],
+    static_args: str | Iterable[str] = (),
+    hyperparam_dtype: Any = None,
+) -> Callable[..., InjectHyperparams]:
+    """Wrap an optimizer factory so its hyperparameters live in the state.
+
+    Numeric arguments are stored in ``state.hyperparams`` (readable with
+    ``gradax.tree.get`` and writable between steps). Schedules, and
+    :class:`StatefulSchedule` objects with their own state, are evaluated at
+    every update and their values stored there too. Booleans, the names in
+    ``static_args`` and, for gradax factories, every argument the factory
+    declares static (masks, dtypes, flags) are passed through unchanged.
+
+    Differences from optax: optax treats every callable argument as a schedule
+    (so a callable ``mask`` breaks); gradax only does so for arguments that
+    are hyperparameters of the factory.
+
+    Args:
+      inner_factory: a function or class returning a transformation.
+      static_args: names of arguments never to treat as hyperparameters.
+      hyperparam_dtype: dtype of the stored values (default: the highest
+        float dtype of the params).
+
+    Returns:
+      A function with the signature of ``inner_factory``.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.inject_hyperparams(gradax.adam)(learning_rate=0.1)
+      >>> state = tx.init(jnp.zeros(2))
+      >>> float(gradax.tree.get(state, "learning_rate"))
+      0.1...
+    """
+    static = {static_args} if isinstance(static_args, str) else set(static_args)
+    signature = inspect.signature(inner_factory)
+    unknown = static - set(signature.parameters)
+    if unknown:
+        raise ValueError(
+            f"static_args {sorted(unknown)} are not arguments of the factory; "
+            f"its arguments are {list(signature.parameters)}"
+        )
+    static |= _static_names(inner_factory)
+
+    @functools.wraps(inner_factory)
+    def build(*args: Any, **kwargs: Any) -> InjectHyperparams:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        numeric, schedules, others = {}, {}, {}
+        for name, value in bound.arguments.items():
+            if name in static or isinstance(value, bool) or value is None:
+                others[name] = value
+            elif isinstance(value, (StatefulSchedule, Schedule)) or callable(value):
+                schedules[name] = as_hyperparameter(value)
+            elif isinstance(value, (int, float, np.number, np.ndarray, jax.Array)):
+                numeric[name] = value
+            else:
+                others[name] = value
+        # Build once now so bad arguments fail here, not inside a trace.
+        inner_factory(**bound.arguments)
+        return InjectHyperparams(
+            inner_factory, numeric, schedules, others, hyperparam_dtype
+        )
+
+    return build
+
+
+inject_hyperparams = inject_stateful_hyperparams

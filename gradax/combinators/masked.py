@@ -1,0 +1,203 @@
+"""Applying a transformation to part of the parameters: masked and partition."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+
+from .._core import GradientTransformation, as_transformation
+from .._pytree import static_field
+
+
+class MaskedNode(NamedTuple):
+    """Stands in for a leaf hidden by a mask (an empty pytree node)."""
+
+
+class MaskedState(NamedTuple):
+    """State of :class:`masked`."""
+
+    inner_state: Any
+
+
+def _describe_prefix_mismatch(prefix: Any, tree: Any, prefix_name: str) -> str:
+    """Name a path where ``prefix`` is not a tree prefix of ``tree``."""
+    prefix_paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(prefix)[0]]
+    tree_paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+    for path in prefix_paths:
+        covered = any(t[: len(path)] == path for t in tree_paths)
+        if not covered:
+            return (
+                f"{prefix_name} has an entry at {jax.tree_util.keystr(path)} that "
+                "the parameters do not have"
+            )
+    for path in tree_paths:
+        if not any(path[: len(p)] == p for p in prefix_paths):
+            return (
+                f"the parameters have a leaf at {jax.tree_util.keystr(path)} that "
+                f"{prefix_name} does not cover"
+            )
+    return (
+        f"{prefix_name} has the same paths as the parameters but other "
+        f"container types: {jax.tree.structure(prefix)} vs {jax.tree.structure(tree)}"
+    )
+
+
+def map_prefix(fn: Callable, prefix: Any, tree: Any, prefix_name: str) -> Any:
+    """``jax.tree.map(fn, prefix, tree)`` with an error that names a path."""
+    try:
+        jax.tree.structure(prefix).flatten_up_to(tree)
+    except (ValueError, TypeError) as err:
+        raise ValueError(
+            f"{prefix_name} does not fit the parameters: "
+            f"{_describe_prefix_mismatch(prefix, tree, prefix_name)}."
+        ) from err
+    return jax.tree.map(fn, prefix, tree)
+
+
+def mask_tree(tree: Any, mask: Any, prefix_name: str = "mask") -> Any:
+    """Replace the parts of ``tree`` where ``mask`` is False by MaskedNode."""
+    return map_prefix(lambda m, t: t if m else MaskedNode(), mask, tree, prefix_name)
+
+
+class masked(GradientTransformation):
+    """Applies ``inner`` only where ``mask`` is True; other updates pass through.
+
+    Args:
+      inner: the transformation to apply to the selected leaves.
+      mask: a tree of booleans with the structure of the params (or a prefix of
+        it), or a function of the params/updates returning one.
+      mask_compatible_extra_args: also mask extra arguments whose tree matches
+        the updates.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> params = {"w": jnp.ones(2), "b": jnp.ones(2)}
+      >>> tx = gradax.masked(gradax.scale(0.0), {"w": True, "b": False})
+      >>> tx.update(params, tx.init(params))[0]["b"]
+      Array([1., 1.], dtype=float32)
+    """
+
+    inner: GradientTransformation
+    mask: Any = static_field()
+    mask_compatible_extra_args: bool = static_field(False, kw_only=True)
+
+    def __post_init__(self):
+        object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
+        super().__post_init__()
+
+    def _mask_for(self, tree: Any) -> Any:
+        return self.mask(tree) if callable(self.mask) else self.mask
+
+    def init(self, params):
+        masked_params = mask_tree(params, self._mask_for(params))
+        return MaskedState(inner_state=self.inner.init(masked_params))
+
+    def update(self, updates, state, params=None, **extra_args):
+        mask = self._mask_for(updates)
+        masked_updates = mask_tree(updates, mask)
+        masked_params = None if params is None else mask_tree(params, mask)
+        if self.mask_compatible_extra_args:
+            structure = jax.tree.structure(updates)
+            extra_args = {
+                k: mask_tree(v, mask) if jax.tree.structure(v) == structure else v
+                for k, v in extra_args.items()
+            }
+        new_updates, inner_state = self.inner.update(
+            masked_updates, state.inner_state, masked_params, **extra_args
+        )
+        merged = jax.tree.map(
+            lambda m, new, old: new if m else old, mask, new_updates, updates
+        )
+        return merged, MaskedState(inner_state=inner_state)
+
+
+class PartitionState(NamedTuple):
+    """State of :class:`partition`: one masked state per label."""
+
+    inner_states: dict[Hashable, MaskedState]
+
+
+class partition(GradientTransformation):
+    """Applies a different transformation to each group of parameters.
+
+    This is the safe way to give parameter groups their own settings: label
+    every leaf, and map each label to its transformation.
+
+    Args:
+      transforms: a mapping from label to transformation.
+      param_labels: a tree of labels like the params (or a prefix of it), or a
+        function of the params returning one.
+      mask_compatible_extra_args: passed on to :class:`masked`.
+
+    Raises:
+      ValueError: if a label in ``param_labels`` has no transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> params = {"w": jnp.ones(2), "b": jnp.ones(2)}
+      >>> tx = gradax.partition(
+      ...     {"decay": gradax.adamw(1e-3), "plain": gradax.adam(1e-3)},
+      ...     {"w": "decay", "b": "plain"},
+      ... )
+      >>> state = tx.init(params)
+    """
+
+    transforms: dict[Hashable, GradientTransformation]
+    param_labels: Any = static_field()
+    mask_compatible_extra_args: bool = static_field(False, kw_only=True)
+
+    def __post_init__(self):
+        if not isinstance(self.transforms, Mapping):
+            raise TypeError(
+                "transforms must be a mapping from label to transformation, got "
+                f"{type(self.transforms).__name__}"
+            )
+        checked = {
+            label: as_transformation(tx, f"transforms[{label!r}]")
+            for label, tx in self.transforms.items()
+        }
+        object.__setattr__(self, "transforms", checked)
+        super().__post_init__()
+
+    def _labels_for(self, tree: Any) -> Any:
+        labels = self.param_labels
+        labels = labels(tree) if callable(labels) else labels
+        missing = set(jax.tree.leaves(labels)) - set(self.transforms)
+        if missing:
+            label = sorted(map(repr, missing))[0]
+            raise ValueError(
+                f"partition: the label {label} appears in param_labels but has no "
+                f"transformation; known labels are {sorted(map(repr, self.transforms))}"
+            )
+        return labels
+
+    def _part(self, label: Hashable, labels: Any) -> masked:
+        mask = jax.tree.map(lambda x: x == label, labels)
+        return masked(
+            self.transforms[label],
+            mask,
+            mask_compatible_extra_args=self.mask_compatible_extra_args,
+        )
+
+    def init(self, params):
+        labels = self._labels_for(params)
+        return PartitionState(
+            inner_states={
+                label: self._part(label, labels).init(params)
+                for label in self.transforms
+            }
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        labels = self._labels_for(updates)
+        new_states = {}
+        for label in self.transforms:
+            updates, new_states[label] = self._part(label, labels).update(
+                updates, state.inner_states[label], params, **extra_args
+            )
+        return updates, PartitionState(inner_states=new_states)
+
+
+multi_transform = partition

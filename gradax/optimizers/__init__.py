@@ -1,0 +1,1 @@
+"""Optimizers, one file each."""

@@ -1,0 +1,1 @@
+"""Learning-rate and hyperparameter schedules."""

@@ -1,0 +1,1 @@
+"""Building blocks: small transformations that optimizers are made of."""

@@ -1,0 +1,77 @@
+"""Multiplying updates by a step size: scale, scale_by_learning_rate, schedules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from .._core import EmptyState, GradientTransformation
+from .._pytree import static_field
+
+
+def _scale_tree(updates: Any, factor: Any) -> Any:
+    return jax.tree.map(lambda g: factor * g, updates)
+
+
+class scale(GradientTransformation):
+    """Multiplies every update by ``step_size``.
+
+    Args:
+      step_size: a number, an array or a schedule of the step count.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.scale(-0.5)
+      >>> tx.update(jnp.ones(2), tx.init(jnp.ones(2)))[0]
+      Array([-0.5, -0.5], dtype=float32)
+    """
+
+    step_size: Any
+
+    def init(self, params):
+        del params
+        return EmptyState()
+
+    def update(self, updates, state, params=None, **extra_args):
+        return _scale_tree(updates, self.step_size), state
+
+
+class scale_by_schedule(GradientTransformation):
+    """Multiplies updates by ``step_size_fn(count)``, count starting at 0.
+
+    Args:
+      step_size_fn: a schedule (any callable of the step count).
+    """
+
+    step_size_fn: Any
+
+    def init(self, params):
+        del params
+        return EmptyState()
+
+    def update(self, updates, state, params=None, **extra_args):
+        # The base class has already evaluated the schedule at this step.
+        return _scale_tree(updates, self.step_size_fn), state
+
+
+class scale_by_learning_rate(GradientTransformation):
+    """Multiplies updates by ``-learning_rate`` (or ``+`` with flip_sign=False).
+
+    Args:
+      learning_rate: a number, an array, a schedule, or None (no scaling).
+      flip_sign: negate so that ``apply_updates`` descends.
+    """
+
+    learning_rate: Any = None
+    flip_sign: bool = static_field(True, kw_only=True)
+
+    def init(self, params):
+        del params
+        return EmptyState()
+
+    def update(self, updates, state, params=None, **extra_args):
+        if self.learning_rate is None:
+            return updates, state
+        factor = -self.learning_rate if self.flip_sign else self.learning_rate
+        return _scale_tree(updates, factor), state

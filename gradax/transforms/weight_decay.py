@@ -1,0 +1,61 @@
+"""Decoupled weight decay: add_decayed_weights."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from .._core import Alias, EmptyState, GradientTransformation
+from .._hyper import check_nonnegative
+from .._pytree import static_field
+from ..combinators.masked import masked
+
+
+class _decay(GradientTransformation):
+    weight_decay: Any
+
+    def init(self, params):
+        del params
+        return EmptyState()
+
+    def update(self, updates, state, params=None, **extra_args):
+        if params is None:
+            raise ValueError("add_decayed_weights needs params passed to update")
+        if isinstance(self.weight_decay, (int, float)) and self.weight_decay == 0:
+            return updates, state
+        wd = self.weight_decay
+        return jax.tree.map(
+            lambda g, p: None if g is None else g + wd * p,
+            updates,
+            params,
+            is_leaf=lambda x: x is None,
+        ), state
+
+
+class add_decayed_weights(Alias):
+    """Adds ``weight_decay * params`` to the updates.
+
+    Args:
+      weight_decay: a number >= 0, an array or a schedule.
+      mask: a tree of booleans like the params (or a function of the params
+        returning one); only True leaves decay.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.add_decayed_weights(0.1)
+      >>> p = jnp.ones(2)
+      >>> tx.update(jnp.zeros(2), tx.init(p), p)[0]
+      Array([0.1, 0.1], dtype=float32)
+    """
+
+    weight_decay: Any = 0.0
+    mask: Any = static_field(None)
+
+    def _check(self):
+        check_nonnegative("weight_decay", self.weight_decay)
+
+    def build(self):
+        if self.mask is None:
+            return _decay(self.weight_decay)
+        return masked(_decay(self.weight_decay), self.mask)
