@@ -85,11 +85,8 @@ def _concrete_values(value: Any) -> np.ndarray | None:
         return None
     if isinstance(value, (int, float, np.number, np.ndarray)):
         return np.asarray(value)
-    if isinstance(value, jax.Array):
-        try:
-            return np.asarray(value)
-        except Exception:  # noqa: BLE001 - abstract or not addressable here
-            return None
+    # JAX arrays are not read back: that would sync with the device, and they
+    # are how inject_hyperparams passes values already rounded to a dtype.
     return None
 
 

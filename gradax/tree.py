@@ -967,7 +967,8 @@ def update_moment_per_elem_norm(
         if not jnp.iscomplexobj(g):
             return g**order
         half = order / 2
-        return _abs_sq(g) ** (int(half) if float(half).is_integer() else half)
+        modulus_sq = jnp.real(jnp.conj(g) * g)  # optax's formula, bit for bit
+        return modulus_sq ** (int(half) if float(half).is_integer() else half)
 
     return jax.tree.map(
         lambda g, t: None if g is None else _ema(power(g), t, decay),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._core import GradientTransformation, as_transformation
+from .._pytree import static_field
 
 
 class chain(GradientTransformation):
@@ -54,8 +55,8 @@ class named_chain(GradientTransformation):
       *transforms: ``(name, transformation)`` pairs, applied in order.
     """
 
-    names: tuple[str, ...]
-    transforms: tuple[GradientTransformation, ...]
+    names: tuple[str, ...] = static_field()
+    transforms: tuple[GradientTransformation, ...] = ()
 
     def __init__(self, *transforms: tuple[str, Any]):
         names = []

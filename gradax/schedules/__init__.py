@@ -1,1 +1,23 @@
-"""Learning-rate and hyperparameter schedules."""
+"""Learning-rate and hyperparameter schedules.
+
+Each schedule is a pytree: its values are leaves (so ``jit`` can take it as an
+argument and ``grad`` can differentiate through it), while the steps where it
+changes are static.
+"""
+
+from .basic import constant_schedule as constant_schedule
+from .basic import exponential_decay as exponential_decay
+from .basic import linear_schedule as linear_schedule
+from .basic import piecewise_constant_schedule as piecewise_constant_schedule
+from .basic import piecewise_interpolate_schedule as piecewise_interpolate_schedule
+from .basic import polynomial_schedule as polynomial_schedule
+from .cosine import cosine_decay_schedule as cosine_decay_schedule
+from .cosine import sgdr_schedule as sgdr_schedule
+from .cosine import warmup_cosine_decay_schedule as warmup_cosine_decay_schedule
+from .join import join_schedules as join_schedules
+from .join import warmup_constant_schedule as warmup_constant_schedule
+from .join import (
+    warmup_exponential_decay_schedule as warmup_exponential_decay_schedule,
+)
+from .onecycle import cosine_onecycle_schedule as cosine_onecycle_schedule
+from .onecycle import linear_onecycle_schedule as linear_onecycle_schedule

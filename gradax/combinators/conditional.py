@@ -1,0 +1,237 @@
+"""Running a transformation only at some steps: apply_if_finite, conditionally_*."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+
+from .._core import (
+    GradientTransformation,
+    as_transformation,
+    safe_increment,
+    zero_count,
+)
+from .._hyper import check_range
+from .._pytree import static_field
+from ._wrapping import all_finite, cond_update
+
+
+class ConditionFn(Protocol):
+    """A predicate of the step counter for the ``conditionally_*`` wrappers.
+
+    Called as ``fn(step, **extra_args)`` with ``step`` an int32 scalar (the
+    extra arguments only with ``forward_extra_args=True``); returns a boolean
+    scalar: True runs the inner transformation.
+    """
+
+    def __call__(self, step: jax.Array, **extra_args: Any) -> Any: ...
+
+
+class ConditionallyTransformState(NamedTuple):
+    """State of :class:`conditionally_transform`."""
+
+    inner_state: Any
+    step: jax.Array  # int32 scalar: number of updates so far
+
+
+class ConditionallyMaskState(NamedTuple):
+    """State of :class:`conditionally_mask`."""
+
+    step: jax.Array  # int32 scalar: number of updates so far
+    inner_state: Any
+
+
+class _Conditional(GradientTransformation):
+    """Shared fields and predicate of the two ``conditionally_*`` wrappers."""
+
+    inner: GradientTransformation
+    should_transform_fn: Callable[..., Any] = static_field()
+    forward_extra_args: bool = static_field(False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
+        super().__post_init__()
+
+    def _should_transform(self, step: jax.Array, extra_args: dict[str, Any]) -> Any:
+        kwargs = extra_args if self.forward_extra_args else {}
+        return self.should_transform_fn(step, **kwargs)
+
+
+class conditionally_transform(_Conditional):
+    """Runs ``inner`` only at the steps where a predicate holds.
+
+    At update ``t`` (counted from 0), if ``should_transform_fn(t)`` is True
+    the inner transformation runs; otherwise the updates pass through unchanged
+    and the inner state is kept. To return zeros instead, use
+    :class:`conditionally_mask`.
+
+    Args:
+      inner: the inner transformation (gradax or optax).
+      should_transform_fn: a :class:`ConditionFn` of the step counter.
+      forward_extra_args: also pass the update's extra keyword arguments to
+        ``should_transform_fn``.
+
+    Returns:
+      A transformation with state :class:`ConditionallyTransformState`.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.conditionally_transform(gradax.scale(10.0), lambda t: t >= 1)
+      >>> state = tx.init(jnp.ones(2))
+      >>> updates, state = tx.update(jnp.ones(2), state)
+      >>> updates
+      Array([1., 1.], dtype=float32)
+      >>> tx.update(jnp.ones(2), state)[0]
+      Array([10., 10.], dtype=float32)
+    """
+
+    def init(self, params):
+        return ConditionallyTransformState(
+            inner_state=self.inner.init(params), step=zero_count()
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        new_updates, inner_state = cond_update(
+            self._should_transform(state.step, extra_args),
+            self.inner,
+            updates,
+            state.inner_state,
+            params,
+            extra_args,
+            on_skip="pass",
+            owner="conditionally_transform",
+        )
+        return new_updates, ConditionallyTransformState(
+            inner_state=inner_state, step=safe_increment(state.step)
+        )
+
+
+class conditionally_mask(_Conditional):
+    """Runs ``inner`` at the steps where a predicate holds, else returns zeros.
+
+    Like :class:`conditionally_transform`, except that on the steps where
+    ``should_transform_fn`` is False the updates are zeros (the inner state is
+    still kept).
+
+    Args:
+      inner: the inner transformation (gradax or optax).
+      should_transform_fn: a :class:`ConditionFn` of the step counter.
+      forward_extra_args: also pass the update's extra keyword arguments to
+        ``should_transform_fn``.
+
+    Returns:
+      A transformation with state :class:`ConditionallyMaskState`.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.conditionally_mask(gradax.scale(10.0), lambda t: t % 2 == 1)
+      >>> state = tx.init(jnp.ones(2))
+      >>> updates, state = tx.update(jnp.ones(2), state)
+      >>> updates
+      Array([0., 0.], dtype=float32)
+      >>> tx.update(jnp.ones(2), state)[0]
+      Array([10., 10.], dtype=float32)
+    """
+
+    def init(self, params):
+        return ConditionallyMaskState(
+            step=zero_count(), inner_state=self.inner.init(params)
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        new_updates, inner_state = cond_update(
+            self._should_transform(state.step, extra_args),
+            self.inner,
+            updates,
+            state.inner_state,
+            params,
+            extra_args,
+            on_skip="zeros",
+            owner="conditionally_mask",
+        )
+        return new_updates, ConditionallyMaskState(
+            step=safe_increment(state.step), inner_state=inner_state
+        )
+
+
+class ApplyIfFiniteState(NamedTuple):
+    """State of :class:`apply_if_finite`."""
+
+    notfinite_count: jax.Array  # int32 scalar: consecutive non-finite updates
+    last_finite: jax.Array  # bool scalar: whether the last updates were finite
+    total_notfinite: jax.Array  # int32 scalar: all non-finite updates so far
+    inner_state: Any
+
+
+class apply_if_finite(GradientTransformation):
+    """Skips updates holding a NaN or an infinity, up to a number in a row.
+
+    If any element of the incoming updates is not finite, the inner
+    transformation does not run: the updates returned are zeros and the inner
+    state is kept. After more than ``max_consecutive_errors`` such updates in a
+    row, the next non-finite one is passed to the inner transformation anyway.
+
+    Args:
+      inner: the inner transformation (gradax or optax).
+      max_consecutive_errors: how many non-finite updates in a row to skip,
+        an integer >= 0.
+
+    Returns:
+      A transformation with state :class:`ApplyIfFiniteState`.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.apply_if_finite(gradax.scale(-1.0), max_consecutive_errors=2)
+      >>> state = tx.init(jnp.ones(2))
+      >>> updates, state = tx.update(jnp.array([1.0, jnp.inf]), state)
+      >>> updates, int(state.notfinite_count)
+      (Array([0., 0.], dtype=float32), 1)
+    """
+
+    inner: GradientTransformation
+    max_consecutive_errors: Any
+
+    def __post_init__(self):
+        object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
+        super().__post_init__()
+
+    def _check(self):
+        check_range("max_consecutive_errors", self.max_consecutive_errors, 0)
+
+    def init(self, params):
+        return ApplyIfFiniteState(
+            notfinite_count=zero_count(),
+            last_finite=jnp.array(True),
+            total_notfinite=zero_count(),
+            inner_state=self.inner.init(params),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        finite = all_finite(updates)
+        notfinite_count = jnp.where(
+            finite,
+            jnp.zeros_like(state.notfinite_count),
+            safe_increment(state.notfinite_count),
+        )
+        give_up = notfinite_count > self.max_consecutive_errors
+        new_updates, inner_state = cond_update(
+            jnp.logical_or(finite, give_up),
+            self.inner,
+            updates,
+            state.inner_state,
+            params,
+            extra_args,
+            on_skip="zeros",
+            owner="apply_if_finite",
+        )
+        return new_updates, ApplyIfFiniteState(
+            notfinite_count=notfinite_count,
+            last_finite=finite,
+            total_notfinite=jnp.where(
+                finite, state.total_notfinite, safe_increment(state.total_notfinite)
+            ),
+            inner_state=inner_state,
+        )

@@ -1,0 +1,224 @@
+"""Cosine decay, with linear warmup, and its warm restarts (SGDR)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import jax.numpy as jnp
+
+from .._pytree import static_field
+from ._util import ScheduleBase, concrete_scalar, join
+from .basic import polynomial_value
+
+
+def cosine_value(count, init_value, decay_steps, alpha, exponent):
+    """Half-cosine decay from ``init_value`` to ``alpha * init_value``."""
+    # Python integers become floats so that large counts do not overflow int32.
+    if isinstance(decay_steps, int):
+        decay_steps = float(decay_steps)
+    if isinstance(count, int):
+        count = float(count)
+    count = jnp.minimum(count, decay_steps)
+    cosine = 0.5 * (1 + jnp.cos(jnp.pi * count / decay_steps))
+    return init_value * ((1 - alpha) * cosine**exponent + alpha)
+
+
+def _end_fraction(peak_value, end_value):
+    """``end_value / peak_value``, taken as 0 when ``peak_value`` is 0."""
+    known_peak = concrete_scalar(peak_value)
+    if known_peak is not None:
+        return 0.0 if known_peak == 0.0 else end_value / peak_value
+    is_zero = peak_value == 0.0
+    safe_peak = jnp.where(is_zero, 1.0, peak_value)
+    return jnp.where(is_zero, 0.0, end_value / safe_peak)
+
+
+def _check_decay_steps(name: str, decay_steps) -> None:
+    if not decay_steps > 0:
+        raise ValueError(f"{name} must be > 0, got {decay_steps!r}")
+
+
+class cosine_decay_schedule(ScheduleBase):
+    """Decays a value along a half cosine over ``decay_steps`` steps.
+
+    With :math:`D` = ``decay_steps``, :math:`\\alpha` = ``alpha`` and
+    :math:`p` = ``exponent``,
+
+    .. math::
+        f(t) = v_0 \\left[(1 - \\alpha) \\left(\\tfrac{1}{2}\\left(
+            1 + \\cos \\frac{\\pi \\min(t, D)}{D}\\right)\\right)^p
+            + \\alpha\\right]
+
+    so it starts at :math:`v_0` and stays at :math:`\\alpha v_0` from step
+    :math:`D` on.
+
+    Args:
+      init_value: the value :math:`v_0` at step 0.
+      decay_steps: the number of steps :math:`D` of the decay; must be > 0.
+      alpha: the final value as a fraction of ``init_value``.
+      exponent: the power :math:`p` of the cosine factor.
+
+    Returns:
+      A schedule, called with the step count.
+
+    Example:
+      >>> import gradax
+      >>> schedule = gradax.cosine_decay_schedule(1.0, decay_steps=100, alpha=0.1)
+      >>> [round(float(schedule(t)), 4) for t in (0, 50, 100, 200)]
+      [1.0, 0.55, 0.1, 0.1]
+    """
+
+    init_value: Any
+    decay_steps: int = static_field()
+    alpha: Any = 0.0
+    exponent: Any = 1.0
+
+    _static_numbers = ("decay_steps",)
+
+    def _check(self):
+        _check_decay_steps("decay_steps", self.decay_steps)
+
+    def _evaluate(self, count):
+        return cosine_value(
+            count, self.init_value, self.decay_steps, self.alpha, self.exponent
+        )
+
+
+class warmup_cosine_decay_schedule(ScheduleBase):
+    """Linear warmup to a peak, then cosine decay to ``end_value``.
+
+    With :math:`W` = ``warmup_steps`` and :math:`D` = ``decay_steps`` (the
+    total length, warmup included),
+
+    .. math::
+        f(t) = \\begin{cases}
+            v_0 + (v_p - v_0)\\, \\max(t, 0) / W & t < W \\\\
+            v_1 + (v_p - v_1) \\left(\\tfrac{1}{2}\\left(1 + \\cos
+                \\frac{\\pi \\min(t - W, D - W)}{D - W}\\right)\\right)^p
+                & t \\ge W
+        \\end{cases}
+
+    It is continuous at :math:`W` and equals ``end_value`` from :math:`D` on.
+
+    Args:
+      init_value: the value :math:`v_0` at step 0.
+      peak_value: the value :math:`v_p` at the end of the warmup.
+      warmup_steps: the length :math:`W` of the warmup (0 for none).
+      decay_steps: the total length :math:`D` of the schedule, warmup
+        included; must be greater than ``warmup_steps``.
+      end_value: the value :math:`v_1` at the end.
+      exponent: the power :math:`p` of the cosine factor.
+
+    Returns:
+      A schedule, called with the step count.
+
+    Example:
+      >>> import gradax
+      >>> schedule = gradax.warmup_cosine_decay_schedule(
+      ...     0.0, 1.0, warmup_steps=10, decay_steps=110, end_value=0.1)
+      >>> [round(float(schedule(t)), 4) for t in (0, 5, 10, 60, 110, 200)]
+      [0.0, 0.5, 1.0, 0.55, 0.1, 0.1]
+    """
+
+    init_value: Any
+    peak_value: Any
+    warmup_steps: int = static_field()
+    decay_steps: int = static_field()
+    end_value: Any = 0.0
+    exponent: Any = 1.0
+
+    _static_numbers = ("warmup_steps", "decay_steps")
+
+    def _check(self):
+        if not self.decay_steps - self.warmup_steps > 0:
+            raise ValueError(
+                "decay_steps must be greater than warmup_steps (it counts the "
+                f"warmup), got decay_steps={self.decay_steps!r} and "
+                f"warmup_steps={self.warmup_steps!r}"
+            )
+
+    def _evaluate(self, count):
+        alpha = _end_fraction(self.peak_value, self.end_value)
+        warmup_steps = self.warmup_steps
+
+        def warmup(t):
+            return polynomial_value(
+                t, self.init_value, self.peak_value, 1, warmup_steps, 0
+            )
+
+        def decay(t):
+            return cosine_value(
+                t,
+                self.peak_value,
+                self.decay_steps - warmup_steps,
+                alpha,
+                self.exponent,
+            )
+
+        return join(count, (warmup, decay), (warmup_steps,))
+
+
+class sgdr_schedule(ScheduleBase):
+    """Cosine decay with warm restarts: cycles of warmup and cosine decay.
+
+    Each cycle is a :class:`warmup_cosine_decay_schedule`; cycle :math:`k`
+    starts when the ones before it have run their ``decay_steps`` and sees the
+    step count from its own start.
+
+    Args:
+      cosine_kwargs: the cycles, in order: each a dict of arguments of
+        :class:`warmup_cosine_decay_schedule` (or such a schedule itself).
+        They are kept as a tuple of schedules, whose numbers are the leaves.
+
+    Returns:
+      A schedule, called with the step count.
+
+    Example:
+      >>> import gradax
+      >>> cycle = dict(init_value=0.0, peak_value=1.0, warmup_steps=5,
+      ...              decay_steps=20)
+      >>> schedule = gradax.sgdr_schedule([cycle, cycle])
+      >>> [round(float(schedule(t)), 4) for t in (0, 5, 19, 20, 25)]
+      [0.0, 1.0, 0.0109, 0.0, 1.0]
+
+    References:
+      Loshchilov and Hutter, SGDR: Stochastic Gradient Descent with Warm
+      Restarts, 2017 (arXiv:1608.03983).
+    """
+
+    cosine_kwargs: tuple[warmup_cosine_decay_schedule, ...]
+
+    def __init__(self, cosine_kwargs: Iterable[Mapping[str, Any]]):
+        if isinstance(cosine_kwargs, Mapping) or not isinstance(
+            cosine_kwargs, Iterable
+        ):
+            raise ValueError(
+                "cosine_kwargs must be a sequence of dicts of arguments of "
+                f"warmup_cosine_decay_schedule, got {cosine_kwargs!r}"
+            )
+        cycles = []
+        for i, kwargs in enumerate(cosine_kwargs):
+            if isinstance(kwargs, warmup_cosine_decay_schedule):
+                cycles.append(kwargs)
+            elif isinstance(kwargs, Mapping):
+                cycles.append(warmup_cosine_decay_schedule(**kwargs))
+            else:
+                raise ValueError(
+                    f"cosine_kwargs[{i}] must be a dict of arguments of "
+                    f"warmup_cosine_decay_schedule, got {kwargs!r}"
+                )
+        object.__setattr__(self, "cosine_kwargs", tuple(cycles))
+        self.__post_init__()
+
+    def _check(self):
+        if not self.cosine_kwargs:
+            raise ValueError("cosine_kwargs must hold at least one cycle, got none")
+
+    def _evaluate(self, count):
+        starts = []
+        step = 0
+        for cycle in self.cosine_kwargs[:-1]:
+            step += cycle.decay_steps
+            starts.append(step)
+        return join(count, self.cosine_kwargs, starts)

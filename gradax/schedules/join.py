@@ -1,0 +1,185 @@
+"""Schedules run one after another, and warmups in front of a schedule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._hyper import Schedule, as_hyperparameter
+from .._pytree import static_field
+from ._util import ScheduleBase, join, step_number
+from .basic import exponential_value, polynomial_value
+
+
+class join_schedules(ScheduleBase):
+    """Runs schedules one after another, switching at given steps.
+
+    With boundaries :math:`b_1 < \\dots < b_{n-1}` (and :math:`b_0 = 0`),
+
+    .. math:: f(t) = f_i(t - b_i) \\quad \\text{for } b_i \\le t < b_{i+1}
+
+    (and :math:`f_0(t)` before :math:`b_1`): each schedule counts steps from
+    its own start.
+
+    Args:
+      schedules: the :math:`n` schedules, in order. gradax schedules stay
+        pytrees (their numbers are leaves); other callables (optax schedules,
+        functions) are wrapped as static functions.
+      boundaries: the :math:`n - 1` steps at which the next schedule takes
+        over. They are static.
+
+    Returns:
+      A schedule, called with the step count.
+
+    Example:
+      >>> import gradax
+      >>> schedule = gradax.join_schedules(
+      ...     [gradax.linear_schedule(0.0, 1.0, 10), gradax.constant_schedule(1.0)],
+      ...     boundaries=[10])
+      >>> [float(schedule(t)) for t in (0, 5, 10, 100)]
+      [0.0, 0.5, 1.0, 1.0]
+    """
+
+    schedules: Sequence[Callable[[Any], Any]]
+    boundaries: Sequence[int] = static_field()
+
+    def __post_init__(self):
+        if not isinstance(self.schedules, Sequence) or isinstance(self.schedules, str):
+            raise ValueError(
+                f"schedules must be a sequence of schedules, got {self.schedules!r}"
+            )
+        if not isinstance(self.boundaries, Sequence) or isinstance(
+            self.boundaries, str
+        ):
+            raise ValueError(
+                f"boundaries must be a sequence of steps, got {self.boundaries!r}"
+            )
+        schedules = tuple(as_hyperparameter(s) for s in self.schedules)
+        for i, schedule in enumerate(schedules):
+            if not isinstance(schedule, Schedule):
+                raise ValueError(
+                    f"schedules[{i}] must be a schedule (a callable of the step "
+                    f"count), got {schedule!r}"
+                )
+        boundaries = tuple(
+            step_number(f"boundaries[{i}]", b) for i, b in enumerate(self.boundaries)
+        )
+        object.__setattr__(self, "schedules", schedules)
+        object.__setattr__(self, "boundaries", boundaries)
+        super().__post_init__()
+
+    def _check(self):
+        if not self.schedules:
+            raise ValueError("schedules must hold at least one schedule, got none")
+        if len(self.boundaries) != len(self.schedules) - 1:
+            raise ValueError(
+                "boundaries must hold one step fewer than schedules has "
+                f"schedules: got {len(self.schedules)} schedules and "
+                f"{len(self.boundaries)} boundaries"
+            )
+
+    def _evaluate(self, count):
+        return join(count, self.schedules, self.boundaries)
+
+
+class warmup_constant_schedule(ScheduleBase):
+    """Linear warmup from ``init_value`` to ``peak_value``, then constant.
+
+    With :math:`W` = ``warmup_steps``,
+
+    .. math:: f(t) = v_0 + (v_p - v_0) \\, \\mathrm{clip}(t, 0, W) / W
+
+    (the constant ``init_value`` when :math:`W \\le 0`, as in optax).
+
+    Args:
+      init_value: the value :math:`v_0` at step 0.
+      peak_value: the value :math:`v_p` from ``warmup_steps`` on.
+      warmup_steps: the length :math:`W` of the warmup.
+
+    Returns:
+      A schedule, called with the step count.
+
+    Example:
+      >>> import gradax
+      >>> schedule = gradax.warmup_constant_schedule(0.0, 1.0, warmup_steps=4)
+      >>> [float(schedule(t)) for t in (0, 1, 4, 100)]
+      [0.0, 0.25, 1.0, 1.0]
+    """
+
+    init_value: Any
+    peak_value: Any
+    warmup_steps: int = static_field()
+
+    _static_numbers = ("warmup_steps",)
+
+    def _evaluate(self, count):
+        return polynomial_value(
+            count, self.init_value, self.peak_value, 1, self.warmup_steps, 0
+        )
+
+
+class warmup_exponential_decay_schedule(ScheduleBase):
+    """Linear warmup to ``peak_value``, then :class:`exponential_decay` from it.
+
+    With :math:`W` = ``warmup_steps``, :math:`s` = ``transition_steps``,
+    :math:`b` = ``transition_begin`` and :math:`r` = ``decay_rate``,
+
+    .. math::
+        f(t) = \\begin{cases}
+            v_0 + (v_p - v_0)\\, \\max(t, 0) / W & t < W \\\\
+            v_p \\, r^{(t - W - b) / s} & t \\ge W
+        \\end{cases}
+
+    where the decay is delayed, rounded and bounded exactly as in
+    :class:`exponential_decay`, counting steps from the end of the warmup.
+
+    Args:
+      init_value: the value :math:`v_0` at step 0.
+      peak_value: the value :math:`v_p` at the end of the warmup.
+      warmup_steps: the length :math:`W` of the warmup.
+      transition_steps: the number of steps per factor of ``decay_rate``.
+      decay_rate: the factor :math:`r` per ``transition_steps`` steps.
+      transition_begin: steps after the warmup before the decay starts.
+      staircase: decay in whole factors only.
+      end_value: a bound the decaying value does not pass, or None.
+
+    Returns:
+      A schedule, called with the step count.
+
+    Example:
+      >>> import gradax
+      >>> schedule = gradax.warmup_exponential_decay_schedule(
+      ...     0.0, 1.0, warmup_steps=10, transition_steps=10, decay_rate=0.5)
+      >>> [float(schedule(t)) for t in (0, 5, 10, 20, 30)]
+      [0.0, 0.5, 1.0, 0.5, 0.25]
+    """
+
+    init_value: Any
+    peak_value: Any
+    warmup_steps: int = static_field()
+    transition_steps: int = static_field()
+    decay_rate: Any
+    transition_begin: int = static_field(0)
+    staircase: bool = static_field(False)
+    end_value: Any = None
+
+    _static_numbers = ("warmup_steps", "transition_steps", "transition_begin")
+
+    def _evaluate(self, count):
+        def warmup(t):
+            return polynomial_value(
+                t, self.init_value, self.peak_value, 1, self.warmup_steps, 0
+            )
+
+        def decay(t):
+            return exponential_value(
+                t,
+                self.peak_value,
+                self.transition_steps,
+                self.decay_rate,
+                self.transition_begin,
+                self.staircase,
+                self.end_value,
+            )
+
+        return join(count, (warmup, decay), (self.warmup_steps,))

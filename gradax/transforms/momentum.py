@@ -1,0 +1,148 @@
+"""Accumulating past updates: trace (momentum) and ema (moving average)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+
+from .. import tree as gtree
+from .._core import GradientTransformation, safe_increment, zero_count
+from .._hyper import check_decay, check_range
+from .._pytree import static_field
+
+
+def _canonical_dtype(dtype: Any) -> Any:
+    """``dtype`` as JAX would store it (float64 is float32 without x64)."""
+    return None if dtype is None else jax.dtypes.canonicalize_dtype(dtype)
+
+
+class TraceState(NamedTuple):
+    """State of :class:`trace`."""
+
+    trace: Any  # a tree like the params, in accumulator_dtype
+
+
+class trace(GradientTransformation):
+    r"""Momentum: a decaying sum of past updates.
+
+    With incoming update :math:`g_t` and decay :math:`\mu`:
+
+    .. math::
+      m_t = g_t + \mu\, m_{t-1},\qquad
+      u_t = \begin{cases} m_t & \text{plain} \\
+      g_t + \mu\, m_t & \text{nesterov} \end{cases}
+
+    :class:`ema` is the other common average,
+    :math:`\mu\, m_{t-1} + (1 - \mu) g_t`.
+
+    Args:
+      decay: :math:`\mu`, in [0, 1); a number, an array or a schedule.
+      nesterov: return the Nesterov look-ahead :math:`g_t + \mu m_t`.
+      accumulator_dtype: dtype of the stored trace (default: the params').
+
+    Returns:
+      A transformation whose state is a :class:`TraceState`.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.trace(0.5)
+      >>> state = tx.init(jnp.zeros(2))
+      >>> u, state = tx.update(jnp.ones(2), state)
+      >>> u, state = tx.update(jnp.ones(2), state)
+      >>> u
+      Array([1.5, 1.5], dtype=float32)
+
+    References:
+      Polyak, Some methods of speeding up the convergence of iteration
+      methods, 1964; Sutskever et al., On the importance of initialization and
+      momentum in deep learning, ICML 2013.
+    """
+
+    decay: Any
+    nesterov: bool = static_field(False)
+    accumulator_dtype: Any = static_field(None)
+
+    def _check(self):
+        check_decay("decay", self.decay)
+
+    def init(self, params):
+        dtype = _canonical_dtype(self.accumulator_dtype)
+        return TraceState(trace=gtree.zeros_like(params, dtype))
+
+    def update(self, updates, state, params=None, **extra_args):
+        decay = self.decay
+
+        def step(g, m):
+            return g + decay * m
+
+        new_trace = jax.tree.map(
+            lambda g, m: None if g is None else step(g, m),
+            updates,
+            state.trace,
+            is_leaf=lambda x: x is None,
+        )
+        if self.nesterov:
+            updates = jax.tree.map(step, updates, new_trace)
+        else:
+            updates = new_trace
+        # The base class casts the trace back to the dtype init gave it.
+        return updates, TraceState(trace=new_trace)
+
+
+class EmaState(NamedTuple):
+    """State of :class:`ema`."""
+
+    count: jax.Array  # int32 scalar: number of updates so far
+    ema: Any  # a tree like the params, in accumulator_dtype
+
+
+class ema(GradientTransformation):
+    r"""Exponential moving average of past updates.
+
+    With incoming update :math:`g_t`, decay :math:`\beta` and step
+    :math:`t \ge 1`:
+
+    .. math::
+      m_t = \beta\, m_{t-1} + (1 - \beta)\, g_t,\qquad
+      u_t = \begin{cases} m_t / (1 - \beta^t) & \text{debias} \\
+      m_t & \text{otherwise} \end{cases}
+
+    Args:
+      decay: :math:`\beta`, in [0, 1]; a number, an array or a schedule.
+      debias: divide by :math:`1 - \beta^t` to remove the bias towards the
+        zero start.
+      accumulator_dtype: dtype of the stored average (default: the params').
+
+    Returns:
+      A transformation whose state is an :class:`EmaState`.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.ema(0.5, debias=False)
+      >>> state = tx.init(jnp.zeros(2))
+      >>> u, state = tx.update(jnp.ones(2), state)
+      >>> u, state = tx.update(jnp.ones(2), state)
+      >>> u
+      Array([0.75, 0.75], dtype=float32)
+    """
+
+    decay: Any
+    debias: bool = static_field(True)
+    accumulator_dtype: Any = static_field(None)
+
+    def _check(self):
+        check_range("decay", self.decay, 0.0, 1.0)
+
+    def init(self, params):
+        dtype = _canonical_dtype(self.accumulator_dtype)
+        return EmaState(count=zero_count(), ema=gtree.zeros_like(params, dtype))
+
+    def update(self, updates, state, params=None, **extra_args):
+        new_ema = gtree.update_moment(updates, state.ema, self.decay, 1)
+        count = safe_increment(state.count)
+        if self.debias:
+            updates = gtree.bias_correction(new_ema, self.decay, count)
+        else:
+            updates = new_ema
+        return updates, EmaState(count=count, ema=new_ema)

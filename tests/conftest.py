@@ -1,0 +1,14 @@
+"""Test configuration: 8 simulated CPU devices and deterministic hypothesis."""
+
+import os
+
+_FLAG = "--xla_force_host_platform_device_count=8"
+if _FLAG not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FLAG}".strip()
+
+import hypothesis  # noqa: E402
+
+hypothesis.settings.register_profile(
+    "gradax", derandomize=True, deadline=None, max_examples=30, print_blob=True
+)
+hypothesis.settings.load_profile("gradax")

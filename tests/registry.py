@@ -1,0 +1,124 @@
+"""The conformance registry: every public transformation, with small kwargs.
+
+Each entry gets every check in ``test_conformance.py``. Adding a
+transformation to gradax means adding one entry here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import optax
+
+import gradax
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One transformation under test.
+
+    Attributes:
+      name: the public gradax name (and the optax name, unless ``optax_name``).
+      kwargs: small arguments for both gradax and optax.
+      optimizer: a full optimizer (descends on its own): gets convergence checks.
+      schedule_arg: a numeric argument to give as a schedule, or None.
+      complex_ok: runs on complex parameters.
+      optax_name: optax attribute path when it differs; "" for no optax twin.
+      converge_kwargs: arguments for the convergence checks (default: kwargs).
+      rosenbrock_steps: steps allowed on Rosenbrock (0: parabola only).
+      injectable: can be wrapped by inject_hyperparams.
+      build_fn: builds the transformation when it is not ``gradax.<name>(**kwargs)``.
+      optax_build_fn: same for the optax twin.
+      rtol: tolerance against optax (float32 over the test's steps).
+    """
+
+    name: str
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    optimizer: bool = False
+    schedule_arg: str | None = None
+    complex_ok: bool = True
+    optax_name: str | None = None
+    converge_kwargs: dict[str, Any] | None = None
+    rosenbrock_steps: int = 0
+    injectable: bool = True
+    build_fn: Callable[..., Any] | None = None
+    optax_build_fn: Callable[..., Any] | None = None
+    rtol: float = 1e-5
+
+    @property
+    def factory(self) -> Any:
+        return getattr(gradax, self.name)
+
+    def build(self, **overrides: Any) -> Any:
+        kwargs = {**self.kwargs, **overrides}
+        if self.build_fn is not None:
+            return self.build_fn(**kwargs)
+        return self.factory(**kwargs)
+
+    def build_optax(self) -> Any | None:
+        if self.optax_build_fn is not None:
+            return self.optax_build_fn(**self.kwargs)
+        name = self.name if self.optax_name is None else self.optax_name
+        if not name:
+            return None
+        target = optax
+        for part in name.split("."):
+            target = getattr(target, part)
+        return target(**self.kwargs)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+LR = dict(learning_rate=0.05)
+
+ENTRIES: list[Entry] = [
+    # Optimizers.
+    Entry("adam", LR, optimizer=True, schedule_arg="learning_rate",
+          rosenbrock_steps=3000),
+    Entry("adam", dict(learning_rate=0.05, nesterov=True), optimizer=True,
+          schedule_arg="b1"),
+    Entry("adamw", dict(learning_rate=0.05, weight_decay=1e-3), optimizer=True,
+          schedule_arg="weight_decay", rosenbrock_steps=3000),
+    # Building blocks.
+    Entry("scale", dict(step_size=-0.1), schedule_arg="step_size"),
+    Entry("scale_by_learning_rate", LR, schedule_arg="learning_rate"),
+    Entry("scale_by_schedule", dict(step_size_fn=lambda c: 0.1 / (1 + c)),
+          injectable=False),
+    Entry("scale_by_adam", dict(b1=0.8), schedule_arg="eps"),
+    Entry("add_decayed_weights", dict(weight_decay=0.1),
+          schedule_arg="weight_decay"),
+    Entry("identity"),
+    Entry("set_to_zero"),
+    # Combinators.
+    Entry("chain", injectable=False,
+          build_fn=lambda: gradax.chain(gradax.scale(0.5), gradax.adam(0.05)),
+          optax_build_fn=lambda: optax.chain(optax.scale(0.5), optax.adam(0.05)),
+          optimizer=True),
+    Entry("named_chain", injectable=False,
+          build_fn=lambda: gradax.named_chain(("a", gradax.adam(0.05))),
+          optax_build_fn=lambda: optax.named_chain(("a", optax.adam(0.05))),
+          optimizer=True),
+    Entry("masked", injectable=False,
+          build_fn=lambda: gradax.masked(gradax.adam(0.05), _MASK),
+          optax_build_fn=lambda: optax.masked(optax.adam(0.05), _MASK)),
+    Entry("partition", injectable=False, optimizer=True,
+          build_fn=lambda: gradax.partition(
+              {"a": gradax.adam(0.05), "b": gradax.adamw(0.02)}, _LABELS),
+          optax_build_fn=lambda: optax.partition(
+              {"a": optax.adam(0.05), "b": optax.adamw(0.02)}, _LABELS)),
+    Entry("inject_hyperparams", injectable=False, optimizer=True,
+          build_fn=lambda: gradax.inject_hyperparams(gradax.adam)(0.05, b1=0.8),
+          optax_build_fn=lambda: optax.inject_hyperparams(optax.adam)(0.05, b1=0.8)),
+]
+
+# The parameter tree the checks use has leaves "s", "v", "m", "t".
+_MASK = {"s": False, "v": True, "m": True, "t": False}
+_LABELS = {"s": "a", "v": "b", "m": "a", "t": "b"}
+
+
+def entry_id(entry: Entry) -> str:
+    suffix = "-".join(f"{k}" for k in entry.kwargs if k != "learning_rate")
+    return f"{entry.name}[{suffix}]" if suffix else entry.name
