@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import inspect
 import math
 import operator
@@ -878,6 +879,9 @@ def _ema(new: Any, old: Any, decay: Any) -> Any:
     return _coefficient(1 - decay, dtype) * new + _coefficient(decay, dtype) * old
 
 
+# Compiled (and inlined when traced) so eager calls round ``decay**count`` the
+# way a compiled update does, and the way optax does.
+@functools.partial(jax.jit, inline=True)
 def bias_correction(moment: Any, decay: Any, count: Any) -> Any:
     """Divides a moment estimate by ``1 - decay**count``.
 
@@ -892,7 +896,7 @@ def bias_correction(moment: Any, decay: Any, count: Any) -> Any:
     Returns:
         The corrected moment, with each leaf's dtype.
     """
-    correction = 1 - jnp.asarray(decay) ** count
+    correction = 1 - decay**count
     return jax.tree.map(lambda t: t / correction.astype(t.dtype), moment)
 
 

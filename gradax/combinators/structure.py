@@ -38,7 +38,7 @@ def _from_vector(vector: jax.Array, like: Any) -> Any:
     pieces = jnp.split(vector, np.cumsum(sizes)[:-1]) if leaves else []
     return jax.tree.unflatten(
         treedef,
-        [jnp.reshape(p, jnp.shape(x)) for p, x in zip(pieces, leaves, strict=True)],
+        [jnp.reshape(p[::-1], jnp.shape(x)) for p, x in zip(pieces, leaves, strict=True)],
     )
 
 
