@@ -24,6 +24,15 @@ from ._pytree import Module as Module
 from ._pytree import static_field as static_field
 from .combinators.chain import chain as chain
 from .combinators.chain import named_chain as named_chain
+from .combinators.conditional import ApplyIfFiniteState as ApplyIfFiniteState
+from .combinators.conditional import ConditionallyMaskState as ConditionallyMaskState
+from .combinators.conditional import (
+    ConditionallyTransformState as ConditionallyTransformState,
+)
+from .combinators.conditional import ConditionFn as ConditionFn
+from .combinators.conditional import apply_if_finite as apply_if_finite
+from .combinators.conditional import conditionally_mask as conditionally_mask
+from .combinators.conditional import conditionally_transform as conditionally_transform
 from .combinators.inject import InjectHyperparamsState as InjectHyperparamsState
 from .combinators.inject import (
     InjectStatefulHyperparamsState as InjectStatefulHyperparamsState,
@@ -32,22 +41,32 @@ from .combinators.inject import inject_hyperparams as inject_hyperparams
 from .combinators.inject import (
     inject_stateful_hyperparams as inject_stateful_hyperparams,
 )
+from .combinators.lookahead import LookaheadParams as LookaheadParams
+from .combinators.lookahead import LookaheadState as LookaheadState
+from .combinators.lookahead import lookahead as lookahead
 from .combinators.masked import MaskedNode as MaskedNode
 from .combinators.masked import MaskedState as MaskedState
 from .combinators.masked import PartitionState as PartitionState
 from .combinators.masked import masked as masked
 from .combinators.masked import multi_transform as multi_transform
 from .combinators.masked import partition as partition
+from .combinators.multi_steps import MultiSteps as MultiSteps
+from .combinators.multi_steps import MultiStepsState as MultiStepsState
+from .combinators.multi_steps import (
+    ShouldSkipUpdateFunction as ShouldSkipUpdateFunction,
+)
+from .combinators.multi_steps import skip_large_updates as skip_large_updates
+from .combinators.multi_steps import skip_not_finite as skip_not_finite
+from .combinators.structure import ApplyEvery as ApplyEvery
+from .combinators.structure import apply_every as apply_every
+from .combinators.structure import flatten as flatten
+from .combinators.structure import freeze as freeze
+from .combinators.structure import selective_transform as selective_transform
 from .optimizers.adam import ScaleByAdamState as ScaleByAdamState
 from .optimizers.adam import adam as adam
 from .optimizers.adam import adamw as adamw
 from .optimizers.adam import scale_by_adam as scale_by_adam
-from .transforms.scaling import scale as scale
-from .transforms.scaling import scale_by_learning_rate as scale_by_learning_rate
-from .transforms.scaling import scale_by_schedule as scale_by_schedule
-from .transforms.weight_decay import add_decayed_weights as add_decayed_weights
-
-# --- schedules (gradax/schedules) ---
+from .optimizers.sgd import sgd as sgd
 from .schedules import constant_schedule as constant_schedule
 from .schedules import cosine_decay_schedule as cosine_decay_schedule
 from .schedules import cosine_onecycle_schedule as cosine_onecycle_schedule
@@ -68,9 +87,6 @@ from .schedules import (
 from .schedules import (
     warmup_exponential_decay_schedule as warmup_exponential_decay_schedule,
 )
-
-# --- building blocks (gradax/transforms, gradax/optimizers/sgd.py) ---
-from .optimizers.sgd import sgd as sgd
 from .transforms.clipping import AdaptiveGradClipState as AdaptiveGradClipState
 from .transforms.clipping import ClipByGlobalNormState as ClipByGlobalNormState
 from .transforms.clipping import ClipState as ClipState
@@ -98,31 +114,9 @@ from .transforms.momentum import EmaState as EmaState
 from .transforms.momentum import TraceState as TraceState
 from .transforms.momentum import ema as ema
 from .transforms.momentum import trace as trace
-
-# --- combinators and wrappers (gradax/combinators) ---
-from .combinators.conditional import ApplyIfFiniteState as ApplyIfFiniteState
-from .combinators.conditional import ConditionFn as ConditionFn
-from .combinators.conditional import ConditionallyMaskState as ConditionallyMaskState
-from .combinators.conditional import (
-    ConditionallyTransformState as ConditionallyTransformState,
-)
-from .combinators.conditional import apply_if_finite as apply_if_finite
-from .combinators.conditional import conditionally_mask as conditionally_mask
-from .combinators.conditional import conditionally_transform as conditionally_transform
-from .combinators.lookahead import LookaheadParams as LookaheadParams
-from .combinators.lookahead import LookaheadState as LookaheadState
-from .combinators.lookahead import lookahead as lookahead
-from .combinators.multi_steps import MultiSteps as MultiSteps
-from .combinators.multi_steps import MultiStepsState as MultiStepsState
-from .combinators.multi_steps import (
-    ShouldSkipUpdateFunction as ShouldSkipUpdateFunction,
-)
-from .combinators.multi_steps import skip_large_updates as skip_large_updates
-from .combinators.multi_steps import skip_not_finite as skip_not_finite
-from .combinators.structure import ApplyEvery as ApplyEvery
-from .combinators.structure import apply_every as apply_every
-from .combinators.structure import flatten as flatten
-from .combinators.structure import freeze as freeze
-from .combinators.structure import selective_transform as selective_transform
+from .transforms.scaling import scale as scale
+from .transforms.scaling import scale_by_learning_rate as scale_by_learning_rate
+from .transforms.scaling import scale_by_schedule as scale_by_schedule
+from .transforms.weight_decay import add_decayed_weights as add_decayed_weights
 
 __version__ = "0.1.0.dev0"

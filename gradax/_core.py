@@ -107,10 +107,10 @@ def is_weakly_typed(x: Any) -> bool:
     return bool(getattr(x, "weak_type", False))
 
 
-def _aval(x: Any) -> tuple[tuple[int, ...], np.dtype, bool] | None:
+def _aval(x: Any) -> tuple[tuple[int, ...], Any, bool] | None:
     if not hasattr(x, "dtype") or not hasattr(x, "shape"):
         return None
-    return tuple(x.shape), np.dtype(x.dtype), is_weakly_typed(x)
+    return tuple(x.shape), x.dtype, is_weakly_typed(x)
 
 
 def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
@@ -121,7 +121,7 @@ def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
         message = tree_difference(new_state, old_state, "new state", "old state")
         raise TypeError(f"{owner}.update changed the structure of its state: {message}")
     out = []
-    for (path, new), old in zip(new_leaves, old_leaves):
+    for (path, new), old in zip(new_leaves, old_leaves, strict=True):
         want, have = _aval(old), _aval(new)
         if want is None or have is None or want == have:
             out.append(new)
@@ -142,7 +142,7 @@ def match_dtypes(new_updates: Any, old_updates: Any) -> Any:
     if new_def != old_def:
         return new_updates
     out = []
-    for new, old in zip(new_leaves, old_leaves):
+    for new, old in zip(new_leaves, old_leaves, strict=True):
         old_dtype = getattr(old, "dtype", None)
         if old_dtype is None or getattr(new, "dtype", old_dtype) == old_dtype:
             out.append(new)
@@ -189,7 +189,9 @@ def _wrap_update(raw_update: Callable) -> Callable:
     @functools.wraps(raw_update)
     def update(self, updates, state, params=None, **extra_args):
         if params is not None:
-            check_same_structure(updates, params, "updates", "params")
+            check_same_structure(
+                updates, self._params_like_updates(params), "updates", "params"
+            )
         scheduled = _scheduled_fields(self)
         if scheduled:
             if not isinstance(state, ScheduleState):
@@ -246,6 +248,10 @@ class GradientTransformation(Module):
     def _hyperparameter_fields(cls) -> tuple[str, ...]:
         """Data fields resolved centrally at the update count."""
         return tuple(n for n in cls._data_fields if n not in cls._self_resolved)
+
+    def _params_like_updates(self, params: Params) -> Params:
+        """The part of ``params`` that must have the updates' tree."""
+        return params
 
     def init(self, params: Params) -> OptState:
         raise NotImplementedError
@@ -428,9 +434,9 @@ def incremental_update(new_tensors: Any, old_tensors: Any, step_size: Any) -> An
     """Polyak averaging: ``step_size * new + (1 - step_size) * old``."""
     check_same_structure(new_tensors, old_tensors, "new_tensors", "old_tensors")
     return jax.tree.map(
-        lambda new, old: None
-        if new is None
-        else step_size * new + (1.0 - step_size) * old,
+        lambda new, old: (
+            None if new is None else step_size * new + (1.0 - step_size) * old
+        ),
         new_tensors,
         old_tensors,
         is_leaf=lambda x: x is None,

@@ -43,7 +43,7 @@ def _safe_equal(a: Any, b: Any) -> bool:
         return False
     if def_a.num_nodes == 1 and def_a.num_leaves == 1 and leaves_a[0] is a:
         return _leaf_equal(a, b)
-    return all(_safe_equal(x, y) for x, y in zip(leaves_a, leaves_b))
+    return all(_safe_equal(x, y) for x, y in zip(leaves_a, leaves_b, strict=True))
 
 
 def _is_number_like(x: Any) -> bool:
@@ -114,7 +114,7 @@ class Module:
         keys = tuple(jax.tree_util.GetAttrKey(name) for name in data)
 
         def flatten_with_keys(obj):
-            children = [(k, getattr(obj, n)) for k, n in zip(keys, data)]
+            children = [(k, getattr(obj, n)) for k, n in zip(keys, data, strict=True)]
             aux = tuple(_Static(getattr(obj, n)) for n in static)
             return children, aux
 
@@ -125,9 +125,9 @@ class Module:
 
         def unflatten(aux, children):
             obj = object.__new__(cls)
-            for name, value in zip(data, children):
+            for name, value in zip(data, children, strict=True):
                 object.__setattr__(obj, name, value)
-            for name, wrapped in zip(static, aux):
+            for name, wrapped in zip(static, aux, strict=True):
                 object.__setattr__(obj, name, wrapped.value)
             return obj
 

@@ -76,47 +76,159 @@ LR = dict(learning_rate=0.05)
 
 ENTRIES: list[Entry] = [
     # Optimizers.
-    Entry("adam", LR, optimizer=True, schedule_arg="learning_rate",
-          rosenbrock_steps=3000),
-    Entry("adam", dict(learning_rate=0.05, nesterov=True), optimizer=True,
-          schedule_arg="b1"),
-    Entry("adamw", dict(learning_rate=0.05, weight_decay=1e-3), optimizer=True,
-          schedule_arg="weight_decay", rosenbrock_steps=3000),
+    Entry(
+        "adam", LR, optimizer=True, schedule_arg="learning_rate", rosenbrock_steps=3000
+    ),
+    Entry(
+        "adam",
+        dict(learning_rate=0.05, nesterov=True),
+        optimizer=True,
+        schedule_arg="b1",
+    ),
+    Entry(
+        "adamw",
+        dict(learning_rate=0.05, weight_decay=1e-3),
+        optimizer=True,
+        schedule_arg="weight_decay",
+        rosenbrock_steps=3000,
+    ),
+    Entry("sgd", LR, optimizer=True, schedule_arg="learning_rate"),
+    Entry(
+        "sgd",
+        dict(learning_rate=0.05, momentum=0.9, nesterov=True),
+        optimizer=True,
+        schedule_arg="momentum",
+        rosenbrock_steps=3000,
+        converge_kwargs=dict(learning_rate=1e-3, momentum=0.9),
+    ),
     # Building blocks.
+    Entry("trace", dict(decay=0.9), schedule_arg="decay"),
+    Entry("ema", dict(decay=0.9), schedule_arg="decay"),
+    Entry("ema", dict(decay=0.8, debias=False)),
+    Entry(
+        "add_noise",
+        dict(eta=0.01, gamma=0.55, seed=0),
+        schedule_arg="eta",
+        complex_ok=False,
+    ),
+    Entry("centralize"),
+    Entry("zero_nans"),
+    Entry("keep_params_nonnegative", complex_ok=False),
+    Entry("clip", dict(max_delta=0.5), schedule_arg="max_delta", complex_ok=False),
+    Entry("clip_by_global_norm", dict(max_norm=1.0), schedule_arg="max_norm"),
+    Entry("clip_by_block_rms", dict(threshold=0.5), schedule_arg="threshold"),
+    Entry(
+        "adaptive_grad_clip",
+        dict(clipping=0.1),
+        schedule_arg="clipping",
+        complex_ok=False,
+    ),
     Entry("scale", dict(step_size=-0.1), schedule_arg="step_size"),
     Entry("scale_by_learning_rate", LR, schedule_arg="learning_rate"),
-    Entry("scale_by_schedule", dict(step_size_fn=lambda c: 0.1 / (1 + c)),
-          injectable=False),
+    Entry(
+        "scale_by_schedule",
+        dict(step_size_fn=lambda c: 0.1 / (1 + c)),
+        injectable=False,
+    ),
     Entry("scale_by_adam", dict(b1=0.8), schedule_arg="eps"),
-    Entry("add_decayed_weights", dict(weight_decay=0.1),
-          schedule_arg="weight_decay"),
+    Entry("add_decayed_weights", dict(weight_decay=0.1), schedule_arg="weight_decay"),
     Entry("identity"),
     Entry("set_to_zero"),
     # Combinators.
-    Entry("chain", injectable=False,
-          build_fn=lambda: gradax.chain(gradax.scale(0.5), gradax.adam(0.05)),
-          optax_build_fn=lambda: optax.chain(optax.scale(0.5), optax.adam(0.05)),
-          optimizer=True),
-    Entry("named_chain", injectable=False,
-          build_fn=lambda: gradax.named_chain(("a", gradax.adam(0.05))),
-          optax_build_fn=lambda: optax.named_chain(("a", optax.adam(0.05))),
-          optimizer=True),
-    Entry("masked", injectable=False,
-          build_fn=lambda: gradax.masked(gradax.adam(0.05), _MASK),
-          optax_build_fn=lambda: optax.masked(optax.adam(0.05), _MASK)),
-    Entry("partition", injectable=False, optimizer=True,
-          build_fn=lambda: gradax.partition(
-              {"a": gradax.adam(0.05), "b": gradax.adamw(0.02)}, _LABELS),
-          optax_build_fn=lambda: optax.partition(
-              {"a": optax.adam(0.05), "b": optax.adamw(0.02)}, _LABELS)),
-    Entry("inject_hyperparams", injectable=False, optimizer=True,
-          build_fn=lambda: gradax.inject_hyperparams(gradax.adam)(0.05, b1=0.8),
-          optax_build_fn=lambda: optax.inject_hyperparams(optax.adam)(0.05, b1=0.8)),
+    Entry(
+        "chain",
+        injectable=False,
+        build_fn=lambda: gradax.chain(gradax.scale(0.5), gradax.adam(0.05)),
+        optax_build_fn=lambda: optax.chain(optax.scale(0.5), optax.adam(0.05)),
+        optimizer=True,
+    ),
+    Entry(
+        "named_chain",
+        injectable=False,
+        build_fn=lambda: gradax.named_chain(("a", gradax.adam(0.05))),
+        optax_build_fn=lambda: optax.named_chain(("a", optax.adam(0.05))),
+        optimizer=True,
+    ),
+    Entry(
+        "masked",
+        injectable=False,
+        build_fn=lambda: gradax.masked(gradax.adam(0.05), _MASK),
+        optax_build_fn=lambda: optax.masked(optax.adam(0.05), _MASK),
+    ),
+    Entry(
+        "partition",
+        injectable=False,
+        optimizer=True,
+        build_fn=lambda: gradax.partition(
+            {"a": gradax.adam(0.05), "b": gradax.adamw(0.02)}, _LABELS
+        ),
+        optax_build_fn=lambda: optax.partition(
+            {"a": optax.adam(0.05), "b": optax.adamw(0.02)}, _LABELS
+        ),
+    ),
+    Entry(
+        "MultiSteps",
+        injectable=False,
+        build_fn=lambda: gradax.MultiSteps(gradax.adam(0.05), 2),
+        optax_build_fn=lambda: optax.MultiSteps(optax.adam(0.05), 2),
+    ),
+    Entry(
+        "apply_if_finite",
+        injectable=False,
+        build_fn=lambda: gradax.apply_if_finite(gradax.adam(0.05), 2),
+        optax_build_fn=lambda: optax.apply_if_finite(optax.adam(0.05), 2),
+    ),
+    Entry(
+        "conditionally_mask",
+        injectable=False,
+        build_fn=lambda: gradax.conditionally_mask(gradax.adam(0.05), _EVEN),
+        optax_build_fn=lambda: optax.conditionally_mask(optax.adam(0.05), _EVEN),
+    ),
+    Entry(
+        "conditionally_transform",
+        injectable=False,
+        build_fn=lambda: gradax.conditionally_transform(gradax.adam(0.05), _EVEN),
+        optax_build_fn=lambda: optax.conditionally_transform(optax.adam(0.05), _EVEN),
+    ),
+    Entry(
+        "flatten",
+        injectable=False,
+        build_fn=lambda: gradax.flatten(gradax.adam(0.05)),
+        optax_build_fn=lambda: optax.flatten(optax.adam(0.05)),
+    ),
+    Entry(
+        "freeze",
+        injectable=False,
+        build_fn=lambda: gradax.freeze(_MASK),
+        optax_build_fn=lambda: optax.freeze(_MASK),
+    ),
+    Entry(
+        "selective_transform",
+        injectable=False,
+        build_fn=lambda: gradax.selective_transform(
+            gradax.adam(0.05), freeze_mask=_MASK
+        ),
+        optax_build_fn=lambda: optax.selective_transform(
+            optax.adam(0.05), freeze_mask=_MASK
+        ),
+    ),
+    Entry("apply_every", dict(k=2)),
+    Entry(
+        "inject_hyperparams",
+        injectable=False,
+        optimizer=True,
+        build_fn=lambda: gradax.inject_hyperparams(gradax.adam)(0.05, b1=0.8),
+        optax_build_fn=lambda: optax.inject_hyperparams(optax.adam)(0.05, b1=0.8),
+    ),
 ]
 
 # The parameter tree the checks use has leaves "s", "v", "m", "t".
 _MASK = {"s": False, "v": True, "m": True, "t": False}
 _LABELS = {"s": "a", "v": "b", "m": "a", "t": "b"}
+
+
+def _EVEN(count):  # noqa: N802 - a constant-like predicate
+    return count % 2 == 0
 
 
 def entry_id(entry: Entry) -> str:

@@ -22,7 +22,7 @@ def make_params(dtype=jnp.float32):
     shapes = {"s": (), "v": (5,), "m": (4, 3), "t": (2, 3, 2)}
     real = jnp.float32 if jnp.issubdtype(dtype, jnp.complexfloating) else dtype
     out = {}
-    for key, (name, shape) in zip(keys, shapes.items()):
+    for key, (name, shape) in zip(keys, shapes.items(), strict=True):
         x = jax.random.normal(key, shape, jnp.float32)
         if jnp.issubdtype(dtype, jnp.complexfloating):
             x = x + 0.5j * jnp.cos(x)
@@ -37,9 +37,12 @@ def target_like(params):
 def quadratic_grads(params, step):
     """Gradients of a quadratic around 0.5, perturbed by a step-dependent term."""
     return jax.tree.map(
-        lambda p: (p - 0.5) * (1.0 + 0.1 * jnp.sin(step + jnp.arange(p.size)))
-        .reshape(p.shape)
-        .astype(p.dtype),
+        lambda p: (
+            (p - 0.5)
+            * (1.0 + 0.1 * jnp.sin(step + jnp.arange(p.size)))
+            .reshape(p.shape)
+            .astype(p.dtype)
+        ),
         params,
     )
 
@@ -70,7 +73,7 @@ def test_equal_to_optax(entry: Entry):
     params = make_params()
     ours = jax.jit(lambda p: trajectory(entry.build(), p, 20))(params)
     theirs = jax.jit(lambda p: trajectory(reference, p, 20))(params)
-    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs)):
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
         np.testing.assert_allclose(a, b, rtol=entry.rtol, atol=1e-6)
 
 
@@ -107,9 +110,7 @@ def test_converges_on_rosenbrock(entry: Entry):
         pytest.skip("entry opts out of Rosenbrock (see rosenbrock_steps)")
     tx = entry.build(**(entry.converge_kwargs or {}))
     params = {"xy": jnp.array([-1.2, 1.0])}
-    final = jax.jit(lambda p: _run(tx, _rosenbrock, p, entry.rosenbrock_steps))(
-        params
-    )
+    final = jax.jit(lambda p: _run(tx, _rosenbrock, p, entry.rosenbrock_steps))(params)
     assert _rosenbrock(final) < 1e-3, final
 
 
@@ -131,7 +132,9 @@ def test_no_recompile(entry: Entry):
 
 
 def _avals(tree):
-    return jax.tree.map(lambda x: (x.shape, x.dtype, bool(x.weak_type)), tree)
+    return jax.tree.map(
+        lambda x: (x.shape, x.dtype, bool(getattr(x, "weak_type", False))), tree
+    )
 
 
 DTYPES = ["float16", "bfloat16", "float32", "float64", "complex64"]
@@ -180,7 +183,7 @@ def test_constant_schedule_equals_scalar(entry: Entry):
     params = make_params()
     plain = trajectory(entry.build(), params, 5)
     scheduled = trajectory(entry.build(**{entry.schedule_arg: constant}), params, 5)
-    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(scheduled)):
+    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(scheduled), strict=True):
         # The scalar is folded into the compiled program as a constant, the
         # schedule's value is not; XLA may round the two differently by 1 ulp,
         # which Adam's near-cancelling moments amplify on tiny entries.
@@ -196,7 +199,7 @@ def test_inject_hyperparams_equals_plain(entry: Entry):
     injected = trajectory(
         gradax.inject_hyperparams(entry.factory)(**entry.kwargs), params, 5
     )
-    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(injected)):
+    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(injected), strict=True):
         # Injected values are float32 arrays, so ``1 - b2`` is computed in
         # float32 (1.3e-5 relative error for b2=0.999) where a Python float is
         # folded in float64 first. optax's inject_hyperparams differs from
@@ -295,5 +298,5 @@ def test_sharded_equals_unsharded(entry: Entry, axis_type: str):
                     sharding = shardings[key]
                     assert leaf.sharding.is_equivalent_to(sharding, leaf.ndim), path
         updates, _ = step(state, jax.device_put(grads, shardings), sharded_params)
-    for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(updates)):
+    for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(updates), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

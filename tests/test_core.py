@@ -33,7 +33,7 @@ def run(tx, params, steps=5):
 
 def assert_trees_close(a, b, rtol=1e-6, atol=1e-7):
     assert jax.tree.structure(a) == jax.tree.structure(b)
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
 
 

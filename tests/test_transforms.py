@@ -172,6 +172,11 @@ CASES = [
         lambda: gradax.add_noise(0.1, 1.0, key=jax.random.key(3)),
         lambda: optax.add_noise(0.1, 1.0, key=jax.random.key(3)),
     ),
+    Case(
+        "add_noise_seed",
+        lambda: gradax.add_noise(0.2, 0.5, seed=11),
+        lambda: optax.add_noise(0.2, 0.5, key=11),
+    ),
     Case("centralize", gradax.centralize, optax.centralize),
     Case("zero_nans", gradax.zero_nans, optax.zero_nans, nans=True),
     Case(
@@ -206,41 +211,11 @@ CASES = [
     ),
 ]
 COMPLEX_CASES = [c for c in CASES if c.complex_ok]
-NOISE_CASES = {"add_noise", "add_noise_typed_key"}
 
 
-def _keys_in_state_supported() -> bool:
-    """Whether the core's state guard accepts typed PRNG keys in a state.
-
-    It does not yet (``_core._aval`` calls ``np.dtype`` on ``key<fry>``); the
-    add_noise tests are expected failures until it does, and then run.
-    """
-    tx = gradax.add_noise(0.1, 0.5, key=0)
-    try:
-        tx.update(jnp.zeros(1), tx.init(jnp.zeros(1)))
-    except TypeError as err:
-        if "key<" in str(err):
-            return False
-        raise
-    return True
-
-
-KEYS_OK = _keys_in_state_supported()
-
-
-def params_for(case: Case) -> list[Any]:
-    """pytest params for ``case`` with the add_noise marks."""
-    marks = []
-    if case.id in NOISE_CASES or case.id == "add_noise_seed":
-        marks.append(
-            pytest.mark.xfail(
-                not KEYS_OK,
-                reason="core state guard rejects typed PRNG keys",
-                raises=TypeError,
-                strict=True,
-            )
-        )
-    return pytest.param(case, id=case.id, marks=marks)
+def params_for(case: Case) -> Any:
+    """pytest params for ``case``, named by its id."""
+    return pytest.param(case, id=case.id)
 
 
 def run_both(
@@ -286,17 +261,6 @@ def test_matches_optax_complex(case):
     run_both(case, jnp.complex64)
 
 
-def test_add_noise_seed_matches_optax_key():
-    case = Case(
-        "add_noise_seed",
-        lambda: gradax.add_noise(0.2, 0.5, seed=11),
-        lambda: optax.add_noise(0.2, 0.5, key=11),
-    )
-    if not KEYS_OK:
-        pytest.xfail("core state guard rejects typed PRNG keys")
-    run_both(case)
-
-
 def test_comparisons_can_fail():
     # A different hyperparameter must be caught by the same comparison.
     case = Case("wrong", lambda: gradax.trace(0.9), lambda: optax.trace(0.899))
@@ -327,7 +291,6 @@ def test_zero_nans_state_reports_nans():
     assert not any(bool(jnp.any(jnp.isnan(u))) for u in jax.tree.leaves(updates))
 
 
-@pytest.mark.skipif(not KEYS_OK, reason="core state guard rejects typed PRNG keys")
 def test_add_noise_keys():
     g = make_tree()
 
@@ -407,9 +370,11 @@ def test_state_and_update_dtypes(case, dtype):
     before = avals(gt.unwrap_random_key_data(state))
     step = jax.jit(lambda s, g: tx.update(g, s, params))
     for k in range(3):
-        g = jax.tree.map(lambda p, x: x.astype(p.dtype), params, grads_at(k) | {
-            "weak": jnp.asarray(0.25)
-        })
+        g = jax.tree.map(
+            lambda p, x: x.astype(p.dtype),
+            params,
+            grads_at(k) | {"weak": jnp.asarray(0.25)},
+        )
         updates, state = step(state, g)
         assert avals(gt.unwrap_random_key_data(state)) == before
         assert jax.tree.map(lambda u: u.dtype, updates) == jax.tree.map(
@@ -460,10 +425,14 @@ BAD = [
     (lambda: gradax.sgd(0.1, 1.0), "momentum"),
     (lambda: gradax.sgd(0.1, -0.9), "momentum"),
     (lambda: gradax.trace(0.9).replace(decay=2.0), "decay"),
-    (lambda: gradax.per_example_global_norm_clip([jnp.ones((2, 3))], -1.0),
-     "l2_norm_clip"),
-    (lambda: gradax.per_example_layer_norm_clip([jnp.ones((2, 3))], -1.0),
-     "global_l2_norm_clip"),
+    (
+        lambda: gradax.per_example_global_norm_clip([jnp.ones((2, 3))], -1.0),
+        "l2_norm_clip",
+    ),
+    (
+        lambda: gradax.per_example_layer_norm_clip([jnp.ones((2, 3))], -1.0),
+        "global_l2_norm_clip",
+    ),
 ]
 
 
@@ -539,8 +508,12 @@ def test_state_fields_as_optax(name):
 
 @pytest.mark.parametrize(
     "name",
-    ["ClipState", "ClipByGlobalNormState", "AdaptiveGradClipState",
-     "NonNegativeParamsState"],
+    [
+        "ClipState",
+        "ClipByGlobalNormState",
+        "AdaptiveGradClipState",
+        "NonNegativeParamsState",
+    ],
 )
 def test_empty_state_aliases(name):
     assert getattr(gradax, name) is gradax.EmptyState
@@ -593,8 +566,9 @@ def test_global_norm():
     assert_close(gradax.global_norm(tree), expected)
 
 
-@pytest.mark.parametrize("shape", [(), (5,), (1, 5), (3, 4), (2, 3, 4), (2, 2, 3, 4),
-                                   (2, 2, 2, 3, 4)])
+@pytest.mark.parametrize(
+    "shape", [(), (5,), (1, 5), (3, 4), (2, 3, 4), (2, 2, 3, 4), (2, 2, 2, 3, 4)]
+)
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.complex64])
 def test_unitwise_norm(shape, dtype):
     x = make_tree(dtype)["cube"].ravel()
@@ -620,8 +594,9 @@ def test_unitwise_clip_shapes():
 
 def test_adaptive_grad_clip_axis():
     params = {"a": make_tree(seed=3)["matrix"], "b": make_tree(seed=4)["cube"]}
-    ours, theirs = gradax.adaptive_grad_clip(0.2, axis=-1), optax.adaptive_grad_clip(
-        0.2, axis=-1
+    ours, theirs = (
+        gradax.adaptive_grad_clip(0.2, axis=-1),
+        optax.adaptive_grad_clip(0.2, axis=-1),
     )
     for k in range(5):
         g = {"a": grads_at(k)["matrix"], "b": grads_at(k)["cube"]}

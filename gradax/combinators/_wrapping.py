@@ -19,7 +19,10 @@ from .._hyper import is_schedule
 
 
 def _zeros_like_shapes(shapes: Any) -> Any:
-    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    # The shapes come from eval_shape, which keeps Explicit shardings.
+    return jax.tree.map(
+        lambda s: jnp.zeros(s.shape, s.dtype, out_sharding=s.sharding), shapes
+    )
 
 
 def _cast_to_shapes(updates: Any, shapes: Any, owner: str) -> Any:

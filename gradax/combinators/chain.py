@@ -39,7 +39,7 @@ class chain(GradientTransformation):
 
     def update(self, updates, state, params=None, **extra_args):
         new_state = []
-        for tx, inner in zip(self.transforms, state):
+        for tx, inner in zip(self.transforms, state, strict=True):
             updates, inner = tx.update(updates, inner, params, **extra_args)
             new_state.append(inner)
         return updates, tuple(new_state)
@@ -77,15 +77,21 @@ class named_chain(GradientTransformation):
         self.__post_init__()
 
     def __repr__(self) -> str:
-        parts = (f"({n!r}, {tx!r})" for n, tx in zip(self.names, self.transforms))
+        parts = (
+            f"({n!r}, {tx!r})"
+            for n, tx in zip(self.names, self.transforms, strict=True)
+        )
         return f"named_chain({', '.join(parts)})"
 
     def init(self, params):
-        return {n: tx.init(params) for n, tx in zip(self.names, self.transforms)}
+        return {
+            n: tx.init(params)
+            for n, tx in zip(self.names, self.transforms, strict=True)
+        }
 
     def update(self, updates, state, params=None, **extra_args):
         new_state = {}
-        for name, tx in zip(self.names, self.transforms):
+        for name, tx in zip(self.names, self.transforms, strict=True):
             updates, new_state[name] = tx.update(
                 updates, state[name], params, **extra_args
             )

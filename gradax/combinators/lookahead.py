@@ -10,7 +10,6 @@ import jax.numpy as jnp
 
 from .._core import (
     GradientTransformation,
-    _wrap_update,
     as_transformation,
     check_same_structure,
     zero_count,
@@ -20,10 +19,6 @@ from .._pytree import static_field
 from ._wrapping import check_count
 
 _logger = logging.getLogger("gradax")
-
-# The keyword under which lookahead.update hands the slow parameters to its
-# guarded step (the base class checks ``updates`` against the fast ones).
-_SLOW = "_gradax_lookahead_slow"
 
 
 class LookaheadState(NamedTuple):
@@ -128,10 +123,19 @@ class lookahead(GradientTransformation):
             fast_state=self.fast_optimizer.init(fast), steps_since_sync=zero_count()
         )
 
-    def _step(self, updates, state, params=None, **extra_args):
-        # Runs under the base class's guard with params = the fast parameters.
-        slow = extra_args.pop(_SLOW)
-        fast = params
+    def _params_like_updates(self, params):
+        if not (hasattr(params, "fast") and hasattr(params, "slow")):
+            raise ValueError(
+                "lookahead.update needs params=LookaheadParams(fast, slow) (the "
+                f"gradients are taken at the fast ones), got {type(params).__name__}"
+            )
+        check_same_structure(params.slow, params.fast, "params.slow", "params.fast")
+        return params.fast
+
+    def update(self, updates, state, params=None, **extra_args):
+        if params is None:
+            self._params_like_updates(params)  # raises the explanatory error
+        fast, slow = params.fast, params.slow
         fast_updates, fast_state = self.fast_optimizer.update(
             updates, state.fast_state, fast, **extra_args
         )
@@ -154,20 +158,3 @@ class lookahead(GradientTransformation):
             fast_state=fast_state,
             steps_since_sync=(state.steps_since_sync + 1) % self.sync_period,
         )
-
-    _guarded_step = _wrap_update(_step)
-
-    def update(self, updates, state, params=None, **extra_args):
-        if params is None or not (hasattr(params, "fast") and hasattr(params, "slow")):
-            raise ValueError(
-                "lookahead.update needs params=LookaheadParams(fast, slow) (the "
-                f"gradients are taken at the fast ones), got {type(params).__name__}"
-            )
-        check_same_structure(params.slow, params.fast, "params.slow", "params.fast")
-        return self._guarded_step(
-            updates, state, params.fast, **{_SLOW: params.slow}, **extra_args
-        )
-
-    # The base class would check ``updates`` against the whole LookaheadParams;
-    # the guarded step above checks them against the fast parameters instead.
-    update._gradax_guarded = True

@@ -19,6 +19,7 @@ from .._core import (
     zero_count,
 )
 from .._pytree import static_field
+from .._sharding import ravel, reshape_like
 from ._wrapping import check_count
 from .masked import masked, partition
 
@@ -28,7 +29,7 @@ def _as_vector(tree: Any) -> jax.Array:
     leaves = jax.tree.leaves(tree)
     if not leaves:
         return jnp.zeros((0,))
-    return jnp.concatenate([jnp.ravel(jnp.asarray(x)) for x in leaves])
+    return jnp.concatenate([ravel(jnp.asarray(x)) for x in leaves])
 
 
 def _from_vector(vector: jax.Array, like: Any) -> Any:
@@ -38,7 +39,7 @@ def _from_vector(vector: jax.Array, like: Any) -> Any:
     pieces = jnp.split(vector, np.cumsum(sizes)[:-1]) if leaves else []
     return jax.tree.unflatten(
         treedef,
-        [jnp.reshape(p[::-1], jnp.shape(x)) for p, x in zip(pieces, leaves, strict=True)],
+        [reshape_like(p, x) for p, x in zip(pieces, leaves, strict=True)],
     )
 
 

@@ -231,8 +231,15 @@ def unitwise_clip(
                 f"unitwise_clip: {name} has shape {jnp.shape(value)} but grad "
                 f"has shape {jnp.shape(grad)}"
             )
-    clipped = grad * (max_norm / jnp.maximum(g_norm, div_eps))
-    return jnp.where(g_norm < max_norm, grad, clipped)
+    # A factor of exactly 1 where the norm is small: the same numbers as
+    # selecting ``grad`` there, and a product (unlike a select) accepts a
+    # replicated factor for a sharded ``grad`` on Explicit meshes.
+    factor = jnp.where(
+        g_norm < max_norm,
+        jnp.ones_like(g_norm),
+        max_norm / jnp.maximum(g_norm, div_eps),
+    )
+    return grad * factor
 
 
 class adaptive_grad_clip(GradientTransformation):
@@ -387,7 +394,8 @@ def per_example_layer_norm_clip(
         total = sum(sizes)
         bounds = [global_l2_norm_clip * (size / total) ** 0.5 for size in sizes]
     results = [
-        per_example_global_norm_clip(g, bound) for g, bound in zip(leaves, bounds)
+        per_example_global_norm_clip(g, bound)
+        for g, bound in zip(leaves, bounds, strict=True)
     ]
     sums = jax.tree.unflatten(treedef, [r[0] for r in results])
     counts = jax.tree.unflatten(treedef, [r[1] for r in results])
