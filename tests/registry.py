@@ -6,75 +6,22 @@ transformation to gradax means adding one entry here.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
-from typing import Any
-
 import optax
+import registry_adaptive
+import registry_beyond
+import registry_contrib
+import registry_muon
+import registry_sign
+from registry_base import Entry, entry_id
 
 import gradax
 
-
-@dataclasses.dataclass(frozen=True)
-class Entry:
-    """One transformation under test.
-
-    Attributes:
-      name: the public gradax name (and the optax name, unless ``optax_name``).
-      kwargs: small arguments for both gradax and optax.
-      optimizer: a full optimizer (descends on its own): gets convergence checks.
-      schedule_arg: a numeric argument to give as a schedule, or None.
-      complex_ok: runs on complex parameters.
-      optax_name: optax attribute path when it differs; "" for no optax twin.
-      converge_kwargs: arguments for the convergence checks (default: kwargs).
-      rosenbrock_steps: steps allowed on Rosenbrock (0: parabola only).
-      injectable: can be wrapped by inject_hyperparams.
-      build_fn: builds the transformation when it is not ``gradax.<name>(**kwargs)``.
-      optax_build_fn: same for the optax twin.
-      rtol: tolerance against optax (float32 over the test's steps).
-    """
-
-    name: str
-    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    optimizer: bool = False
-    schedule_arg: str | None = None
-    complex_ok: bool = True
-    optax_name: str | None = None
-    converge_kwargs: dict[str, Any] | None = None
-    rosenbrock_steps: int = 0
-    injectable: bool = True
-    build_fn: Callable[..., Any] | None = None
-    optax_build_fn: Callable[..., Any] | None = None
-    rtol: float = 1e-5
-
-    @property
-    def factory(self) -> Any:
-        return getattr(gradax, self.name)
-
-    def build(self, **overrides: Any) -> Any:
-        kwargs = {**self.kwargs, **overrides}
-        if self.build_fn is not None:
-            return self.build_fn(**kwargs)
-        return self.factory(**kwargs)
-
-    def build_optax(self) -> Any | None:
-        if self.optax_build_fn is not None:
-            return self.optax_build_fn(**self.kwargs)
-        name = self.name if self.optax_name is None else self.optax_name
-        if not name:
-            return None
-        target = optax
-        for part in name.split("."):
-            target = getattr(target, part)
-        return target(**self.kwargs)
-
-    def __str__(self) -> str:
-        return self.name
+__all__ = ["ENTRIES", "Entry", "entry_id"]
 
 
 LR = dict(learning_rate=0.05)
 
-ENTRIES: list[Entry] = [
+CORE_ENTRIES: list[Entry] = [
     # Optimizers.
     Entry(
         "adam", LR, optimizer=True, schedule_arg="learning_rate", rosenbrock_steps=3000
@@ -231,6 +178,11 @@ def _EVEN(count):  # noqa: N802 - a constant-like predicate
     return count % 2 == 0
 
 
-def entry_id(entry: Entry) -> str:
-    suffix = "-".join(f"{k}" for k in entry.kwargs if k != "learning_rate")
-    return f"{entry.name}[{suffix}]" if suffix else entry.name
+ENTRIES: list[Entry] = [
+    *CORE_ENTRIES,
+    *registry_adaptive.ENTRIES,
+    *registry_sign.ENTRIES,
+    *registry_contrib.ENTRIES,
+    *registry_beyond.ENTRIES,
+    *registry_muon.ENTRIES,
+]

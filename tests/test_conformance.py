@@ -10,9 +10,27 @@ from registry import ENTRIES, Entry, entry_id
 
 import gradax
 
-ALL = pytest.mark.parametrize("entry", ENTRIES, ids=entry_id)
-OPTIMIZERS = pytest.mark.parametrize(
-    "entry", [e for e in ENTRIES if e.optimizer], ids=entry_id
+
+def over(entries):
+    """Parametrize a check over the registry entries it applies to."""
+    return pytest.mark.parametrize("entry", list(entries), ids=entry_id)
+
+
+ALL = over(ENTRIES)
+OPTIMIZERS = over(e for e in ENTRIES if e.optimizer)
+ROSENBROCK = over(e for e in ENTRIES if e.optimizer and e.rosenbrock_steps)
+WITH_OPTAX_TWIN = over(e for e in ENTRIES if e.optax_name != "")
+SCHEDULABLE = over(e for e in ENTRIES if e.schedule_arg)
+INJECTABLE = over(e for e in ENTRIES if e.injectable)
+DTYPES = ["float16", "bfloat16", "float32", "float64", "complex64"]
+ENTRY_DTYPES = pytest.mark.parametrize(
+    "entry, dtype",
+    [
+        pytest.param(e, d, id=f"{d}-{entry_id(e)}")
+        for e in ENTRIES
+        for d in DTYPES
+        if d != "complex64" or e.complex_ok
+    ],
 )
 
 
@@ -65,11 +83,9 @@ def trajectory(tx, params, steps):
 # ---------------------------------------------------------------------------
 
 
-@ALL
+@WITH_OPTAX_TWIN
 def test_equal_to_optax(entry: Entry):
     reference = entry.build_optax()
-    if reference is None:
-        pytest.skip(f"{entry.name} has no optax counterpart")
     params = make_params()
     ours = jax.jit(lambda p: trajectory(entry.build(), p, 20))(params)
     theirs = jax.jit(lambda p: trajectory(reference, p, 20))(params)
@@ -104,10 +120,8 @@ def _rosenbrock(p):
     return (1 - x) ** 2 + 100 * (y - x**2) ** 2
 
 
-@OPTIMIZERS
+@ROSENBROCK
 def test_converges_on_rosenbrock(entry: Entry):
-    if not entry.rosenbrock_steps:
-        pytest.skip("entry opts out of Rosenbrock (see rosenbrock_steps)")
     tx = entry.build(**(entry.converge_kwargs or {}))
     params = {"xy": jnp.array([-1.2, 1.0])}
     final = jax.jit(lambda p: _run(tx, _rosenbrock, p, entry.rosenbrock_steps))(params)
@@ -137,14 +151,8 @@ def _avals(tree):
     )
 
 
-DTYPES = ["float16", "bfloat16", "float32", "float64", "complex64"]
-
-
-@ALL
-@pytest.mark.parametrize("dtype", DTYPES)
+@ENTRY_DTYPES
 def test_state_stable_under_control_flow(entry: Entry, dtype: str):
-    if dtype == "complex64" and not entry.complex_ok:
-        pytest.skip(f"{entry.name} does not support complex parameters")
     with jax.enable_x64(dtype == "float64"):
         params = make_params(jnp.dtype(dtype))
         # The objective's value deliberately has another precision.
@@ -168,10 +176,8 @@ def test_state_stable_under_control_flow(entry: Entry, dtype: str):
         jax.lax.scan(lambda s, _: (step(s), None), state, None, length=2)
 
 
-@ALL
+@SCHEDULABLE
 def test_constant_schedule_equals_scalar(entry: Entry):
-    if entry.schedule_arg is None:
-        pytest.skip("entry has no schedulable numeric argument")
     value = entry.kwargs.get(entry.schedule_arg)
     if value is None:
         value = getattr(entry.build(), entry.schedule_arg)
@@ -190,10 +196,8 @@ def test_constant_schedule_equals_scalar(entry: Entry):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
-@ALL
+@INJECTABLE
 def test_inject_hyperparams_equals_plain(entry: Entry):
-    if not entry.injectable:
-        pytest.skip("entry is a combinator, not a factory of numbers")
     params = make_params()
     plain = trajectory(entry.build(), params, 5)
     injected = trajectory(
@@ -263,8 +267,7 @@ def test_is_pytree_and_jit_argument(entry: Entry):
 @ALL
 @pytest.mark.parametrize("axis_type", ["Auto", "Explicit"])
 def test_sharded_equals_unsharded(entry: Entry, axis_type: str):
-    if len(jax.devices()) < 8:
-        pytest.skip("needs 8 devices (XLA_FLAGS is set in conftest)")
+    assert len(jax.devices()) >= 8, "conftest sets XLA_FLAGS for 8 CPU devices"
     kind = getattr(jax.sharding.AxisType, axis_type)
     mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
     spec = jax.sharding.PartitionSpec

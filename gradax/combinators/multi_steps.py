@@ -199,6 +199,15 @@ class MultiSteps(GradientTransformation):
             return None
         return jax.dtypes.canonicalize_dtype(self.accumulator_dtype)
 
+    def _zero_accumulator(self, param: Any) -> jax.Array:
+        dtype = self._accumulator_dtype()
+        if dtype is not None and jnp.iscomplexobj(param):
+            # Differences from optax: a real accumulator would drop the
+            # imaginary part of complex gradients; use the complex dtype of
+            # the accumulator's precision instead.
+            dtype = jnp.result_type(dtype, jnp.complex64)
+        return jnp.zeros_like(param, dtype=dtype)
+
     def init(self, params):
         gradient_step = zero_count()
         _, skip_state = self._skip_fn()(gtree.zeros_like(params), gradient_step, params)
@@ -206,7 +215,7 @@ class MultiSteps(GradientTransformation):
             mini_step=zero_count(),
             gradient_step=gradient_step,
             inner_opt_state=self.opt.init(params),
-            acc_grads=gtree.zeros_like(params, dtype=self._accumulator_dtype()),
+            acc_grads=jax.tree.map(self._zero_accumulator, params),
             skip_state=skip_state,
         )
 

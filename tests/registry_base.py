@@ -1,0 +1,73 @@
+"""The registry entry type, shared by the registry modules."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import optax
+
+import gradax
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One transformation under test.
+
+    Attributes:
+      name: the public gradax name (and the optax name, unless ``optax_name``).
+      kwargs: small arguments for both gradax and optax.
+      optimizer: a full optimizer (descends on its own): gets convergence checks.
+      schedule_arg: a numeric argument to give as a schedule, or None.
+      complex_ok: runs on complex parameters.
+      optax_name: optax attribute path when it differs; "" for no optax twin.
+      converge_kwargs: arguments for the convergence checks (default: kwargs).
+      rosenbrock_steps: steps allowed on Rosenbrock (0: parabola only).
+      injectable: can be wrapped by inject_hyperparams.
+      build_fn: builds the transformation when it is not ``gradax.<name>(**kwargs)``.
+      optax_build_fn: same for the optax twin.
+      rtol: tolerance against optax (float32 over the test's steps).
+    """
+
+    name: str
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    optimizer: bool = False
+    schedule_arg: str | None = None
+    complex_ok: bool = True
+    optax_name: str | None = None
+    converge_kwargs: dict[str, Any] | None = None
+    rosenbrock_steps: int = 0
+    injectable: bool = True
+    build_fn: Callable[..., Any] | None = None
+    optax_build_fn: Callable[..., Any] | None = None
+    rtol: float = 1e-5
+
+    @property
+    def factory(self) -> Any:
+        return getattr(gradax, self.name)
+
+    def build(self, **overrides: Any) -> Any:
+        kwargs = {**self.kwargs, **overrides}
+        if self.build_fn is not None:
+            return self.build_fn(**kwargs)
+        return self.factory(**kwargs)
+
+    def build_optax(self) -> Any | None:
+        if self.optax_build_fn is not None:
+            return self.optax_build_fn(**self.kwargs)
+        name = self.name if self.optax_name is None else self.optax_name
+        if not name:
+            return None
+        target = optax
+        for part in name.split("."):
+            target = getattr(target, part)
+        return target(**self.kwargs)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def entry_id(entry: Entry) -> str:
+    suffix = "-".join(f"{k}" for k in entry.kwargs if k != "learning_rate")
+    return f"{entry.name}[{suffix}]" if suffix else entry.name

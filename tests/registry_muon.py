@@ -1,0 +1,7 @@
+"""Conformance registry entries for the muon optimizers (see registry.py)."""
+
+from __future__ import annotations
+
+from registry_base import Entry
+
+ENTRIES: list[Entry] = []
