@@ -1,0 +1,1 @@
+"""Orthogonalization (Newton–Schulz and friends) and the Muon family."""

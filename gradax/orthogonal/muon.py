@@ -1,0 +1,413 @@
+"""Muon: momentum orthogonalized by Newton–Schulz, with AdamW for the rest."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import tree as gtree
+from .._core import (
+    Alias,
+    EmptyState,
+    GradientTransformation,
+    safe_increment,
+    zero_count,
+)
+from .._hyper import check_decay, check_nonnegative
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..combinators.masked import masked, partition
+from ..optimizers.adam import adamw
+from ..transforms.scaling import scale_by_learning_rate
+from .dimensions import (
+    MuonDimensionNumbers,
+    is_dimension_numbers,
+    matrix_view,
+    shape_scale,
+)
+from .newton_schulz import check_options, orthogonalize
+from .routing import full_dimension_numbers, warn_about_embeddings
+
+_PRECONDITIONING = {
+    # optax's names -> (normalization, preconditioner) of orthogonalize.
+    "frobenius": ("frobenius", None),
+    "spectral": ("spectral", None),
+    "aol": ("none", "aol"),
+    "schatten": ("schatten", None),
+}
+
+
+class MuonState(NamedTuple):
+    """State of :class:`scale_by_muon`: one momentum buffer per matrix."""
+
+    count: jax.Array  # int32 scalar
+    mu: Any  # momentum, like the params (mu_dtype)
+
+
+def _coefficient_table(ns_coeffs: Any, ns_steps: int) -> Any:
+    """optax's rule: one row is used ns_steps times; a table is used whole."""
+    if isinstance(ns_coeffs, str):
+        return ns_coeffs, ns_steps
+    rows = tuple(
+        tuple(float(v) for v in r)
+        for r in np.atleast_2d(np.asarray(ns_coeffs, dtype=np.float64))
+    )
+    if len(rows) > 1 and len(rows) > ns_steps:
+        raise ValueError(
+            f"ns_coeffs has {len(rows)} rows but ns_steps is {ns_steps}: a table "
+            "must not have more rows than steps"
+        )
+    return (rows, ns_steps) if len(rows) == 1 else (rows, len(rows))
+
+
+class scale_by_muon(GradientTransformation):
+    """Muon's direction: momentum, then orthogonalization. See :class:`muon`.
+
+    Args:
+      ns_coeffs: a preset name or coefficients (see :func:`orthogonalize`).
+      ns_steps: Newton–Schulz steps.
+      beta: momentum decay, in [0, 1).
+      eps: added to the norm before normalizing, >= 0.
+      mu_dtype: dtype of the momentum buffer.
+      nesterov: use Nesterov momentum.
+      adaptive: scale by the dual norm ``<M, O>`` (arXiv:2409.20325).
+      preconditioning: 'frobenius', 'spectral', 'aol' or 'schatten'.
+      weight_dimension_numbers: a :class:`MuonDimensionNumbers`, a tree of
+        them (None leaves are left alone), or a function of the params
+        returning one. None: every leaf is a 2-D matrix.
+      momentum: 'ema' (``m = beta m + (1 - beta) g``) or 'sum'
+        (``m = beta m + g``, Moonlight/Keras/Dion).
+      bias_correction: divide EMA momentum by ``1 - beta^t`` (optax); False
+        for KellerJordan and torch.
+      method: Newton–Schulz variant, see :func:`orthogonalize`.
+      precision: iteration dtype, see :func:`orthogonalize`.
+    """
+
+    ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
+    ns_steps: int = static_field(5)
+    beta: Any = 0.95
+    eps: Any = 1e-8
+    mu_dtype: Any = static_field(None)
+    nesterov: bool = static_field(True, kw_only=True)
+    adaptive: bool = static_field(False, kw_only=True)
+    preconditioning: str = static_field("frobenius", kw_only=True)
+    weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    momentum: str = static_field("ema", kw_only=True)
+    bias_correction: bool = static_field(True, kw_only=True)
+    method: str = static_field("auto", kw_only=True)
+    precision: Any = static_field(None, kw_only=True)
+
+    def _check(self):
+        check_decay("beta", self.beta)
+        check_nonnegative("eps", self.eps)
+        if self.preconditioning not in _PRECONDITIONING:
+            raise ValueError(
+                f"preconditioning must be one of {sorted(_PRECONDITIONING)}, "
+                f"got {self.preconditioning!r}"
+            )
+        if self.momentum not in ("ema", "sum"):
+            raise ValueError(f"momentum must be 'ema' or 'sum', got {self.momentum!r}")
+        check_options("frobenius", None, self.method, self.precision)
+        _coefficient_table(self.ns_coeffs, self.ns_steps)
+
+    def _dimension_numbers(self, tree: Any) -> Any:
+        return full_dimension_numbers(
+            self.weight_dimension_numbers, tree, default_2d_only=False
+        )
+
+    def init(self, params):
+        return MuonState(zero_count(), gtree.zeros_like(params, dtype=self.mu_dtype))
+
+    def _momentum(self, updates, state):
+        beta, count = self.beta, safe_increment(state.count)
+        if self.momentum == "sum":
+            mu = jax.tree.map(lambda g, m: g + beta * m, updates, state.mu)
+            if self.nesterov:
+                return mu, jax.tree.map(lambda g, m: g + beta * m, updates, mu)
+            return mu, mu
+        mu = gtree.update_moment(updates, state.mu, beta, 1)
+        if not self.bias_correction:
+            if self.nesterov:
+                return mu, jax.tree.map(
+                    lambda g, m: beta * m + (1 - beta) * g, updates, mu
+                )
+            return mu, mu
+        if self.nesterov:
+            return mu, jax.tree.map(
+                lambda m, g: beta * m + (1 - beta) * g,
+                gtree.bias_correction(mu, beta, safe_increment(count)),
+                gtree.bias_correction(updates, beta, count),
+            )
+        return mu, gtree.bias_correction(mu, beta, count)
+
+    def orthogonalize_leaf(self, x: jax.Array, dims: MuonDimensionNumbers) -> jax.Array:
+        """Orthogonalize one weight-shaped array along its matrix axes."""
+        coefficients, steps = _coefficient_table(self.ns_coeffs, self.ns_steps)
+        normalization, precondition = _PRECONDITIONING[self.preconditioning]
+        view = matrix_view(x.shape, dims)
+        out = orthogonalize(
+            view.to_matrices(x),
+            coefficients=coefficients,
+            steps=steps,
+            eps=self.eps,
+            normalization=normalization,
+            precondition=precondition,
+            method=self.method,
+            precision=self.precision,
+        )
+        return view.from_matrices(out)
+
+    def update(self, updates, state, params=None, **extra_args):
+        mu, direction = self._momentum(updates, state)
+        dims = self._dimension_numbers(updates)
+        orthogonal = jax.tree.map(
+            lambda d, x: None if d is None else self.orthogonalize_leaf(x, d),
+            dims,
+            direction,
+            is_leaf=lambda x: x is None or is_dimension_numbers(x),
+        )
+        if self.adaptive:
+            orthogonal = jax.tree.map(
+                lambda m, o: jnp.sum(jnp.conj(m) * o) * o, direction, orthogonal
+            )
+        return orthogonal, MuonState(safe_increment(state.count), mu)
+
+
+class scale_by_shape(GradientTransformation):
+    """Multiplies each orthogonalized update by its shape factor.
+
+    Args:
+      weight_dimension_numbers: as in :class:`scale_by_muon`.
+      consistent_rms: if a number, use ``consistent_rms * sqrt(max(fan_in,
+        fan_out))`` (Moonlight: 0.2); if None, ``sqrt(max(1, fan_out /
+        fan_in))`` (KellerJordan).
+      shape_scaling: overrides the rule: 'keller', 'rms', 'spectral', 'none'.
+    """
+
+    weight_dimension_numbers: Any = static_field(None)
+    consistent_rms: Any = None
+    shape_scaling: str | None = static_field(None, kw_only=True)
+
+    def init(self, params):
+        del params
+        return EmptyState()
+
+    def _rule(self) -> str:
+        if self.shape_scaling is not None:
+            return self.shape_scaling
+        return "keller" if self.consistent_rms is None else "rms"
+
+    def update(self, updates, state, params=None, **extra_args):
+        rule = self._rule()
+        rms = self.consistent_rms
+
+        def scaled(dims, u):
+            if dims is None:
+                return None
+            view = matrix_view(u.shape, dims)
+            return shape_scale(view.fan_in, view.fan_out, rule, rms) * u
+
+        dims = full_dimension_numbers(
+            self.weight_dimension_numbers, updates, default_2d_only=False
+        )
+        scaled_updates = jax.tree.map(
+            scaled,
+            dims,
+            updates,
+            is_leaf=lambda x: x is None or is_dimension_numbers(x),
+        )
+        return scaled_updates, state
+
+
+class _decoupled_weight_decay(GradientTransformation):
+    """``u + wd * p``, optionally only where ``u`` and ``p`` agree in sign."""
+
+    weight_decay: Any
+    cautious: bool = static_field(False, kw_only=True)
+
+    def init(self, params):
+        del params
+        return EmptyState()
+
+    def update(self, updates, state, params=None, **extra_args):
+        if params is None:
+            raise ValueError("muon's weight decay needs params passed to update")
+        wd = self.weight_decay
+
+        def decay(u, p):
+            if self.cautious:
+                return u + wd * jnp.where(u * p > 0, p, jnp.zeros_like(p))
+            return u + wd * p
+
+        return jax.tree.map(decay, updates, params), state
+
+
+class muon(Alias):
+    r"""Muon: orthogonalized momentum for matrices, AdamW for everything else.
+
+    For each matrix parameter :math:`W` (fan-in x fan-out) with gradient
+    :math:`G_t`:
+
+    .. math::
+      M_t = \beta M_{t-1} + (1 - \beta) G_t,\quad
+      U_t = \beta M_t + (1 - \beta) G_t \ \text{(Nesterov)},\\
+      O_t = \mathrm{NS}(U_t) \approx \mathrm{polar}(U_t),\quad
+      W_t = W_{t-1} - \eta_t\,(s\,O_t + \lambda W_{t-1}),
+
+    with shape factor :math:`s = \sqrt{\max(1, \text{fan-out}/\text{fan-in})}`
+    (or ``consistent_rms * sqrt(max(fan_in, fan_out))``). With the defaults
+    the numbers are those of ``optax.contrib.muon`` (whose EMA momentum is also
+    bias-corrected, NAdam-style). Every other leaf is updated by
+    ``adamw(adam_learning_rate, adam_b1, adam_b2, eps, adam_eps_root,
+    weight_decay=adam_weight_decay)``. See docs/muon.md for the settings that
+    reproduce torch.optim.Muon, KellerJordan's Muon, Moonlight and Keras.
+
+    Args:
+      learning_rate: :math:`\eta`, a number or schedule.
+      ns_coeffs: a preset ("standard"/"keller", "dion"/"you5", "jiacheng6",
+        "polar_express") or coefficients of shape (3,) or (T, 3).
+      ns_steps: Newton–Schulz steps.
+      beta: momentum decay in [0, 1).
+      eps: added to norms before dividing (also AdamW's eps by default).
+      weight_decay: :math:`\lambda` for the Muon group, >= 0.
+      weight_decay_mask: which Muon leaves decay (a tree of bools or a
+        function of the params).
+      mu_dtype: dtype of the momentum buffers.
+      nesterov: Nesterov momentum (both groups).
+      adaptive: scale by the dual norm (arXiv:2409.20325).
+      preconditioning: 'frobenius', 'spectral', 'aol' or 'schatten'.
+      adam_b1, adam_b2, adam_eps_root, adam_weight_decay: AdamW group settings.
+      adam_learning_rate: AdamW group learning rate (default: learning_rate).
+      muon_weight_dimension_numbers: None (2-D leaves are matrices), "auto"
+        (also stacked ``(L, m, n)`` and conv ``(h, w, c_in, c_out)``), one
+        :class:`MuonDimensionNumbers`, a tree of them with None for AdamW
+        leaves, or a function of the params returning such a tree.
+      consistent_rms: None (KellerJordan scaling) or the target update RMS
+        (0.2 for Moonlight).
+      momentum: "ema" or "sum" (Moonlight, Keras, Dion).
+      bias_correction: bias-correct EMA momentum (optax); False for
+        KellerJordan and torch.
+      shape_scaling: override the shape factor: "keller", "rms", "spectral",
+        "none".
+      cautious_weight_decay: decay only where update and weight agree in sign
+        (arXiv:2510.12402).
+      method: Newton–Schulz variant ("auto", "ns", "gram").
+      precision: Newton–Schulz dtype (None, "float32", "highest", "bfloat16",
+        "float16").
+      adam_eps: AdamW group eps (default: eps).
+
+    Differences from optax: the keyword-only options after ``consistent_rms``
+    are gradax's; "auto" routing; a warning when an embedding- or head-like
+    leaf is routed to Muon.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = {"w": jnp.ones((4, 8)), "b": jnp.zeros(8)}
+      >>> tx = gradax.muon(0.02)
+      >>> state = tx.init(params)
+      >>> grads = jax.tree.map(jnp.ones_like, params)
+      >>> updates, state = tx.update(grads, state, params)
+      >>> updates["w"].shape, updates["b"].shape
+      ((4, 8), (8,))
+
+    References:
+      Jordan et al., Muon, 2024 (kellerjordan.github.io/posts/muon). Liu et
+      al., Muon is Scalable for LLM Training (Moonlight), 2025
+      (arXiv:2502.16982).
+    """
+
+    learning_rate: Any
+    ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
+    ns_steps: int = static_field(5)
+    beta: Any = 0.95
+    eps: Any = 1e-8
+    weight_decay: Any = 0.0
+    weight_decay_mask: Any = static_field(None)
+    mu_dtype: Any = static_field(None)
+    nesterov: bool = static_field(True, kw_only=True)
+    adaptive: bool = static_field(False, kw_only=True)
+    preconditioning: str = static_field("frobenius", kw_only=True)
+    adam_b1: Any = dataclasses.field(default=0.9, kw_only=True)
+    adam_b2: Any = dataclasses.field(default=0.999, kw_only=True)
+    adam_eps_root: Any = dataclasses.field(default=0.0, kw_only=True)
+    adam_weight_decay: Any = dataclasses.field(default=0.0, kw_only=True)
+    adam_learning_rate: Any = dataclasses.field(default=None, kw_only=True)
+    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    consistent_rms: Any = dataclasses.field(default=None, kw_only=True)
+    momentum: str = static_field("ema", kw_only=True)
+    bias_correction: bool = static_field(True, kw_only=True)
+    shape_scaling: str | None = static_field(None, kw_only=True)
+    cautious_weight_decay: bool = static_field(False, kw_only=True)
+    method: str = static_field("auto", kw_only=True)
+    precision: Any = static_field(None, kw_only=True)
+    adam_eps: Any = dataclasses.field(default=None, kw_only=True)
+
+    def _check(self):
+        check_nonnegative("weight_decay", self.weight_decay)
+        check_nonnegative("adam_weight_decay", self.adam_weight_decay)
+        check_decay("adam_b1", self.adam_b1)
+        check_decay("adam_b2", self.adam_b2)
+        self._muon_direction()  # validates the Muon options
+
+    def _dims(self, tree: Any) -> Any:
+        return full_dimension_numbers(
+            self.muon_weight_dimension_numbers, tree, default_2d_only=True
+        )
+
+    def _labels(self, params: Any) -> Any:
+        dims = self._dims(params)
+        warn_about_embeddings(dims)
+        return jax.tree.map(
+            lambda d, _: "adam" if d is None else "muon",
+            dims,
+            params,
+            is_leaf=lambda x: x is None or is_dimension_numbers(x),
+        )
+
+    def _muon_direction(self) -> scale_by_muon:
+        return scale_by_muon(
+            self.ns_coeffs,
+            self.ns_steps,
+            self.beta,
+            self.eps,
+            self.mu_dtype,
+            nesterov=self.nesterov,
+            adaptive=self.adaptive,
+            preconditioning=self.preconditioning,
+            weight_dimension_numbers=self._dims,
+            momentum=self.momentum,
+            bias_correction=self.bias_correction,
+            method=self.method,
+            precision=self.precision,
+        )
+
+    def build(self):
+        decay = _decoupled_weight_decay(
+            self.weight_decay, cautious=self.cautious_weight_decay
+        )
+        if self.weight_decay_mask is not None:
+            decay = masked(decay, self.weight_decay_mask)
+        muon_group = chain(
+            self._muon_direction(),
+            scale_by_shape(
+                self._dims, self.consistent_rms, shape_scaling=self.shape_scaling
+            ),
+            decay,
+            scale_by_learning_rate(self.learning_rate),
+        )
+        adam_lr = self.adam_learning_rate
+        adam_group = adamw(
+            self.learning_rate if adam_lr is None else adam_lr,
+            b1=self.adam_b1,
+            b2=self.adam_b2,
+            eps=self.eps if self.adam_eps is None else self.adam_eps,
+            eps_root=self.adam_eps_root,
+            mu_dtype=self.mu_dtype,
+            weight_decay=self.adam_weight_decay,
+            nesterov=self.nesterov,
+        )
+        return partition({"muon": muon_group, "adam": adam_group}, self._labels)

@@ -1,0 +1,200 @@
+"""Orthogonalization: the approximate polar factor by Newton–Schulz iteration.
+
+``orthogonalize(G)`` maps ``G = U S V^T`` to about ``U V^T``. It works on the
+wide orientation (so the Gram matrix ``X X^T`` is the small one), normalizes,
+then applies a quintic per step. Leading axes are batch axes: a stack of
+same-shape matrices is one batched iteration, not a loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .coefficients import resolve_coefficients
+
+NORMALIZATIONS = ("frobenius", "spectral", "schatten", "none")
+PRECONDITIONERS = (None, "aol")
+METHODS = ("auto", "ns", "gram")
+PRECISIONS = (None, "float32", "highest", "bfloat16", "float16")
+
+# Gram Newton–Schulz recomputes X and its Gram matrix after this many steps,
+# which stops rounding errors in the accumulated product from growing.
+_GRAM_RESTART_STEP = 2
+
+
+def _mT(x: jax.Array) -> jax.Array:  # noqa: N802 - the usual math name
+    """Conjugate transpose of the last two axes."""
+    return jnp.conj(jnp.swapaxes(x, -1, -2))
+
+
+def _work_dtype_and_precision(dtype: Any, precision: str | None):
+    if precision is None:
+        return jnp.promote_types(dtype, jnp.float32), None
+    if precision == "float32":
+        return jnp.promote_types(dtype, jnp.float32), jax.lax.Precision.DEFAULT
+    if precision == "highest":
+        return jnp.promote_types(dtype, jnp.float32), jax.lax.Precision.HIGHEST
+    return jnp.dtype(precision), None
+
+
+def _normalize(x, normalization, norm_factor, eps):
+    if normalization == "none":
+        return x
+    if normalization == "frobenius":
+        norm = jnp.sqrt(jnp.sum(jnp.abs(x) ** 2, axis=(-2, -1), keepdims=True))
+    elif normalization == "schatten":
+        # Schatten-4 norm: ||X||_4 = ||X X^T||_F^(1/2); bounds the spectral
+        # norm more tightly than Frobenius does.
+        gram = jnp.matmul(x, _mT(x))
+        squared = jnp.sqrt(jnp.sum(jnp.abs(gram) ** 2, axis=(-2, -1), keepdims=True))
+        return x * jax.lax.rsqrt(jnp.maximum(squared, eps)).astype(x.dtype)
+    else:
+        norm = jnp.linalg.norm(x, ord=2, axis=(-2, -1), keepdims=True)
+    return x / (norm * norm_factor + eps).astype(x.dtype)
+
+
+def _aol_scale(x, gram, eps):
+    """AOL: rows scaled by (sum_j |A_ij|)^(-1/2) make the spectral norm <= 1."""
+    row_sums = jnp.maximum(jnp.sum(jnp.abs(gram), axis=-1), eps)
+    s = jax.lax.rsqrt(row_sums)[..., :, None]
+    return x * s, gram * s * jnp.swapaxes(s, -1, -2)
+
+
+def _plain_ns(x, table, precondition, eps, mm):
+    for step, (a, b, c) in enumerate(table):
+        gram = mm(x, _mT(x))
+        if step == 0 and precondition == "aol":
+            x, gram = _aol_scale(x, gram, eps)
+        poly = b * gram + c * mm(gram, gram)
+        x = a * x + mm(poly, x)
+    return x
+
+
+def _gram_ns(x, table, precondition, eps, mm):
+    """Newton–Schulz on the small Gram matrix, applying the product once.
+
+    With ``R = X X^T`` and ``P = a I + b R + c R^2``, one step is
+    ``X <- P X``, so ``R <- P R P`` and the accumulated ``Q <- P Q``; X itself
+    is touched only at the end (and at the restart).
+    """
+    m = x.shape[-1 if x.shape[-2] > x.shape[-1] else -2]
+    eye = jnp.eye(m, dtype=x.dtype)
+    gram = mm(x, _mT(x))
+    if precondition == "aol":
+        x, gram = _aol_scale(x, gram, eps)
+    q = None
+    last = len(table) - 1
+    for step, (a, b, c) in enumerate(table):
+        if step == _GRAM_RESTART_STEP and q is not None:
+            x = mm(q, x)
+            gram = mm(x, _mT(x))
+            q = None
+        poly = a * eye + b * gram + c * mm(gram, gram)
+        q = poly if q is None else mm(poly, q)
+        if step < last:
+            gram = mm(poly, mm(gram, poly))
+    return x if q is None else mm(q, x)
+
+
+def orthogonalize(
+    x: Any,
+    *,
+    coefficients: Any = "keller",
+    steps: int | None = None,
+    eps: float = 1e-7,
+    normalization: str = "frobenius",
+    precondition: str | None = None,
+    method: str = "auto",
+    precision: str | None = None,
+) -> jax.Array:
+    r"""The approximate polar factor ``U V^T`` of a matrix or a batch of them.
+
+    For ``X_0 = G / (\|G\| \cdot f + \epsilon)`` (``G`` turned wide), each step
+    applies ``X \leftarrow a X + (b A + c A^2) X`` with ``A = X X^T``.
+
+    Args:
+      x: an array of shape ``(..., m, n)``; leading axes are batch axes.
+      coefficients: a preset — ``"keller"`` (alias ``"standard"``), ``"you5"``
+        (alias ``"dion"``), ``"jiacheng6"``, ``"polar_express"`` — or an array
+        of shape ``(3,)`` (used at every step) or ``(T, 3)`` (one row a step).
+      steps: number of steps (default: the preset's; a ``(T, 3)`` table's T;
+        5 for one row). A shorter table repeats its last row.
+      eps: added to the norm before dividing, so ``orthogonalize(0) == 0``.
+      normalization: ``"frobenius"`` (``f = 1.01`` for Polar Express, else
+        1), ``"spectral"`` (exact, by SVD; slow), ``"schatten"`` (the
+        Schatten-4 norm ``||X X^T||_F^{1/2}``) or ``"none"``.
+      precondition: None or ``"aol"`` (Turbo-Muon: rescale rows by the first
+        Gram matrix's absolute row sums, which bounds the spectral norm by 1;
+        combine with ``normalization="none"``).
+      method: ``"ns"`` (plain), ``"gram"`` (Gram Newton–Schulz: the same map
+        with fewer FLOPs on rectangular matrices) or ``"auto"`` (Gram when
+        the long side is at least twice the short side).
+      precision: None (float32, or float64 for float64 input, at the default
+        matmul precision), ``"float32"``, ``"highest"`` (float32 with
+        full-precision matmuls, for TPU/GPU), ``"bfloat16"`` or ``"float16"``
+        (iterate in that dtype, as GPU references do).
+
+    Returns:
+      An array with ``x``'s shape and dtype.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> g = jax.random.normal(jax.random.key(0), (4, 6))
+      >>> o = gradax.orthogonalize(g, coefficients="polar_express", steps=8)
+      >>> bool(jnp.allclose(o @ o.T, jnp.eye(4), atol=2e-2))
+      True
+
+    References:
+      Jordan et al., Muon: An optimizer for hidden layers in neural networks,
+      2024 (kellerjordan.github.io/posts/muon). Amsel et al., The Polar
+      Express, 2025 (arXiv:2505.16932). Boissin et al., Turbo-Muon, 2025
+      (arXiv:2512.04632). Zhang, Amsel, Chen and Dao, Gram Newton–Schulz, 2026.
+    """
+    check_options(normalization, precondition, method, precision)
+    table, norm_factor = resolve_coefficients(coefficients, steps)
+    x = jnp.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"orthogonalize needs an array of rank >= 2, got {x.shape}")
+    out_dtype = x.dtype
+    work_dtype, mm_precision = _work_dtype_and_precision(x.dtype, precision)
+    if jnp.iscomplexobj(x) and not jnp.issubdtype(work_dtype, jnp.complexfloating):
+        work_dtype = jnp.promote_types(work_dtype, jnp.complex64)
+
+    def mm(a, b):
+        return jnp.matmul(a, b, precision=mm_precision)
+
+    transposed = x.shape[-2] > x.shape[-1]
+    if transposed:
+        x = jnp.swapaxes(x, -1, -2)
+    x = _normalize(x.astype(work_dtype), normalization, norm_factor, eps)
+    m, n = x.shape[-2:]
+    use_gram = method == "gram" or (method == "auto" and n >= 2 * m)
+    rows = [tuple(float(v) for v in row) for row in table]
+    if use_gram and m < n:
+        x = _gram_ns(x, rows, precondition, eps, mm)
+    else:
+        x = _plain_ns(x, rows, precondition, eps, mm)
+    if transposed:
+        x = jnp.swapaxes(x, -1, -2)
+    return x.astype(out_dtype)
+
+
+def check_options(normalization, precondition, method, precision) -> None:
+    """ValueError naming the option when one is not known."""
+    for name, value, allowed in (
+        ("normalization", normalization, NORMALIZATIONS),
+        ("precondition", precondition, PRECONDITIONERS),
+        ("method", method, METHODS),
+        ("precision", precision, PRECISIONS),
+    ):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def newton_schulz_flops(m: int, n: int, steps: int) -> int:
+    """Matmul FLOPs of plain Newton–Schulz on one m x n matrix."""
+    m, n = min(m, n), max(m, n)
+    return steps * (4 * m * m * n + 2 * m**3)

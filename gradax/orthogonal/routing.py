@@ -1,0 +1,184 @@
+"""Which parameters Muon orthogonalizes, and which go to AdamW."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import jax
+
+from ..combinators.masked import MaskedNode
+from .dimensions import MuonDimensionNumbers, is_dimension_numbers, matrix_view
+from .dimensions import shape_scale as _shape_scale
+
+# Paths that look like a token embedding or an output head. Keller Jordan and
+# Moonlight keep these on AdamW; the head does measurably worse under Muon.
+EMBEDDING_OR_HEAD = re.compile(
+    r"embed|wte|wpe|tok|vocab|lm_head|unembed|head|logit|readout", re.IGNORECASE
+)
+
+_warned: set[str] = set()
+
+
+def _is_spec_leaf(x: Any) -> bool:
+    return x is None or is_dimension_numbers(x) or isinstance(x, MaskedNode)
+
+
+def default_dimension_numbers(tree: Any, *, auto: bool = False) -> Any:
+    """One entry per leaf: dimension numbers for matrices, None otherwise.
+
+    With ``auto=False`` (optax's rule) only 2-D leaves are matrices. With
+    ``auto=True``, a 3-D leaf ``(L, m, n)`` is L stacked matrices and a 4-D
+    leaf is a conv kernel ``(h, w, c_in, c_out)`` flattened to
+    ``(h w c_in, c_out)``.
+    """
+
+    def rule(x):
+        if x.ndim == 2:
+            return MuonDimensionNumbers(0, 1)
+        if auto and x.ndim == 3:
+            return MuonDimensionNumbers(1, 2)
+        if auto and x.ndim == 4:
+            return MuonDimensionNumbers((0, 1, 2), 3)
+        return None
+
+    return jax.tree.map(rule, tree)
+
+
+def full_dimension_numbers(spec: Any, tree: Any, *, default_2d_only: bool) -> Any:
+    """Expand a dimension-number spec to one entry per leaf of ``tree``.
+
+    ``spec`` is None (the default rule), "auto", one MuonDimensionNumbers for
+    every leaf, a tree of them (a prefix of ``tree``; None marks a leaf that is
+    not a matrix), or a function of ``tree`` returning one of these.
+    """
+    if callable(spec) and not is_dimension_numbers(spec):
+        spec = spec(tree)
+    if spec is None:
+        if default_2d_only:
+            return default_dimension_numbers(tree)
+        return jax.tree.map(lambda _: MuonDimensionNumbers(), tree)
+    if isinstance(spec, str):
+        if spec != "auto":
+            raise ValueError(f"weight dimension numbers must be 'auto', got {spec!r}")
+        return default_dimension_numbers(tree, auto=True)
+    if is_dimension_numbers(spec):
+        return jax.tree.map(lambda _: spec, tree)
+    return jax.tree.map(
+        lambda d, sub: jax.tree.map(lambda _: d, sub),
+        spec,
+        tree,
+        is_leaf=_is_spec_leaf,
+    )
+
+
+def warn_about_embeddings(dims: Any) -> None:
+    """Warn once about embedding- or head-like leaves routed to Muon."""
+    paths = [
+        jax.tree_util.keystr(path)
+        for path, d in jax.tree_util.tree_flatten_with_path(
+            dims, is_leaf=_is_spec_leaf
+        )[0]
+        if is_dimension_numbers(d)
+        and EMBEDDING_OR_HEAD.search(jax.tree_util.keystr(path))
+    ]
+    new = [p for p in paths if p not in _warned]
+    if not new:
+        return
+    _warned.update(new)
+    warnings.warn(
+        f"gradax.muon routes {', '.join(new)} to Muon. These look like an "
+        "embedding or output head, which KellerJordan and Moonlight keep on "
+        "AdamW. To do the same, pass muon_weight_dimension_numbers with None "
+        "at those paths (gradax.muon_labels(params, exclude=...) shows the "
+        "routing and builds it).",
+        stacklevel=3,
+    )
+
+
+def muon_labels(
+    params: Any,
+    weight_dimension_numbers: Any = None,
+    *,
+    exclude: str | None = None,
+    consistent_rms: float | None = None,
+    shape_scaling: str | None = None,
+    print_report: bool = True,
+) -> tuple[Any, Any]:
+    """The routing of each parameter, with a readable report.
+
+    Args:
+      params: the parameter tree (arrays or ShapeDtypeStructs).
+      weight_dimension_numbers: as ``muon_weight_dimension_numbers`` of
+        :class:`muon` (None: 2-D leaves; "auto": also stacked and conv).
+      exclude: a regular expression; leaves whose path matches go to AdamW
+        (e.g. ``"embed|head"``).
+      consistent_rms: as in :class:`muon`, for the scale column.
+      shape_scaling: as in :class:`muon`, for the scale column.
+      print_report: print the table (path, shape, group, scale factor).
+
+    Returns:
+      ``(labels, dimension_numbers)``: a tree of "muon"/"adam" and a tree of
+      MuonDimensionNumbers or None, to pass as
+      ``muon_weight_dimension_numbers``.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> params = {"embed": jnp.zeros((10, 4)), "w": jnp.zeros((4, 8))}
+      >>> labels, dims = gradax.muon_labels(params, exclude="embed",
+      ...                                   print_report=False)
+      >>> labels
+      {'embed': 'adam', 'w': 'muon'}
+    """
+    dims = full_dimension_numbers(
+        weight_dimension_numbers, params, default_2d_only=True
+    )
+    if exclude is not None:
+        pattern = re.compile(exclude)
+        dims = jax.tree_util.tree_map_with_path(
+            lambda path, d: None if pattern.search(jax.tree_util.keystr(path)) else d,
+            dims,
+            is_leaf=_is_spec_leaf,
+        )
+    labels = jax.tree.map(
+        lambda d, _: "adam" if d is None else "muon",
+        dims,
+        params,
+        is_leaf=_is_spec_leaf,
+    )
+    if print_report:
+        rule = shape_scaling or ("keller" if consistent_rms is None else "rms")
+        print(_report(params, dims, rule, consistent_rms))
+    return labels, dims
+
+
+def _report(params: Any, dims: Any, rule: str, rms: float | None) -> str:
+    rows = [("path", "shape", "group", "matrices", "scale")]
+    flat_dims = jax.tree.leaves(dims, is_leaf=_is_spec_leaf)
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    for (path, leaf), d in zip(flat, flat_dims, strict=True):
+        shape = tuple(leaf.shape)
+        if d is None:
+            rows.append((jax.tree_util.keystr(path), str(shape), "adamw", "-", "-"))
+            continue
+        view = matrix_view(shape, d)
+        count = 1
+        for size in shape:
+            count *= size
+        count //= view.fan_in * view.fan_out
+        scale = _shape_scale(view.fan_in, view.fan_out, rule, rms or 0.2)
+        rows.append(
+            (
+                jax.tree_util.keystr(path),
+                str(shape),
+                "muon",
+                f"{count} x ({view.fan_in}, {view.fan_out})",
+                f"{scale:.4g}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows
+    ]
+    return "\n".join(lines)
