@@ -412,7 +412,8 @@ def apply_updates(params: Params, updates: Updates) -> Params:
       updates: a tree with the same structure (None leaves are skipped).
 
     Returns:
-      ``params + updates``, leaf by leaf, cast to the parameters' dtypes.
+      ``params + updates``, leaf by leaf, cast to the parameters' dtypes (and
+      weak types).
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -425,7 +426,9 @@ def apply_updates(params: Params, updates: Updates) -> Params:
         if p is None:
             return None
         p = jnp.asarray(p)
-        return jnp.asarray(p + u).astype(p.dtype)
+        # Keep a weakly typed parameter weak, so a jitted step taking the
+        # result does not retrace on its second call.
+        return _cast(jnp.asarray(p + u), p.dtype, is_weakly_typed(p))
 
     return jax.tree.map(add, params, updates, is_leaf=lambda x: x is None)
 

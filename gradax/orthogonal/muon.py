@@ -19,6 +19,7 @@ from .._core import (
 )
 from .._hyper import check_decay, check_nonnegative
 from .._pytree import static_field
+from .._sharding import explicit_sharding
 from ..combinators.chain import chain
 from ..combinators.masked import masked, partition
 from ..optimizers.adam import adamw
@@ -148,6 +149,11 @@ class scale_by_muon(GradientTransformation):
         """Orthogonalize one weight-shaped array along its matrix axes."""
         coefficients, steps = _coefficient_table(self.ns_coeffs, self.ns_steps)
         normalization, precondition = _PRECONDITIONING[self.preconditioning]
+        sharding = explicit_sharding(x)
+        if sharding is not None:
+            # Sharding in types forbids the row-sharded X X^T; iterate on a
+            # replicated copy (distributing the work is the sharding module's).
+            x = jax.sharding.reshard(x, jax.sharding.PartitionSpec())
         view = matrix_view(x.shape, dims)
         out = orthogonalize(
             view.to_matrices(x),
@@ -159,7 +165,10 @@ class scale_by_muon(GradientTransformation):
             method=self.method,
             precision=self.precision,
         )
-        return view.from_matrices(out)
+        out = view.from_matrices(out)
+        if sharding is not None:
+            out = jax.sharding.reshard(out, sharding.spec)
+        return out
 
     def update(self, updates, state, params=None, **extra_args):
         mu, direction = self._momentum(updates, state)

@@ -44,7 +44,8 @@ def _normalize(x, normalization, norm_factor, eps):
     if normalization == "none":
         return x
     if normalization == "frobenius":
-        norm = jnp.sqrt(jnp.sum(jnp.abs(x) ** 2, axis=(-2, -1), keepdims=True))
+        wide = jnp.abs(x).astype(jnp.promote_types(x.dtype, jnp.float32))
+        norm = jnp.sqrt(jnp.sum(wide**2, axis=(-2, -1), keepdims=True))
     elif normalization == "schatten":
         # Schatten-4 norm: ||X||_4 = ||X X^T||_F^(1/2); bounds the spectral
         # norm more tightly than Frobenius does.
@@ -63,13 +64,26 @@ def _aol_scale(x, gram, eps):
     return x * s, gram * s * jnp.swapaxes(s, -1, -2)
 
 
+def _combine(*terms):
+    """``sum(coefficient * array)`` evaluated in at least float32.
+
+    In bfloat16 a Python coefficient would first be rounded to bfloat16
+    (3.4445 -> 3.4375), which visibly changes the polynomial; torch computes
+    such products in float32 and rounds only the result, and so do we.
+    """
+    dtype = terms[0][1].dtype
+    wide = jnp.promote_types(dtype, jnp.float32)
+    total = sum(coef * arr.astype(wide) for coef, arr in terms)
+    return total.astype(dtype)
+
+
 def _plain_ns(x, table, precondition, eps, mm):
     for step, (a, b, c) in enumerate(table):
         gram = mm(x, _mT(x))
         if step == 0 and precondition == "aol":
             x, gram = _aol_scale(x, gram, eps)
-        poly = b * gram + c * mm(gram, gram)
-        x = a * x + mm(poly, x)
+        poly = _combine((b, gram), (c, mm(gram, gram)))
+        x = _combine((a, x), (1.0, mm(poly, x)))
     return x
 
 
@@ -92,7 +106,7 @@ def _gram_ns(x, table, precondition, eps, mm):
             x = mm(q, x)
             gram = mm(x, _mT(x))
             q = None
-        poly = a * eye + b * gram + c * mm(gram, gram)
+        poly = _combine((a, eye), (b, gram), (c, mm(gram, gram)))
         q = poly if q is None else mm(poly, q)
         if step < last:
             gram = mm(poly, mm(gram, poly))
