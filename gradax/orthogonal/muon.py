@@ -23,6 +23,7 @@ from .._sharding import explicit_sharding
 from ..combinators.chain import chain
 from ..combinators.masked import masked, partition
 from ..optimizers.adam import adamw
+from ..sharding.distributed import current_mesh, orthogonalize_many
 from ..transforms.scaling import scale_by_learning_rate
 from .dimensions import (
     MuonDimensionNumbers,
@@ -86,6 +87,8 @@ class scale_by_muon(GradientTransformation):
         for KellerJordan and torch.
       method: Newton–Schulz variant, see :func:`orthogonalize`.
       precision: iteration dtype, see :func:`orthogonalize`.
+      distributed: "auto" (spread the orthogonalizations over the mesh set
+        with ``jax.set_mesh``, if any), True (require one), False, or a mesh.
     """
 
     ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
@@ -101,6 +104,7 @@ class scale_by_muon(GradientTransformation):
     bias_correction: bool = static_field(True, kw_only=True)
     method: str = static_field("auto", kw_only=True)
     precision: Any = static_field(None, kw_only=True)
+    distributed: Any = static_field("auto", kw_only=True)
 
     def _check(self):
         check_decay("beta", self.beta)
@@ -145,18 +149,11 @@ class scale_by_muon(GradientTransformation):
             )
         return mu, gtree.bias_correction(mu, beta, count)
 
-    def orthogonalize_leaf(self, x: jax.Array, dims: MuonDimensionNumbers) -> jax.Array:
-        """Orthogonalize one weight-shaped array along its matrix axes."""
+    def _orthogonalize_matrices(self, matrices: jax.Array) -> jax.Array:
         coefficients, steps = _coefficient_table(self.ns_coeffs, self.ns_steps)
         normalization, precondition = _PRECONDITIONING[self.preconditioning]
-        sharding = explicit_sharding(x)
-        if sharding is not None:
-            # Sharding in types forbids the row-sharded X X^T; iterate on a
-            # replicated copy (distributing the work is the sharding module's).
-            x = jax.sharding.reshard(x, jax.sharding.PartitionSpec())
-        view = matrix_view(x.shape, dims)
-        out = orthogonalize(
-            view.to_matrices(x),
+        return orthogonalize(
+            matrices,
             coefficients=coefficients,
             steps=steps,
             eps=self.eps,
@@ -165,19 +162,62 @@ class scale_by_muon(GradientTransformation):
             method=self.method,
             precision=self.precision,
         )
-        out = view.from_matrices(out)
+
+    def _mesh(self) -> Any | None:
+        if self.distributed is False or self.distributed is None:
+            return None
+        if isinstance(self.distributed, str) or self.distributed is True:
+            mesh = current_mesh()
+            if mesh is None and self.distributed is True:
+                raise ValueError(
+                    "scale_by_muon(distributed=True) needs a mesh: call it under "
+                    "jax.set_mesh(mesh), or pass distributed=mesh"
+                )
+            return mesh
+        return self.distributed
+
+    def orthogonalize_tree(self, dims: Any, tree: Any) -> Any:
+        """Orthogonalize every leaf that has dimension numbers.
+
+        Under a device mesh, same-shape matrices are stacked and each device
+        orthogonalizes whole matrices (no collective inside the iteration).
+        """
+        is_leaf = lambda x: x is None or is_dimension_numbers(x)  # noqa: E731
+        flat_dims, treedef = jax.tree.flatten(dims, is_leaf=is_leaf)
+        flat = treedef.flatten_up_to(tree)
+        mesh = self._mesh()
+        if mesh is None:
+            out = [
+                None if d is None else self.orthogonalize_leaf(x, d)
+                for d, x in zip(flat_dims, flat, strict=True)
+            ]
+            return jax.tree.unflatten(treedef, out)
+        chosen = [i for i, d in enumerate(flat_dims) if d is not None]
+        views = [matrix_view(flat[i].shape, flat_dims[i]) for i in chosen]
+        matrices = [v.to_matrices(flat[i]) for v, i in zip(views, chosen, strict=True)]
+        results = orthogonalize_many(matrices, self._orthogonalize_matrices, mesh)
+        out: list[Any] = [None] * len(flat)
+        for i, view, result in zip(chosen, views, results, strict=True):
+            out[i] = view.from_matrices(result)
+        return jax.tree.unflatten(treedef, out)
+
+    def orthogonalize_leaf(self, x: jax.Array, dims: MuonDimensionNumbers) -> jax.Array:
+        """Orthogonalize one weight-shaped array along its matrix axes."""
+        sharding = explicit_sharding(x)
+        if sharding is not None:
+            # Sharding in types forbids the row-sharded X X^T; iterate on a
+            # replicated copy (distributing the work is the sharding module's).
+            x = jax.sharding.reshard(x, jax.sharding.PartitionSpec())
+        view = matrix_view(x.shape, dims)
+        out = view.from_matrices(self._orthogonalize_matrices(view.to_matrices(x)))
         if sharding is not None:
             out = jax.sharding.reshard(out, sharding.spec)
         return out
 
     def update(self, updates, state, params=None, **extra_args):
         mu, direction = self._momentum(updates, state)
-        dims = self._dimension_numbers(updates)
-        orthogonal = jax.tree.map(
-            lambda d, x: None if d is None else self.orthogonalize_leaf(x, d),
-            dims,
-            direction,
-            is_leaf=lambda x: x is None or is_dimension_numbers(x),
+        orthogonal = self.orthogonalize_tree(
+            self._dimension_numbers(updates), direction
         )
         if self.adaptive:
             orthogonal = jax.tree.map(
@@ -308,6 +348,9 @@ class muon(Alias):
       precision: Newton–Schulz dtype (None, "float32", "highest", "bfloat16",
         "float16").
       adam_eps: AdamW group eps (default: eps).
+      distributed: "auto" (under ``jax.set_mesh``, stack same-shape matrices
+        and give each device whole matrices to orthogonalize, so no
+        collective runs inside the iteration), True, False, or a mesh.
 
     Differences from optax: the keyword-only options after ``consistent_rms``
     are gradax's; "auto" routing; a warning when an embedding- or head-like
@@ -354,6 +397,7 @@ class muon(Alias):
     method: str = static_field("auto", kw_only=True)
     precision: Any = static_field(None, kw_only=True)
     adam_eps: Any = dataclasses.field(default=None, kw_only=True)
+    distributed: Any = static_field("auto", kw_only=True)
 
     def _check(self):
         check_nonnegative("weight_decay", self.weight_decay)
@@ -392,6 +436,7 @@ class muon(Alias):
             bias_correction=self.bias_correction,
             method=self.method,
             precision=self.precision,
+            distributed=self.distributed,
         )
 
     def build(self):

@@ -1,0 +1,1 @@
+"""Mesh-aware pieces: distributed orthogonalization for Muon."""
