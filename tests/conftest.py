@@ -12,3 +12,7 @@ hypothesis.settings.register_profile(
     "gradax", derandomize=True, deadline=None, max_examples=30, print_blob=True
 )
 hypothesis.settings.load_profile("gradax")
+
+# Helper scripts, not test modules: keep --doctest-modules from importing them
+# (the worker parses sys.argv; the golden-file maker needs torch).
+collect_ignore = ["multihost_worker.py", "golden/make_torch_muon.py"]

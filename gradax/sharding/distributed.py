@@ -65,7 +65,12 @@ def orthogonalize_many(
         groups.setdefault((wide.shape[-2:], x.dtype), []).append(i)
     out: list[Any] = [None] * len(matrices)
     for indices in groups.values():
-        stack = jnp.concatenate([_layout(flat[i], mesh, P()) for i in indices])
+        # Explicit axes need equal shardings to concatenate; under Auto axes
+        # the compiler turns the re-layout into an all-to-all by itself.
+        pieces = [flat[i] for i in indices]
+        if any(explicit_sharding(x) is not None for x in pieces):
+            pieces = [_layout(x, mesh, P()) for x in pieces]
+        stack = jnp.concatenate(pieces)
         count = stack.shape[0]
         padded = -(-count // devices) * devices
         if padded != count:
@@ -73,7 +78,8 @@ def orthogonalize_many(
             stack = jnp.pad(stack, ((0, padded - count), (0, 0), (0, 0)))
         stack = _layout(stack, mesh, stack_spec)
         result = _layout(orthogonalize(stack), mesh, stack_spec)
-        result = _layout(result, mesh, P())
+        if explicit_sharding(result) is not None:
+            result = _layout(result, mesh, P())
         offset = 0
         for i in indices:
             x = matrices[i]
