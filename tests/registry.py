@@ -6,6 +6,7 @@ transformation to gradax means adding one entry here.
 
 from __future__ import annotations
 
+import jax
 import optax
 import registry_adaptive
 import registry_beyond
@@ -81,6 +82,44 @@ CORE_ENTRIES: list[Entry] = [
     Entry("add_decayed_weights", dict(weight_decay=0.1), schedule_arg="weight_decay"),
     Entry("identity"),
     Entry("set_to_zero"),
+    # Muon (the variants are in registry_muon.py). Its updates have a fixed
+    # size, so convergence needs a decaying learning rate.
+    Entry(
+        "muon",
+        dict(learning_rate=0.05),
+        optimizer=True,
+        schedule_arg="learning_rate",
+        optax_name="contrib.muon",
+        converge_kwargs=dict(learning_rate=gradax.cosine_decay_schedule(0.1, 500)),
+    ),
+    Entry(
+        "muon",
+        dict(learning_rate=0.05, weight_decay=0.01, consistent_rms=0.2),
+        schedule_arg="weight_decay",
+        optax_name="contrib.muon",
+    ),
+    Entry(
+        "muon",
+        dict(
+            learning_rate=0.05,
+            momentum="sum",
+            bias_correction=False,
+            muon_weight_dimension_numbers="auto",
+            ns_coeffs="polar_express",
+        ),
+        schedule_arg="beta",
+        optax_name="",
+    ),
+    Entry(
+        "scale_by_muon",
+        dict(
+            weight_dimension_numbers=lambda tree: jax.tree.map(
+                lambda x: gradax.MuonDimensionNumbers() if x.ndim == 2 else None, tree
+            )
+        ),
+        injectable=False,
+        optax_name="",  # optax's scale_by_muon cannot skip non-matrix leaves
+    ),
     # Combinators.
     Entry(
         "chain",

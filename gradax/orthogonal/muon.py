@@ -79,8 +79,9 @@ class scale_by_muon(GradientTransformation):
       adaptive: scale by the dual norm ``<M, O>`` (arXiv:2409.20325).
       preconditioning: 'frobenius', 'spectral', 'aol' or 'schatten'.
       weight_dimension_numbers: a :class:`MuonDimensionNumbers`, a tree of
-        them (None leaves are left alone), or a function of the params
-        returning one. None: every leaf is a 2-D matrix.
+        them, or a function of the params returning one. A leaf with None
+        gets the momentum direction, not orthogonalized. None: every leaf is
+        a 2-D matrix.
       momentum: 'ema' (``m = beta m + (1 - beta) g``) or 'sum'
         (``m = beta m + g``, Moonlight/Keras/Dion).
       bias_correction: divide EMA momentum by ``1 - beta^t`` (optax); False
@@ -188,7 +189,7 @@ class scale_by_muon(GradientTransformation):
         mesh = self._mesh()
         if mesh is None:
             out = [
-                None if d is None else self.orthogonalize_leaf(x, d)
+                x if d is None else self.orthogonalize_leaf(x, d)
                 for d, x in zip(flat_dims, flat, strict=True)
             ]
             return jax.tree.unflatten(treedef, out)
@@ -196,7 +197,7 @@ class scale_by_muon(GradientTransformation):
         views = [matrix_view(flat[i].shape, flat_dims[i]) for i in chosen]
         matrices = [v.to_matrices(flat[i]) for v, i in zip(views, chosen, strict=True)]
         results = orthogonalize_many(matrices, self._orthogonalize_matrices, mesh)
-        out: list[Any] = [None] * len(flat)
+        out: list[Any] = list(flat)
         for i, view, result in zip(chosen, views, results, strict=True):
             out[i] = view.from_matrices(result)
         return jax.tree.unflatten(treedef, out)
@@ -256,7 +257,7 @@ class scale_by_shape(GradientTransformation):
 
         def scaled(dims, u):
             if dims is None:
-                return None
+                return u
             view = matrix_view(u.shape, dims)
             return shape_scale(view.fan_in, view.fan_out, rule, rms) * u
 

@@ -27,6 +27,9 @@ def current_mesh() -> Any | None:
     mesh = jax.sharding.get_abstract_mesh()
     if mesh is None or mesh.empty or mesh.size <= 1:
         return None
+    if any(t == jax.sharding.AxisType.Manual for t in mesh.axis_types):
+        # Inside shard_map each device already runs its own program.
+        return None
     return mesh
 
 
