@@ -38,6 +38,17 @@ def gpt_like_params(
     }
 
 
+def optional_optax() -> Any:
+    """optax if it is installed, else None (benchmarks then leave it out)."""
+    try:
+        import optax
+    except ModuleNotFoundError as error:
+        if error.name != "optax":
+            raise
+        return None
+    return optax
+
+
 def count_params(tree: Any) -> int:
     return sum(x.size for x in jax.tree.leaves(tree))
 

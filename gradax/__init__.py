@@ -1,5 +1,6 @@
 """gradax: gradient processing and optimization for JAX."""
 
+from . import contrib as contrib
 from . import tree as tree
 from ._core import Alias as Alias
 from ._core import EmptyState as EmptyState
@@ -62,11 +63,163 @@ from .combinators.structure import apply_every as apply_every
 from .combinators.structure import flatten as flatten
 from .combinators.structure import freeze as freeze
 from .combinators.structure import selective_transform as selective_transform
+from .contrib import COCOBState as COCOBState
+from .contrib import DAdaptAdamWState as DAdaptAdamWState
+from .contrib import DogInitStep as DogInitStep
+from .contrib import DoGState as DoGState
+from .contrib import DoWGState as DoWGState
+from .contrib import HutchinsonState as HutchinsonState
+from .contrib import MadgradState as MadgradState
+from .contrib import MechanicState as MechanicState
+from .contrib import MomoAdamState as MomoAdamState
+from .contrib import MomoState as MomoState
+from .contrib import NormalizeState as NormalizeState
+from .contrib import ProdigyState as ProdigyState
+from .contrib import ReduceLROnPlateauState as ReduceLROnPlateauState
+from .contrib import SAMState as SAMState
+from .contrib import ScaleByAdemamixState as ScaleByAdemamixState
+from .contrib import ScaleBySimplifiedAdEMAMixState as ScaleBySimplifiedAdEMAMixState
+from .contrib import ScheduleFreeState as ScheduleFreeState
+from .contrib import SophiaState as SophiaState
+from .contrib import ademamix as ademamix
+from .contrib import adopt as adopt
+from .contrib import cocob as cocob
+from .contrib import dadapt_adamw as dadapt_adamw
+from .contrib import dog as dog
+from .contrib import dowg as dowg
+from .contrib import (
+    hutchinson_estimator_diag_hessian as hutchinson_estimator_diag_hessian,
+)
+from .contrib import madgrad as madgrad
+from .contrib import mechanize as mechanize
+from .contrib import momo as momo
+from .contrib import momo_adam as momo_adam
+from .contrib import normalize as normalize
+from .contrib import prodigy as prodigy
+from .contrib import reduce_on_plateau as reduce_on_plateau
+from .contrib import sam as sam
+from .contrib import scale_by_ademamix as scale_by_ademamix
+from .contrib import scale_by_adopt as scale_by_adopt
+from .contrib import scale_by_cocob as scale_by_cocob
+from .contrib import scale_by_dog as scale_by_dog
+from .contrib import scale_by_dowg as scale_by_dowg
+from .contrib import scale_by_madgrad as scale_by_madgrad
+from .contrib import scale_by_prodigy as scale_by_prodigy
+from .contrib import scale_by_simplified_ademamix as scale_by_simplified_ademamix
+from .contrib import scale_by_sophia as scale_by_sophia
+from .contrib import schedule_free as schedule_free
+from .contrib import schedule_free_adamw as schedule_free_adamw
+from .contrib import schedule_free_eval_params as schedule_free_eval_params
+from .contrib import schedule_free_sgd as schedule_free_sgd
+from .contrib import simplified_ademamix as simplified_ademamix
+from .contrib import sophia as sophia
+from .linesearch import BacktrackingLinesearchInfo as BacktrackingLinesearchInfo
+from .linesearch import MinimizeResult as MinimizeResult
+from .linesearch import MinimizeStatus as MinimizeStatus
+from .linesearch import (
+    ScaleByBacktrackingLinesearchState as ScaleByBacktrackingLinesearchState,
+)
+from .linesearch import ScaleByLBFGSState as ScaleByLBFGSState
+from .linesearch import ScaleByZoomLinesearchState as ScaleByZoomLinesearchState
+from .linesearch import ZoomLinesearchInfo as ZoomLinesearchInfo
+from .linesearch import lbfgs as lbfgs
+from .linesearch import minimize as minimize
+from .linesearch import (
+    scale_by_backtracking_linesearch as scale_by_backtracking_linesearch,
+)
+from .linesearch import scale_by_lbfgs as scale_by_lbfgs
+from .linesearch import scale_by_zoom_linesearch as scale_by_zoom_linesearch
+from .linesearch import value_and_grad_from_state as value_and_grad_from_state
+from .optimizers.adabelief import ScaleByBeliefState as ScaleByBeliefState
+from .optimizers.adabelief import adabelief as adabelief
+from .optimizers.adabelief import scale_by_belief as scale_by_belief
+from .optimizers.adadelta import ScaleByAdaDeltaState as ScaleByAdaDeltaState
+from .optimizers.adadelta import adadelta as adadelta
+from .optimizers.adadelta import scale_by_adadelta as scale_by_adadelta
+from .optimizers.adafactor import FactoredState as FactoredState
+from .optimizers.adafactor import adafactor as adafactor
+from .optimizers.adafactor import scale_by_factored_rms as scale_by_factored_rms
+from .optimizers.adagrad import adagrad as adagrad
 from .optimizers.adam import ScaleByAdamState as ScaleByAdamState
 from .optimizers.adam import adam as adam
 from .optimizers.adam import adamw as adamw
+from .optimizers.adam import nadam as nadam
+from .optimizers.adam import nadamw as nadamw
 from .optimizers.adam import scale_by_adam as scale_by_adam
+from .optimizers.adamax import adamax as adamax
+from .optimizers.adamax import adamaxw as adamaxw
+from .optimizers.adamax import scale_by_adamax as scale_by_adamax
+from .optimizers.adan import ScaleByAdanState as ScaleByAdanState
+from .optimizers.adan import adan as adan
+from .optimizers.adan import scale_by_adan as scale_by_adan
+from .optimizers.amsgrad import ScaleByAmsgradState as ScaleByAmsgradState
+from .optimizers.amsgrad import amsgrad as amsgrad
+from .optimizers.amsgrad import scale_by_amsgrad as scale_by_amsgrad
+from .optimizers.distance_over_gradients import (
+    ScaleByDistanceOverGradientsState as ScaleByDistanceOverGradientsState,
+)
+from .optimizers.distance_over_gradients import (
+    scale_by_distance_over_gradients as scale_by_distance_over_gradients,
+)
+from .optimizers.fromage import fromage as fromage
+from .optimizers.lamb import lamb as lamb
+from .optimizers.lamb import lars as lars
+from .optimizers.lion import ScaleByLionState as ScaleByLionState
+from .optimizers.lion import lion as lion
+from .optimizers.lion import scale_by_lion as scale_by_lion
+from .optimizers.noisy_sgd import noisy_sgd as noisy_sgd
+from .optimizers.novograd import ScaleByNovogradState as ScaleByNovogradState
+from .optimizers.novograd import novograd as novograd
+from .optimizers.novograd import scale_by_novograd as scale_by_novograd
+from .optimizers.optimistic import (
+    ScaleByOptimisticGradientState as ScaleByOptimisticGradientState,
+)
+from .optimizers.optimistic import optimistic_adam_v2 as optimistic_adam_v2
+from .optimizers.optimistic import (
+    optimistic_gradient_descent as optimistic_gradient_descent,
+)
+from .optimizers.optimistic import (
+    scale_by_optimistic_gradient as scale_by_optimistic_gradient,
+)
+from .optimizers.polyak import polyak_sgd as polyak_sgd
+from .optimizers.polyak import scale_by_polyak as scale_by_polyak
+from .optimizers.radam import radam as radam
+from .optimizers.radam import scale_by_radam as scale_by_radam
+from .optimizers.rmsprop import rmsprop as rmsprop
+from .optimizers.rprop import ScaleByRpropState as ScaleByRpropState
+from .optimizers.rprop import rprop as rprop
+from .optimizers.rprop import scale_by_rprop as scale_by_rprop
 from .optimizers.sgd import sgd as sgd
+from .optimizers.sign import sign_sgd as sign_sgd
+from .optimizers.sign import signum as signum
+from .optimizers.sm3 import ScaleBySM3State as ScaleBySM3State
+from .optimizers.sm3 import scale_by_sm3 as scale_by_sm3
+from .optimizers.sm3 import sm3 as sm3
+from .optimizers.yogi import scale_by_yogi as scale_by_yogi
+from .optimizers.yogi import yogi as yogi
+from .orthogonal.adamuon import AdaMuonState as AdaMuonState
+from .orthogonal.adamuon import adamuon as adamuon
+from .orthogonal.adamuon import scale_by_adamuon as scale_by_adamuon
+from .orthogonal.coefficients import (
+    polar_express_coefficients as polar_express_coefficients,
+)
+from .orthogonal.dimensions import MuonDimensionNumbers as MuonDimensionNumbers
+from .orthogonal.dion import DionState as DionState
+from .orthogonal.dion import dion as dion
+from .orthogonal.dion import scale_by_dion as scale_by_dion
+from .orthogonal.dion2 import Dion2State as Dion2State
+from .orthogonal.dion2 import dion2 as dion2
+from .orthogonal.dion2 import scale_by_dion2 as scale_by_dion2
+from .orthogonal.muon import MuonState as MuonState
+from .orthogonal.muon import muon as muon
+from .orthogonal.muon import scale_by_muon as scale_by_muon
+from .orthogonal.muon import scale_by_shape as scale_by_shape
+from .orthogonal.newton_schulz import orthogonalize as orthogonalize
+from .orthogonal.normuon import NorMuonState as NorMuonState
+from .orthogonal.normuon import normuon as normuon
+from .orthogonal.normuon import scale_by_normuon as scale_by_normuon
+from .orthogonal.qk_clip import qk_clip as qk_clip
+from .orthogonal.routing import muon_labels as muon_labels
 from .schedules import constant_schedule as constant_schedule
 from .schedules import cosine_decay_schedule as cosine_decay_schedule
 from .schedules import cosine_onecycle_schedule as cosine_onecycle_schedule
@@ -87,6 +240,9 @@ from .schedules import (
 from .schedules import (
     warmup_exponential_decay_schedule as warmup_exponential_decay_schedule,
 )
+from .transforms.cautious import (
+    add_cautious_decayed_weights as add_cautious_decayed_weights,
+)
 from .transforms.clipping import AdaptiveGradClipState as AdaptiveGradClipState
 from .transforms.clipping import ClipByGlobalNormState as ClipByGlobalNormState
 from .transforms.clipping import ClipState as ClipState
@@ -103,6 +259,8 @@ from .transforms.clipping import (
 )
 from .transforms.clipping import unitwise_clip as unitwise_clip
 from .transforms.clipping import unitwise_norm as unitwise_norm
+from .transforms.direction import normalize_by_update_norm as normalize_by_update_norm
+from .transforms.direction import scale_by_sign as scale_by_sign
 from .transforms.elementwise import AddNoiseState as AddNoiseState
 from .transforms.elementwise import NonNegativeParamsState as NonNegativeParamsState
 from .transforms.elementwise import ZeroNansState as ZeroNansState
@@ -114,9 +272,27 @@ from .transforms.momentum import EmaState as EmaState
 from .transforms.momentum import TraceState as TraceState
 from .transforms.momentum import ema as ema
 from .transforms.momentum import trace as trace
+from .transforms.rms import ScaleByRmsState as ScaleByRmsState
+from .transforms.rms import ScaleByRmsWithCountState as ScaleByRmsWithCountState
+from .transforms.rms import ScaleByRssState as ScaleByRssState
+from .transforms.rms import ScaleByRStdDevState as ScaleByRStdDevState
+from .transforms.rms import (
+    ScaleByRStdDevWithCountState as ScaleByRStdDevWithCountState,
+)
+from .transforms.rms import scale_by_rms as scale_by_rms
+from .transforms.rms import scale_by_rss as scale_by_rss
+from .transforms.rms import scale_by_stddev as scale_by_stddev
 from .transforms.scaling import scale as scale
 from .transforms.scaling import scale_by_learning_rate as scale_by_learning_rate
 from .transforms.scaling import scale_by_schedule as scale_by_schedule
+from .transforms.trust_ratio import ScaleByTrustRatioState as ScaleByTrustRatioState
+from .transforms.trust_ratio import (
+    scale_by_param_block_norm as scale_by_param_block_norm,
+)
+from .transforms.trust_ratio import (
+    scale_by_param_block_rms as scale_by_param_block_rms,
+)
+from .transforms.trust_ratio import scale_by_trust_ratio as scale_by_trust_ratio
 from .transforms.weight_decay import add_decayed_weights as add_decayed_weights
 
 __version__ = "0.1.0.dev0"

@@ -208,7 +208,8 @@ def test_cautious_weight_decay_only_where_signs_agree():
     u_plain, _ = plain.update(grads, plain.init(params), params)
     u_cautious, _ = cautious.update(grads, cautious.init(params), params)
     direction = u_plain["w"] + 0.1 * 0.5 * params["w"]  # -lr * scale * O
-    agree = (-direction) * params["w"] > 0
+    # arXiv:2510.12402: decay where update and weight agree (>= 0).
+    agree = (-direction) * params["w"] >= 0
     expected = jnp.where(agree, u_plain["w"], direction)
     np.testing.assert_allclose(u_cautious["w"], expected, atol=1e-6)
     assert bool(agree.any()) and not bool(agree.all())

@@ -1,4 +1,4 @@
-"""Adam and AdamW."""
+"""Adam, AdamW and their Nesterov forms NAdam and NAdamW."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from .._core import Alias, GradientTransformation, safe_increment, zero_count
 from .._hyper import check_decay, check_nonnegative
 from .._pytree import static_field
 from ..combinators.chain import chain
+from ..transforms.cautious import caution, decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
-from ..transforms.weight_decay import add_decayed_weights
 
 
 class ScaleByAdamState(NamedTuple):
@@ -22,6 +22,29 @@ class ScaleByAdamState(NamedTuple):
     count: jax.Array  # int32 scalar
     mu: Any  # first moment, like params (mu_dtype)
     nu: Any  # second moment, like params (nu_dtype)
+
+
+def debiased_first_moment(
+    mu: Any, grads: Any, b1: Any, count: Any, nesterov: bool
+) -> Any:
+    """``mu / (1 - b1**count)``, or its Nesterov look-ahead (NAdam)."""
+    if not nesterov:
+        return gtree.bias_correction(mu, b1, count)
+    return jax.tree.map(
+        lambda m, g: b1 * m + (1 - b1) * g,
+        gtree.bias_correction(mu, b1, safe_increment(count)),
+        gtree.bias_correction(grads, b1, count),
+    )
+
+
+def adam_ratio(mu_hat: Any, nu_hat: Any, eps: Any, eps_root: Any) -> Any:
+    """``mu_hat / (sqrt(nu_hat + eps_root) + eps)``, leaf by leaf."""
+    return jax.tree.map(
+        lambda m, v: None if m is None else m / (jnp.sqrt(v + eps_root) + eps),
+        mu_hat,
+        nu_hat,
+        is_leaf=lambda x: x is None,
+    )
 
 
 def _check_adam(tx: Any) -> None:
@@ -45,6 +68,8 @@ class scale_by_adam(GradientTransformation):
       nesterov: use Nesterov momentum (NAdam).
       nu_dtype: dtype of the second moment (default: the parameters').
         Differences from optax: optax has no separate ``nu_dtype``.
+      cautious: mask the update where its sign disagrees with the gradient's
+        (see :func:`gradax.transforms.cautious.caution`). Not in optax.
     """
 
     b1: Any = 0.9
@@ -54,6 +79,7 @@ class scale_by_adam(GradientTransformation):
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(False, kw_only=True)
     nu_dtype: Any = static_field(None, kw_only=True)
+    cautious: bool = static_field(False, kw_only=True)
 
     def _check(self):
         _check_adam(self)
@@ -70,24 +96,26 @@ class scale_by_adam(GradientTransformation):
         mu = gtree.update_moment(updates, state.mu, b1, 1)
         nu = gtree.update_moment_per_elem_norm(updates, state.nu, b2, 2)
         count = safe_increment(state.count)
-        if self.nesterov:
-            mu_hat = jax.tree.map(
-                lambda m, g: b1 * m + (1 - b1) * g,
-                gtree.bias_correction(mu, b1, safe_increment(count)),
-                gtree.bias_correction(updates, b1, count),
-            )
-        else:
-            mu_hat = gtree.bias_correction(mu, b1, count)
+        mu_hat = debiased_first_moment(mu, updates, b1, count, self.nesterov)
         nu_hat = gtree.bias_correction(nu, b2, count)
-        eps, eps_root = self.eps, self.eps_root
-        updates = jax.tree.map(
-            lambda m, v: None if m is None else m / (jnp.sqrt(v + eps_root) + eps),
-            mu_hat,
-            nu_hat,
-            is_leaf=lambda x: x is None,
-        )
+        new_updates = adam_ratio(mu_hat, nu_hat, self.eps, self.eps_root)
+        if self.cautious:
+            new_updates = caution(new_updates, updates)
         # The moments keep the dtypes init gave them (the base class enforces it).
-        return updates, ScaleByAdamState(count=count, mu=mu, nu=nu)
+        return new_updates, ScaleByAdamState(count=count, mu=mu, nu=nu)
+
+
+def _scale_by_adam_of(tx: Any) -> scale_by_adam:
+    return scale_by_adam(
+        tx.b1,
+        tx.b2,
+        tx.eps,
+        tx.eps_root,
+        tx.mu_dtype,
+        nesterov=tx.nesterov,
+        nu_dtype=tx.nu_dtype,
+        cautious=tx.cautious,
+    )
 
 
 class adam(Alias):
@@ -101,6 +129,15 @@ class adam(Alias):
       u_t = -\eta_t \frac{m_t / (1 - b_1^t)}
             {\sqrt{v_t / (1 - b_2^t) + \bar\epsilon} + \epsilon}.
 
+    With ``nesterov=True`` (NAdam, see :class:`nadam`) the first moment is
+    replaced by :math:`b_1 m_t / (1 - b_1^{t+1}) + (1 - b_1) g_t / (1 -
+    b_1^t)`. With ``cautious=True`` the direction is masked where its sign
+    disagrees with :math:`g_t`, and the kept entries rescaled (see
+    :func:`gradax.transforms.cautious.caution`).
+
+    Differences from optax: the keyword-only arguments ``nu_dtype``, ``cautious``
+    are not in optax; the defaults give optax's numbers.
+
     Args:
       learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
@@ -110,6 +147,7 @@ class adam(Alias):
       mu_dtype: dtype of the first moment.
       nesterov: use Nesterov momentum (NAdam).
       nu_dtype: dtype of the second moment (not in optax).
+      cautious: cautious updates (C-Adam; not in optax).
 
     Returns:
       The optimizer, a gradient transformation.
@@ -125,7 +163,8 @@ class adam(Alias):
 
     References:
       Kingma and Ba, Adam: A Method for Stochastic Optimization, 2014
-      (arXiv:1412.6980).
+      (arXiv:1412.6980); Liang et al., Cautious Optimizers: Improving Training
+      with One Line of Code, 2024 (arXiv:2411.16085).
     """
 
     learning_rate: Any
@@ -136,21 +175,14 @@ class adam(Alias):
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(False, kw_only=True)
     nu_dtype: Any = static_field(None, kw_only=True)
+    cautious: bool = static_field(False, kw_only=True)
 
     def _check(self):
         _check_adam(self)
 
     def build(self):
         return chain(
-            scale_by_adam(
-                self.b1,
-                self.b2,
-                self.eps,
-                self.eps_root,
-                self.mu_dtype,
-                nesterov=self.nesterov,
-                nu_dtype=self.nu_dtype,
-            ),
+            _scale_by_adam_of(self),
             scale_by_learning_rate(self.learning_rate),
         )
 
@@ -161,7 +193,12 @@ class adamw(Alias):
     The Adam direction of :class:`adam` plus :math:`\lambda \theta_{t-1}`,
     all scaled by :math:`-\eta_t`:
     :math:`u_t = -\eta_t (\hat m_t / (\sqrt{\hat v_t + \bar\epsilon} + \epsilon)
-    + \lambda \theta_{t-1})`.
+    + \lambda \theta_{t-1})`. With ``cautious_weight_decay=True`` the decay
+    term is kept only where the Adam direction and :math:`\theta_{t-1}`
+    agree in sign (see :class:`add_cautious_decayed_weights`).
+
+    Differences from optax: the keyword-only arguments ``nu_dtype``, ``cautious``,
+    ``cautious_weight_decay`` are not in optax; the defaults give optax's numbers.
 
     Args:
       learning_rate: :math:`\eta`, a number, an array or a schedule.
@@ -175,6 +212,11 @@ class adamw(Alias):
         returning one) selecting the leaves that decay.
       nesterov: use Nesterov momentum.
       nu_dtype: dtype of the second moment (not in optax).
+      cautious: cautious updates (C-AdamW; not in optax).
+      cautious_weight_decay: cautious weight decay (not in optax).
+
+    Returns:
+      The optimizer, a gradient transformation.
 
     Example:
       >>> import gradax
@@ -183,7 +225,8 @@ class adamw(Alias):
 
     References:
       Loshchilov and Hutter, Decoupled Weight Decay Regularization, 2019
-      (arXiv:1711.05101).
+      (arXiv:1711.05101); Chen et al., Cautious Weight Decay, 2025
+      (arXiv:2510.12402).
     """
 
     learning_rate: Any
@@ -196,6 +239,8 @@ class adamw(Alias):
     mask: Any = static_field(None)
     nesterov: bool = static_field(False, kw_only=True)
     nu_dtype: Any = static_field(None, kw_only=True)
+    cautious: bool = static_field(False, kw_only=True)
+    cautious_weight_decay: bool = static_field(False, kw_only=True)
 
     def _check(self):
         _check_adam(self)
@@ -203,15 +248,91 @@ class adamw(Alias):
 
     def build(self):
         return chain(
-            scale_by_adam(
-                self.b1,
-                self.b2,
-                self.eps,
-                self.eps_root,
-                self.mu_dtype,
-                nesterov=self.nesterov,
-                nu_dtype=self.nu_dtype,
+            _scale_by_adam_of(self),
+            decayed_weights(
+                self.weight_decay, self.mask, cautious=self.cautious_weight_decay
             ),
-            add_decayed_weights(self.weight_decay, self.mask),
             scale_by_learning_rate(self.learning_rate),
         )
+
+
+class nadam(adam):
+    r"""NAdam: Adam with Nesterov momentum (:class:`adam` with ``nesterov=True``).
+
+    With :math:`m_t, v_t` the moments of :class:`adam`:
+
+    .. math::
+      \hat m_t = \frac{b_1 m_t}{1 - b_1^{t+1}} + \frac{(1 - b_1) g_t}{1 - b_1^t},
+      \quad u_t = -\eta_t \frac{\hat m_t}
+      {\sqrt{v_t / (1 - b_2^t) + \bar\epsilon} + \epsilon}.
+
+    Differences from optax: the keyword-only arguments ``nu_dtype``, ``cautious``
+    are not in optax; the defaults give optax's numbers.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      eps: :math:`\epsilon`, >= 0.
+      eps_root: :math:`\bar\epsilon`, >= 0.
+      mu_dtype: dtype of the first moment.
+      nesterov: True (set False for plain Adam).
+      nu_dtype: dtype of the second moment (not in optax).
+      cautious: cautious updates (not in optax).
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.nadam(0.1)
+      >>> u, _ = tx.update(jnp.array([2.0, -4.0]), tx.init(jnp.zeros(2)))
+      >>> u.round(4)
+      Array([-0.1474,  0.1474], dtype=float32)
+
+    References:
+      Dozat, Incorporating Nesterov Momentum into Adam, ICLR workshop 2016.
+    """
+
+    nesterov: bool = static_field(True, kw_only=True)
+
+
+class nadamw(adamw):
+    r"""NAdamW: AdamW with Nesterov momentum (:class:`adamw` with ``nesterov=True``).
+
+    The NAdam direction of :class:`nadam` plus :math:`\lambda \theta_{t-1}`,
+    all scaled by :math:`-\eta_t`.
+
+    Differences from optax: the keyword-only arguments ``nu_dtype``, ``cautious``,
+    ``cautious_weight_decay`` are not in optax; the defaults give optax's numbers.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      eps: >= 0.
+      eps_root: >= 0.
+      mu_dtype: dtype of the first moment.
+      weight_decay: :math:`\lambda >= 0`, a number or a schedule.
+      mask: a tree of booleans like the params (or a function of the params
+        returning one) selecting the leaves that decay.
+      nesterov: True (set False for plain AdamW).
+      nu_dtype: dtype of the second moment (not in optax).
+      cautious: cautious updates (not in optax).
+      cautious_weight_decay: cautious weight decay (not in optax).
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import gradax
+      >>> gradax.nadamw(1e-3).nesterov
+      True
+
+    References:
+      Dozat, Incorporating Nesterov Momentum into Adam, ICLR workshop 2016;
+      Loshchilov and Hutter, Decoupled Weight Decay Regularization, 2019
+      (arXiv:1711.05101).
+    """
+
+    nesterov: bool = static_field(True, kw_only=True)

@@ -21,9 +21,10 @@ from .._hyper import check_decay, check_nonnegative
 from .._pytree import static_field
 from .._sharding import explicit_sharding
 from ..combinators.chain import chain
-from ..combinators.masked import masked, partition
+from ..combinators.masked import partition
 from ..optimizers.adam import adamw
 from ..sharding.distributed import current_mesh, orthogonalize_many
+from ..transforms.cautious import decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
 from .dimensions import (
     MuonDimensionNumbers,
@@ -273,29 +274,6 @@ class scale_by_shape(GradientTransformation):
         return scaled_updates, state
 
 
-class _decoupled_weight_decay(GradientTransformation):
-    """``u + wd * p``, optionally only where ``u`` and ``p`` agree in sign."""
-
-    weight_decay: Any
-    cautious: bool = static_field(False, kw_only=True)
-
-    def init(self, params):
-        del params
-        return EmptyState()
-
-    def update(self, updates, state, params=None, **extra_args):
-        if params is None:
-            raise ValueError("muon's weight decay needs params passed to update")
-        wd = self.weight_decay
-
-        def decay(u, p):
-            if self.cautious:
-                return u + wd * jnp.where(u * p > 0, p, jnp.zeros_like(p))
-            return u + wd * p
-
-        return jax.tree.map(decay, updates, params), state
-
-
 class muon(Alias):
     r"""Muon: orthogonalized momentum for matrices, AdamW for everything else.
 
@@ -441,11 +419,11 @@ class muon(Alias):
         )
 
     def build(self):
-        decay = _decoupled_weight_decay(
-            self.weight_decay, cautious=self.cautious_weight_decay
+        decay = decayed_weights(
+            self.weight_decay,
+            self.weight_decay_mask,
+            cautious=self.cautious_weight_decay,
         )
-        if self.weight_decay_mask is not None:
-            decay = masked(decay, self.weight_decay_mask)
         muon_group = chain(
             self._muon_direction(),
             scale_by_shape(

@@ -1,0 +1,597 @@
+"""``gradax demo``: train a small character-level transformer with several optimizers.
+
+Every optimizer starts from the same initial parameters and sees the same
+batches in the same order, so the curves differ only by the optimizer. The
+table compares final training and validation loss, the steps each optimizer
+needed to reach the reference (AdamW's) final validation loss, the time per
+step and the size of the optimizer state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+import gradax
+
+from . import data as data_lib
+from .model import ModelConfig, count_params, init_params, loss_fn
+
+
+class DemoError(Exception):
+    """Bad input, explained in one line."""
+
+
+# ---------------------------------------------------------------------------
+# Optimizers: name -> (default peak learning rate, factory). A factory gets the
+# learning-rate schedule, the AdamW rate schedule (for the non-matrix group of
+# the Muon family) and the Muon routing of the parameters.
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """A default peak learning rate, a factory and a one-line description."""
+
+    learning_rate: float
+    build: Callable[..., Any]
+    summary: str
+
+
+def _plain(name: str, **kwargs) -> Callable[..., Any]:
+    return lambda lr, adam_lr, dims: getattr(gradax, name)(lr, **kwargs)
+
+
+def _with_adamw(name: str, **kwargs) -> Callable[..., Any]:
+    def build(lr, adam_lr, dims):
+        return getattr(gradax, name)(
+            lr,
+            adam_learning_rate=adam_lr,
+            adam_b2=0.95,
+            muon_weight_dimension_numbers=dims,
+            **kwargs,
+        )
+
+    return build
+
+
+ADAMW_LR = 3e-3
+_CANDIDATES = {
+    "adamw": Recipe(
+        ADAMW_LR,
+        _plain("adamw", b2=0.95, weight_decay=0.01),
+        "adamw(b2=0.95, weight_decay=0.01)",
+    ),
+    "adam": Recipe(ADAMW_LR, _plain("adam", b2=0.95), "adam(b2=0.95)"),
+    "sgd": Recipe(
+        0.3, _plain("sgd", momentum=0.9, nesterov=True), "sgd(nesterov momentum)"
+    ),
+    "lion": Recipe(3e-3, _plain("lion", weight_decay=0.01), "lion(b1=0.9, b2=0.99)"),
+    "muon": Recipe(
+        0.05, _with_adamw("muon"), "muon on hidden matrices, AdamW on the rest"
+    ),
+    "normuon": Recipe(
+        0.02, _with_adamw("normuon"), "normuon on hidden matrices, AdamW on the rest"
+    ),
+    "adamuon": Recipe(
+        3e-3, _with_adamw("adamuon"), "adamuon on hidden matrices, AdamW on the rest"
+    ),
+    "dion": Recipe(
+        0.02,
+        lambda lr, adam_lr, dims: gradax.dion(
+            lr,
+            adam_learning_rate=adam_lr,
+            adam_b2=0.95,
+            muon_weight_dimension_numbers=dims,
+        ),
+        "dion on hidden matrices, AdamW on the rest",
+    ),
+}
+# Only those this build of gradax has.
+OPTIMIZERS = {name: r for name, r in _CANDIDATES.items() if hasattr(gradax, name)}
+REFERENCE = "adamw"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One optimizer to train: ``name`` or ``name:learning_rate``."""
+
+    label: str
+    name: str
+    learning_rate: float
+
+
+def parse_optimizers(text: str) -> list[RunSpec]:
+    """``"adamw,muon:0.03"`` -> run specs; unknown names raise DemoError."""
+    specs: list[RunSpec] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            raise DemoError(f"empty name in --optimizers {text!r}")
+        name, _, rate = item.partition(":")
+        name = name.strip().lower()
+        if name not in OPTIMIZERS:
+            known = ", ".join(sorted(OPTIMIZERS))
+            raise DemoError(f"unknown optimizer {name!r}; choose from: {known}")
+        lr = OPTIMIZERS[name].learning_rate
+        if rate:
+            try:
+                lr = float(rate)
+            except ValueError:
+                raise DemoError(f"bad learning rate in {item!r}") from None
+            if not (math.isfinite(lr) and lr > 0):
+                raise DemoError(f"learning rate in {item!r} must be positive")
+        label = name if not rate else f"{name}:{rate.strip()}"
+        if any(s.label == label for s in specs):
+            raise DemoError(f"optimizer {label!r} is listed twice")
+        specs.append(RunSpec(label, name, lr))
+    return specs
+
+
+def schedule(peak: float, steps: int):
+    """Linear warmup over 5% of the steps, then cosine decay to 10% of peak."""
+    warmup = max(1, steps // 20)
+    return gradax.warmup_cosine_decay_schedule(
+        0.0, peak, warmup, max(steps, warmup + 1), end_value=0.1 * peak
+    )
+
+
+def build_optimizer(spec: RunSpec, steps: int, dims: Any):
+    recipe = OPTIMIZERS[spec.name]
+    inner = recipe.build(
+        schedule(spec.learning_rate, steps), schedule(ADAMW_LR, steps), dims
+    )
+    return gradax.chain(gradax.clip_by_global_norm(1.0), inner)
+
+
+# ---------------------------------------------------------------------------
+# Training.
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoConfig:
+    optimizers: list[RunSpec]
+    steps: int = 300
+    batch_size: int = 32
+    seed: int = 0
+    out: Path = Path("gradax-demo")
+    data: Path | None = None
+    context: int = 64
+    d_model: int = 128
+    layers: int = 2
+    heads: int = 4
+    evals: int = 20  # evaluation points after step 0
+    eval_batches: int = 4
+
+
+def eval_steps(steps: int, evals: int) -> list[int]:
+    """Steps after which the validation loss is measured (0 and the last included)."""
+    every = max(1, steps // evals)
+    return sorted(set(range(0, steps, every)) | {steps})
+
+
+@functools.cache
+def compiled_loss(heads: int) -> dict[str, Any]:
+    """The jitted loss and its gradient, shared by every optimizer and run."""
+    loss = functools.partial(loss_fn, heads=heads)
+    return {"grad": jax.jit(jax.value_and_grad(loss)), "loss": jax.jit(loss)}
+
+
+# The optimizer is an argument (a pytree whose numbers are leaves): runs with
+# the same kind of optimizer share one compilation.
+@jax.jit
+def init_state(tx, params):
+    return tx.init(params)
+
+
+@jax.jit
+def apply(tx, params, state, grads):
+    updates, state = tx.update(grads, state, params)
+    return gradax.apply_updates(params, updates), state
+
+
+def state_bytes(state: Any) -> int:
+    return sum(x.nbytes for x in jax.tree.leaves(state) if hasattr(x, "nbytes"))
+
+
+def train_one(
+    spec: RunSpec,
+    config: DemoConfig,
+    corpus: data_lib.Corpus,
+    params0: Any,
+    dims: Any,
+    fns: dict[str, Any],
+    progress: Callable[..., None],
+) -> dict[str, Any]:
+    """Train one optimizer from ``params0``; the curves and timings as a dict."""
+    tx = build_optimizer(spec, config.steps, dims)
+
+    params, state = params0, init_state(tx, params0)
+    checkpoints = eval_steps(config.steps, config.evals)
+    val_curve: list[float] = [float(fns["loss"](params, fns["val_batch"]))]
+    train_losses: list[float] = []
+    step_seconds = 0.0
+    compile_seconds = 0.0
+    length = config.context + 1
+    for step in range(config.steps):
+        tokens = data_lib.sample_batch(
+            corpus.train, config.batch_size, length, (config.seed, 0, step)
+        )
+        start = time.perf_counter()
+        loss, grads = fns["grad"](params, jnp.asarray(tokens))
+        params, state = jax.block_until_ready(apply(tx, params, state, grads))
+        loss = float(loss)
+        elapsed = time.perf_counter() - start
+        if step == 0:
+            compile_seconds = elapsed
+        else:
+            step_seconds += elapsed
+        if not math.isfinite(loss):
+            raise DemoError(
+                f"{spec.label}: the loss became {loss} at step {step + 1}; "
+                "try a smaller learning rate (e.g. --optimizers "
+                f"{spec.name}:{spec.learning_rate / 3:.2g})"
+            )
+        train_losses.append(loss)
+        if step + 1 in checkpoints:
+            val_curve.append(float(fns["loss"](params, fns["val_batch"])))
+        progress(spec.label, step + 1, loss, val_curve[-1])
+    final_train = float(fns["loss"](params, fns["train_batch"]))
+    timed_steps = max(1, config.steps - 1)
+    return {
+        "optimizer": spec.name,
+        "learning_rate": spec.learning_rate,
+        "recipe": OPTIMIZERS[spec.name].summary,
+        "final_train_loss": final_train,
+        "final_val_loss": val_curve[-1],
+        "eval_steps": checkpoints,
+        "val_loss": val_curve,
+        "train_loss": train_losses,
+        "seconds_per_step": step_seconds / timed_steps if config.steps > 1 else None,
+        "first_step_seconds": compile_seconds,
+        "state_bytes": state_bytes(state),
+    }
+
+
+def steps_to_reach(result: dict[str, Any], target: float) -> int | None:
+    """The first evaluated step whose validation loss is at most ``target``."""
+    for step, loss in zip(result["eval_steps"], result["val_loss"], strict=True):
+        if loss <= target:
+            return step
+    return None
+
+
+def prepare_output(out: Path) -> None:
+    """Create ``out`` and check it can be written, before any training."""
+    if out.exists() and not out.is_dir():
+        raise DemoError(f"output path exists and is not a directory: {out}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".gradax-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise DemoError(f"cannot write to output directory {out}: {reason}") from None
+
+
+def load_corpus(config: DemoConfig) -> data_lib.Corpus:
+    min_len = config.context + 1
+    try:
+        if config.data is None:
+            return data_lib.stdlib_corpus(min_len)
+        return data_lib.file_corpus(config.data, min_len)
+    except data_lib.DataError as error:
+        raise DemoError(str(error)) from None
+
+
+def run_demo(config: DemoConfig, progress_factory=None) -> dict[str, Any]:
+    """Train every optimizer; return (and write) the results."""
+    prepare_output(config.out)
+    corpus = load_corpus(config)
+    model = ModelConfig(
+        vocab_size=corpus.vocab_size,
+        context=config.context,
+        d_model=config.d_model,
+        layers=config.layers,
+        heads=config.heads,
+    )
+    params0 = init_params(model, jax.random.key(config.seed))
+    _, dims = gradax.muon_labels(params0, exclude="embed|head", print_report=False)
+    length = config.context + 1
+    rows = config.eval_batches * config.batch_size
+    fns = {
+        **compiled_loss(model.heads),
+        "val_batch": jnp.asarray(
+            data_lib.sample_batch(corpus.validation, rows, length, (config.seed, 1))
+        ),
+        "train_batch": jnp.asarray(
+            data_lib.sample_batch(corpus.train, rows, length, (config.seed, 2))
+        ),
+    }
+    header = {
+        "corpus": corpus.source,
+        "train_chars": int(corpus.train.size),
+        "val_chars": int(corpus.validation.size),
+        "files": list(corpus.documents),
+        "vocab_size": corpus.vocab_size,
+        "params": count_params(params0),
+    }
+    factory = progress_factory or make_progress
+    runs: dict[str, Any] = {}
+    with factory([s.label for s in config.optimizers], config.steps, header) as bar:
+        for spec in config.optimizers:
+            runs[spec.label] = train_one(spec, config, corpus, params0, dims, fns, bar)
+    reference = next(
+        (s.label for s in config.optimizers if s.name == REFERENCE),
+        config.optimizers[0].label,
+    )
+    target = runs[reference]["final_val_loss"]
+    for result in runs.values():
+        result["steps_to_reference"] = steps_to_reach(result, target)
+    results = {
+        "gradax_version": gradax.__version__,
+        "jax_version": jax.__version__,
+        "device": str(jax.devices()[0]),
+        "machine": platform.machine(),
+        "config": {
+            "steps": config.steps,
+            "batch_size": config.batch_size,
+            "seed": config.seed,
+            "context": config.context,
+            "d_model": config.d_model,
+            "layers": config.layers,
+            "heads": config.heads,
+            "data": str(config.data) if config.data else None,
+            **header,
+        },
+        "reference": reference,
+        "reference_val_loss": target,
+        "optimizers": runs,
+    }
+    (config.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+# ---------------------------------------------------------------------------
+# Output: progress bar, table, plot.
+
+
+def describe(labels: list[str], steps: int, header: dict[str, Any]) -> str:
+    """One line saying what is about to be trained on what."""
+    train_files, val_files = header["files"]
+    files = f"{train_files} files, " if train_files else ""
+    held = f"{val_files} files, " if val_files else ""
+    return (
+        f"Training a {header['params']:,}-parameter character transformer on "
+        f"{header['corpus']} ({files}{header['train_chars']:,} characters; "
+        f"validation: {held}{header['val_chars']:,}) with {', '.join(labels)}, "
+        f"{steps} steps each"
+    )
+
+
+class _PlainProgress:
+    """Progress as occasional lines on stderr, when rich is not installed."""
+
+    def __init__(self, labels, steps, header):
+        self.steps = steps
+        self.every = max(1, steps // 10)
+        self.line = describe(labels, steps, header)
+
+    def __enter__(self):
+        print(self.line, file=sys.stderr)
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __call__(self, label, step, loss, val_loss):
+        if step % self.every == 0 or step == self.steps:
+            print(
+                f"{label:>10s} step {step:5d}/{self.steps}  loss {loss:.3f}  "
+                f"val {val_loss:.3f}",
+                file=sys.stderr,
+            )
+
+
+class _RichProgress:
+    def __init__(self, labels, steps, header):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("{task.description:>10s}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[losses]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )
+        self.line = describe(labels, steps, header)
+        self.tasks = {
+            label: self.progress.add_task(label, total=steps, losses="")
+            for label in labels
+        }
+
+    def __enter__(self):
+        self.progress.console.print(self.line, highlight=False)
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+        return False
+
+    def __call__(self, label, step, loss, val_loss):
+        self.progress.update(
+            self.tasks[label],
+            completed=step,
+            losses=f"loss {loss:.3f} val {val_loss:.3f}",
+        )
+
+
+def make_progress(labels, steps, header):
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        return _PlainProgress(labels, steps, header)
+    return _RichProgress(labels, steps, header)
+
+
+def format_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    reference = results["reference"]
+    head = [
+        "optimizer",
+        "lr",
+        "train loss",
+        "val loss",
+        f"steps to {reference}",
+        "ms/step",
+        "state",
+    ]
+    rows = []
+    for label, r in results["optimizers"].items():
+        reached = r["steps_to_reference"]
+        seconds = r["seconds_per_step"]
+        rows.append(
+            [
+                label,
+                f"{r['learning_rate']:g}",
+                f"{r['final_train_loss']:.3f}",
+                f"{r['final_val_loss']:.3f}",
+                "-" if reached is None else str(reached),
+                "-" if seconds is None else f"{seconds * 1e3:.1f}",
+                format_bytes(r["state_bytes"]),
+            ]
+        )
+    return head, rows
+
+
+def print_table(results: dict[str, Any]) -> None:
+    head, rows = table_rows(results)
+    cfg = results["config"]
+    title = (
+        f"{cfg['params']:,} parameters, {cfg['steps']} steps of "
+        f"{cfg['batch_size']}x{cfg['context']} characters"
+    )
+    caption = (
+        f"steps to {results['reference']}: the first evaluated step with a "
+        f"validation loss <= {results['reference_val_loss']:.3f}, "
+        f"{results['reference']}'s final one"
+    )
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+        print(title)
+        for row in [head, *rows]:
+            print("  ".join(x.rjust(w) for x, w in zip(row, widths, strict=True)))
+        print(caption)
+        return
+    table = Table(title=title, caption=caption)
+    for i, name in enumerate(head):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+
+
+def summary_line(results: dict[str, Any]) -> str | None:
+    """E.g. "muon reached adamw's final validation loss in 40% of the steps"."""
+    reference = results["reference"]
+    steps = results["config"]["steps"]
+    parts = []
+    for label, r in results["optimizers"].items():
+        reached = r["steps_to_reference"]
+        if label == reference:
+            continue
+        if reached is None:
+            parts.append(f"{label} did not reach it")
+        else:
+            parts.append(f"{label} reached it in {reached / steps:.0%} of the steps")
+    if not parts:
+        return None
+    return f"{reference}'s final validation loss after {steps} steps: " + "; ".join(
+        parts
+    )
+
+
+def plot(results: dict[str, Any], path: Path) -> bool:
+    """Plot validation loss against steps; False if matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, r in results["optimizers"].items():
+        ax.plot(r["eval_steps"], r["val_loss"], marker=".", label=label)
+    ax.axhline(
+        results["reference_val_loss"],
+        color="gray",
+        linestyle="--",
+        linewidth=0.8,
+        label=f"{results['reference']} final",
+    )
+    cfg = results["config"]
+    ax.set_xlabel("step")
+    ax.set_ylabel("validation loss (nats per character)")
+    finals = [r["val_loss"][-1] for r in results["optimizers"].values()]
+    starts = [
+        r["val_loss"][min(1, len(r["val_loss"]) - 1)]
+        for r in results["optimizers"].values()
+    ]
+    ax.set_ylim(min(finals) - 0.1, max(starts) + 0.2)
+    ax.set_title(f"gradax demo: {cfg['params']:,}-parameter character transformer")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main(config: DemoConfig) -> int:
+    results = run_demo(config)
+    print_table(results)
+    line = summary_line(results)
+    if line:
+        print(line)
+    written = [config.out / "results.json"]
+    if plot(results, config.out / "loss.png"):
+        written.append(config.out / "loss.png")
+    else:
+        print(
+            "matplotlib is not installed, so no loss.png (pip install 'gradax[demo]')",
+            file=sys.stderr,
+        )
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0

@@ -1,0 +1,297 @@
+"""AdEMAMix and its simplified form: Adam with a second, slow momentum."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._hyper import check_decay, check_nonnegative
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.scaling import scale_by_learning_rate
+from ..transforms.weight_decay import add_decayed_weights
+from ._util import canonical_dtype
+
+
+class ScaleByAdemamixState(NamedTuple):
+    """State of :class:`scale_by_ademamix`."""
+
+    count: jax.Array  # int32 scalar
+    count_m2: jax.Array  # int32 scalar: steps of the slow momentum
+    m1: Any  # fast first moment, like params (mu_dtype)
+    m2: Any  # slow first moment, like params (mu_dtype)
+    nu: Any  # second moment, like params (mu_dtype)
+
+
+def _check_ademamix(tx: Any) -> None:
+    check_decay("b1", tx.b1)
+    check_decay("b2", tx.b2)
+    check_decay("b3", tx.b3)
+    check_nonnegative("alpha", tx.alpha)
+    check_nonnegative("eps", tx.eps)
+    check_nonnegative("eps_root", tx.eps_root)
+
+
+class scale_by_ademamix(GradientTransformation):
+    """The AdEMAMix direction, without learning rate. See :class:`ademamix`.
+
+    Args:
+      b1: decay of the fast first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      b3: decay of the slow first moment, in [0, 1); may be a schedule.
+      alpha: weight of the slow moment, >= 0; may be a schedule.
+      eps: added to the denominator outside the square root, >= 0.
+      eps_root: added inside the square root, >= 0.
+      mu_dtype: dtype of the three moments (default: the parameters').
+    """
+
+    b1: Any = 0.9
+    b2: Any = 0.999
+    b3: Any = 0.9999
+    alpha: Any = 6.0
+    eps: Any = 1e-8
+    eps_root: Any = 0.0
+    mu_dtype: Any = static_field(None)
+
+    def _check(self):
+        _check_ademamix(self)
+
+    def init(self, params):
+        dtype = canonical_dtype(self.mu_dtype)
+        return ScaleByAdemamixState(
+            count=zero_count(),
+            count_m2=zero_count(),
+            m1=gtree.zeros_like(params, dtype),
+            m2=gtree.zeros_like(params, dtype),
+            nu=gtree.zeros_like(params, dtype),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        # b3 and alpha schedules are evaluated at the update count, which is
+        # count_m2 too: both start at zero and advance together.
+        m1 = gtree.update_moment(updates, state.m1, self.b1, 1)
+        m2 = gtree.update_moment(updates, state.m2, self.b3, 1)
+        nu = gtree.update_moment_per_elem_norm(updates, state.nu, self.b2, 2)
+        count = safe_increment(state.count)
+        m1_hat = gtree.bias_correction(m1, self.b1, count)
+        nu_hat = gtree.bias_correction(nu, self.b2, count)
+        alpha, eps, eps_root = self.alpha, self.eps, self.eps_root
+        direction = jax.tree.map(
+            lambda fast, slow, v: (
+                (fast + alpha * slow) / (jnp.sqrt(v + eps_root) + eps)
+            ),
+            m1_hat,
+            m2,
+            nu_hat,
+        )
+        return direction, ScaleByAdemamixState(
+            count=count,
+            count_m2=safe_increment(state.count_m2),
+            m1=m1,
+            m2=m2,
+            nu=nu,
+        )
+
+
+class ademamix(Alias):
+    r"""AdEMAMix: Adam with a mixture of a fast and a slow momentum.
+
+    With gradient :math:`g_t`, step :math:`t \ge 1`:
+
+    .. math::
+      m^{(1)}_t = b_1 m^{(1)}_{t-1} + (1 - b_1) g_t,\quad
+      m^{(2)}_t = b_3 m^{(2)}_{t-1} + (1 - b_3) g_t,\quad
+      v_t = b_2 v_{t-1} + (1 - b_2) g_t^2,\\
+      u_t = -\eta_t \left(\frac{m^{(1)}_t / (1 - b_1^t) + \alpha\, m^{(2)}_t}
+            {\sqrt{v_t / (1 - b_2^t) + \bar\epsilon} + \epsilon}
+            + \lambda \theta_{t-1}\right).
+
+    The slow moment is not bias-corrected. The paper warms up :math:`b_3` and
+    :math:`\alpha` with schedules; both may be given as schedules here.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      b1: decay of the fast first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      b3: decay of the slow first moment, in [0, 1).
+      alpha: :math:`\alpha`, the weight of the slow moment, >= 0.
+      eps: :math:`\epsilon`, >= 0.
+      eps_root: :math:`\bar\epsilon`, >= 0.
+      mu_dtype: dtype of the moments.
+      weight_decay: :math:`\lambda`, >= 0.
+      mask: a tree of booleans like the params (or a function of the params
+        returning one) selecting the leaves that decay.
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.ademamix(0.1)
+      >>> state = tx.init(params)
+      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
+      >>> updates, state = tx.update(grads, state, params)
+      >>> print(gradax.apply_updates(params, updates))
+      [ 0.9 -1.9]
+
+    References:
+      Pagliardini, Ablin and Grangier, The AdEMAMix Optimizer: Better, Faster,
+      Older, 2024 (arXiv:2409.03137).
+    """
+
+    learning_rate: Any
+    b1: Any = 0.9
+    b2: Any = 0.999
+    b3: Any = 0.9999
+    alpha: Any = 5.0
+    eps: Any = 1e-8
+    eps_root: Any = 0.0
+    mu_dtype: Any = static_field(None)
+    weight_decay: Any = 0.0
+    mask: Any = static_field(None)
+
+    def _check(self):
+        _check_ademamix(self)
+        check_nonnegative("weight_decay", self.weight_decay)
+
+    def build(self):
+        return chain(
+            scale_by_ademamix(
+                self.b1,
+                self.b2,
+                self.b3,
+                self.alpha,
+                self.eps,
+                self.eps_root,
+                self.mu_dtype,
+            ),
+            add_decayed_weights(self.weight_decay, self.mask),
+            scale_by_learning_rate(self.learning_rate),
+        )
+
+
+class ScaleBySimplifiedAdEMAMixState(NamedTuple):
+    """State of :class:`scale_by_simplified_ademamix`."""
+
+    t: jax.Array  # int32 scalar: number of updates so far
+    m: Any  # accumulated (undamped) momentum, like params
+    n: Any  # second moment, like params
+
+
+def _check_simplified(tx: Any) -> None:
+    check_decay("b1", tx.b1)
+    check_decay("b2", tx.b2)
+    check_nonnegative("alpha", tx.alpha)
+    check_nonnegative("eps", tx.eps)
+    check_nonnegative("eps_root", tx.eps_root)
+
+
+class scale_by_simplified_ademamix(GradientTransformation):
+    """The simplified AdEMAMix direction. See :class:`simplified_ademamix`.
+
+    Args:
+      b1: decay of the momentum, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      alpha: weight of the current gradient, >= 0; may be a schedule.
+      eps: added to the denominator outside the square root, >= 0.
+      eps_root: added inside the square root, >= 0.
+    """
+
+    b1: Any = 0.99
+    b2: Any = 0.95
+    alpha: Any = 0.0
+    eps: Any = 1e-8
+    eps_root: Any = 0.0
+
+    def _check(self):
+        _check_simplified(self)
+
+    def init(self, params):
+        return ScaleBySimplifiedAdEMAMixState(
+            t=zero_count(), m=gtree.zeros_like(params), n=gtree.zeros_like(params)
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        b1, b2, alpha = self.b1, self.b2, self.alpha
+        eps, eps_root = self.eps, self.eps_root
+        m = jax.tree.map(lambda g, m: g + b1 * m, updates, state.m)
+        # n moves from g^2 towards the old n by b2 (a linear interpolation).
+        n = jax.tree.map(lambda g, n: g * g + b2 * (n - g * g), updates, state.n)
+        t = safe_increment(state.t)
+        n_hat = gtree.bias_correction(n, b2, t)
+        direction = jax.tree.map(
+            lambda m, g, v: (m + alpha * g) / (jnp.sqrt(v + eps_root) + eps),
+            m,
+            updates,
+            n_hat,
+        )
+        return direction, ScaleBySimplifiedAdEMAMixState(t=t, m=m, n=n)
+
+
+class simplified_ademamix(Alias):
+    r"""Simplified AdEMAMix: one undamped momentum plus the current gradient.
+
+    With gradient :math:`g_t`, step :math:`t \ge 1`:
+
+    .. math::
+      m_t = b_1 m_{t-1} + g_t,\quad
+      n_t = b_2 n_{t-1} + (1 - b_2) g_t^2,\\
+      u_t = -\eta_t \left(\frac{m_t + \alpha g_t}
+            {\sqrt{n_t / (1 - b_2^t) + \bar\epsilon} + \epsilon}
+            + \lambda \theta_{t-1}\right).
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      b1: decay of the momentum, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      alpha: :math:`\alpha`, the weight of the current gradient, >= 0.
+      eps: :math:`\epsilon`, >= 0.
+      eps_root: :math:`\bar\epsilon`, >= 0.
+      weight_decay: :math:`\lambda`, >= 0.
+      mask: a tree of booleans like the params (or a function of the params
+        returning one) selecting the leaves that decay.
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.simplified_ademamix(0.1)
+      >>> state = tx.init(params)
+      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
+      >>> updates, state = tx.update(grads, state, params)
+      >>> print(gradax.apply_updates(params, updates))
+      [ 0.9 -1.9]
+
+    References:
+      Morwani et al., Connections between Schedule-Free Optimizers, AdEMAMix,
+      and Accelerated SGD Variants, 2025 (arXiv:2502.02431).
+    """
+
+    learning_rate: Any
+    b1: Any = 0.99
+    b2: Any = 0.95
+    alpha: Any = 0.0
+    eps: Any = 1e-8
+    eps_root: Any = 0.0
+    weight_decay: Any = 0.0
+    mask: Any = static_field(None)
+
+    def _check(self):
+        _check_simplified(self)
+        check_nonnegative("weight_decay", self.weight_decay)
+
+    def build(self):
+        return chain(
+            scale_by_simplified_ademamix(
+                self.b1, self.b2, self.alpha, self.eps, self.eps_root
+            ),
+            add_decayed_weights(self.weight_decay, self.mask),
+            scale_by_learning_rate(self.learning_rate),
+        )

@@ -1,0 +1,155 @@
+"""COCOB-Backprop: coin betting, a learning-rate-free optimizer."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation
+from .._hyper import check_nonnegative, check_positive
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.scaling import scale_by_learning_rate
+from ..transforms.weight_decay import add_decayed_weights
+from ._util import require_params
+
+
+class COCOBState(NamedTuple):
+    """State of :class:`scale_by_cocob`."""
+
+    init_particles: Any  # the parameters at init
+    cumulative_gradients: Any  # minus the sum of gradients, like params
+    scale: Any  # largest gradient magnitude seen (at least eps), like params
+    subgradients: Any  # sum of gradient magnitudes, like params
+    reward: Any  # the bettor's wealth gained, like params
+
+
+class scale_by_cocob(GradientTransformation):
+    """The COCOB-Backprop step. See :class:`cocob`.
+
+    Args:
+      alpha: :math:`\\alpha > 0`, bounds the bet early in training.
+      eps: the initial :math:`L`, > 0.
+    """
+
+    alpha: Any = 100.0
+    eps: Any = 1e-8
+
+    def _check(self):
+        check_positive("alpha", self.alpha)
+        check_positive("eps", self.eps)
+
+    def init(self, params):
+        zeros = gtree.zeros_like(params)
+        return COCOBState(
+            init_particles=jax.tree.map(jnp.array, params),
+            cumulative_gradients=zeros,
+            scale=gtree.full_like(params, self.eps),
+            subgradients=zeros,
+            reward=zeros,
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        require_params(params, "scale_by_cocob")
+        alpha = self.alpha
+        scale = jax.tree.map(
+            lambda big_l, g: jnp.maximum(big_l, jnp.abs(g)), state.scale, updates
+        )
+        subgradients = jax.tree.map(
+            lambda big_g, g: big_g + jnp.abs(g), state.subgradients, updates
+        )
+        reward = jax.tree.map(
+            lambda r, g, p, p0: jnp.maximum(r - g * (p - p0), 0),
+            state.reward,
+            updates,
+            params,
+            state.init_particles,
+        )
+        cumulative = jax.tree.map(
+            lambda c, g: c - g, state.cumulative_gradients, updates
+        )
+
+        def step(p, p0, c, big_l, big_g, r):
+            bet = c / (big_l * jnp.maximum(big_g + big_l, alpha * big_l))
+            return -p + (p0 + bet * (big_l + r))
+
+        new_updates = jax.tree.map(
+            step,
+            params,
+            state.init_particles,
+            cumulative,
+            scale,
+            subgradients,
+            reward,
+        )
+        return new_updates, COCOBState(
+            init_particles=state.init_particles,
+            cumulative_gradients=cumulative,
+            scale=scale,
+            subgradients=subgradients,
+            reward=reward,
+        )
+
+
+class cocob(Alias):
+    r"""COCOB-Backprop: continuous coin betting, without a learning rate.
+
+    Per coordinate, with gradient :math:`g_t` (weight decay added first and
+    then multiplied by ``learning_rate``), start :math:`x_0`:
+
+    .. math::
+      L_t = \max(L_{t-1}, |g_t|),\quad G_t = G_{t-1} + |g_t|,\quad
+      R_t = \max(R_{t-1} - g_t (x_t - x_0), 0),\quad
+      \theta_t = \theta_{t-1} - g_t,\\
+      x_{t+1} = x_0 + \frac{\theta_t}{L_t \max(G_t + L_t, \alpha L_t)}
+      (L_t + R_t),
+
+    with :math:`L_0 = \epsilon`. ``learning_rate`` only rescales the incoming
+    gradients (default 1, the method as published).
+
+    Args:
+      learning_rate: multiplies the gradients; a number, array or schedule.
+      alpha: :math:`\alpha > 0`.
+      eps: :math:`\epsilon > 0`, the initial :math:`L`.
+      weight_decay: >= 0, added to the gradients as :math:`\lambda x_t`.
+      mask: a tree of booleans like the params (or a function of the params
+        returning one) selecting the leaves that decay.
+
+    Returns:
+      The optimizer, a gradient transformation; ``update`` needs ``params``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.cocob()
+      >>> state = tx.init(params)
+      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
+      >>> updates, state = tx.update(grads, state, params)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.99, -1.99], dtype=float32)
+
+    References:
+      Orabona and Tommasi, Training Deep Networks without Learning Rates
+      Through Coin Betting, NeurIPS 2017 (arXiv:1705.07795).
+    """
+
+    learning_rate: Any = 1.0
+    alpha: Any = 100.0
+    eps: Any = 1e-8
+    weight_decay: Any = 0.0
+    mask: Any = static_field(None)
+
+    def _check(self):
+        check_positive("alpha", self.alpha)
+        check_positive("eps", self.eps)
+        check_nonnegative("weight_decay", self.weight_decay)
+
+    def build(self):
+        return chain(
+            add_decayed_weights(self.weight_decay, self.mask),
+            scale_by_learning_rate(self.learning_rate, flip_sign=False),
+            scale_by_cocob(self.alpha, self.eps),
+        )

@@ -1,0 +1,311 @@
+"""DoG and DoWG: step sizes from the distance travelled from the start."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation, identity
+from .._hyper import check_nonnegative, check_positive
+from .._pytree import Module, static_field
+from ..combinators.chain import chain
+from ..transforms.scaling import scale_by_learning_rate
+from ..transforms.weight_decay import add_decayed_weights
+from ._util import require_params
+
+_INIT_STEP_KINDS = ("distance", "learning_rate", "heuristic")
+
+
+def _real_dtype(params: Any) -> Any:
+    """The lowest dtype of the params, made real (complex64 -> float32)."""
+    return jnp.finfo(gtree.dtype(params, "lowest")).dtype
+
+
+class DogInitStep(Module):
+    """DoG's first step, ``(kind, value)``; reads like that 2-tuple.
+
+    Made from the tuple a user passes as ``init_step``: the kind is static,
+    the value a pytree leaf.
+    """
+
+    kind: str = static_field()
+    value: Any = 1e-6
+
+    def _check(self):
+        if self.kind not in _INIT_STEP_KINDS:
+            raise ValueError(
+                f"init_step kind must be one of {_INIT_STEP_KINDS}, got {self.kind!r}"
+            )
+        check_positive("init_step value", self.value)
+
+    def __iter__(self):
+        return iter((self.kind, self.value))
+
+    def __getitem__(self, index: int) -> Any:
+        return (self.kind, self.value)[index]
+
+    def __len__(self) -> int:
+        return 2
+
+    def __repr__(self) -> str:
+        return repr((self.kind, self.value))
+
+
+def _as_init_step(init_step: Any) -> DogInitStep:
+    if isinstance(init_step, DogInitStep):
+        return init_step
+    try:
+        kind, value = init_step
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"init_step must be a (kind, value) pair, got {init_step!r}"
+        ) from None
+    return DogInitStep(kind, value)
+
+
+class DoGState(NamedTuple):
+    """State of :class:`scale_by_dog`."""
+
+    is_init_step: jax.Array  # bool scalar: no update done yet
+    init_params: Any  # the parameters at init
+    max_dist: jax.Array  # scalar: largest distance from init_params so far
+    sum_sq_norm_grads: jax.Array  # scalar: sum of squared gradient norms
+
+
+class scale_by_dog(GradientTransformation):
+    """The DoG step size times the gradient. See :class:`dog`.
+
+    Args:
+      init_step: ``(kind, value)``; see :class:`dog`.
+      eps: added under the square root, >= 0.
+    """
+
+    init_step: Any
+    eps: Any = 1e-8
+
+    def __post_init__(self):
+        object.__setattr__(self, "init_step", _as_init_step(self.init_step))
+        super().__post_init__()
+
+    def _check(self):
+        check_nonnegative("eps", self.eps)
+
+    def init(self, params):
+        dtype = _real_dtype(params)
+        kind, value = self.init_step
+        if kind == "distance":
+            r_eps = value
+        elif kind == "heuristic":
+            r_eps = value * (1 + gtree.norm(params))
+        else:
+            r_eps = 0.0
+        return DoGState(
+            is_init_step=jnp.asarray(True),
+            init_params=jax.tree.map(jnp.array, params),
+            max_dist=jnp.asarray(r_eps, dtype=dtype),
+            sum_sq_norm_grads=jnp.zeros([], dtype),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        require_params(params, "scale_by_dog")
+        dist = gtree.norm(gtree.sub(state.init_params, params))
+        max_dist = jnp.maximum(state.max_dist, dist)
+        sum_sq = state.sum_sq_norm_grads + gtree.norm(updates, squared=True)
+        step_size = max_dist / jnp.sqrt(sum_sq + self.eps)
+        kind, value = self.init_step
+        if kind == "learning_rate":
+            step_size = jnp.where(state.is_init_step, value, step_size)
+        new_updates = jax.tree.map(lambda g: step_size * g, updates)
+        return new_updates, DoGState(
+            is_init_step=jnp.asarray(False),
+            init_params=state.init_params,
+            max_dist=max_dist,
+            sum_sq_norm_grads=sum_sq,
+        )
+
+
+class dog(Alias):
+    r"""DoG: distance over gradients, a parameter-free SGD step size.
+
+    With gradient :math:`g_t` (weight decay added first), start :math:`x_0`:
+
+    .. math::
+      \bar r_t = \max(\bar r_{t-1}, \|x_t - x_0\|),\quad
+      G_t = G_{t-1} + \|g_t\|^2,\quad
+      u_t = -\eta_t \frac{\bar r_t}{\sqrt{G_t + \epsilon}}\, g_t,
+
+    norms over the whole parameter tree. ``init_step = (kind, value)`` sets
+    :math:`\bar r_0`: ``("distance", r)`` gives :math:`r`;
+    ``("heuristic", c)`` gives :math:`c (1 + \|x_0\|)`; ``("learning_rate",
+    s)`` makes the first step size :math:`s` (and :math:`\bar r_0 = 0`).
+
+    Args:
+      learning_rate: :math:`\eta`, a multiplier (1 in the paper) or schedule.
+      init_step: ``(kind, value)`` as above, value > 0.
+      eps: :math:`\epsilon`, >= 0.
+      weight_decay: None for none, else >= 0 (added as :math:`\lambda x_t`).
+      mask: a tree of booleans like the params (or a function of the params
+        returning one) selecting the leaves that decay.
+
+    Returns:
+      The optimizer, a gradient transformation; ``update`` needs ``params``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.dog(init_step=("learning_rate", 0.1))
+      >>> state = tx.init(params)
+      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
+      >>> updates, state = tx.update(grads, state, params)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.8, -1.6], dtype=float32)
+
+    Differences from optax: ``init_step`` is checked when built (optax checks
+    the kind at init) and kept as a :class:`DogInitStep`, which reads like the
+    tuple; the scalar state is real for complex parameters.
+
+    References:
+      Ivgi, Hinder and Carmon, DoG is SGD's Best Friend: A Parameter-Free
+      Dynamic Step Size Schedule, ICML 2023 (arXiv:2302.12022).
+    """
+
+    learning_rate: Any = 1.0
+    init_step: Any = ("heuristic", 1e-6)
+    eps: Any = 1e-8
+    weight_decay: Any = None
+    mask: Any = static_field(None)
+
+    def __post_init__(self):
+        object.__setattr__(self, "init_step", _as_init_step(self.init_step))
+        super().__post_init__()
+
+    def _check(self):
+        check_nonnegative("eps", self.eps)
+        if self.weight_decay is not None:
+            check_nonnegative("weight_decay", self.weight_decay)
+
+    def build(self):
+        return chain(
+            identity()
+            if self.weight_decay is None
+            else add_decayed_weights(self.weight_decay, self.mask),
+            scale_by_dog(self.init_step, self.eps),
+            scale_by_learning_rate(self.learning_rate),
+        )
+
+
+class DoWGState(NamedTuple):
+    """State of :class:`scale_by_dowg`."""
+
+    init_params: Any  # the parameters at init
+    weighted_sq_norm_grads: jax.Array  # scalar
+    estim_sq_dist: jax.Array  # scalar: largest squared distance so far
+
+
+class scale_by_dowg(GradientTransformation):
+    """The DoWG step size times the gradient. See :class:`dowg`.
+
+    Args:
+      init_estim_sq_dist: the initial squared distance (None: ``eps``).
+      eps: added to the denominator, >= 0.
+    """
+
+    init_estim_sq_dist: Any = None
+    eps: Any = 1e-4
+
+    def _check(self):
+        check_nonnegative("eps", self.eps)
+        if self.init_estim_sq_dist is not None:
+            check_positive("init_estim_sq_dist", self.init_estim_sq_dist)
+
+    def init(self, params):
+        dtype = _real_dtype(params)
+        start = self.eps if self.init_estim_sq_dist is None else self.init_estim_sq_dist
+        return DoWGState(
+            init_params=jax.tree.map(jnp.array, params),
+            weighted_sq_norm_grads=jnp.zeros([], dtype),
+            estim_sq_dist=jnp.asarray(start, dtype=dtype),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        require_params(params, "scale_by_dowg")
+        sq_dist = gtree.norm(gtree.sub(state.init_params, params), squared=True)
+        estim_sq_dist = jnp.maximum(state.estim_sq_dist, sq_dist)
+        weighted = (
+            estim_sq_dist * gtree.norm(updates, squared=True)
+            + state.weighted_sq_norm_grads
+        )
+        step_size = estim_sq_dist / (jnp.sqrt(weighted) + self.eps)
+        new_updates = jax.tree.map(lambda g: step_size * g, updates)
+        return new_updates, DoWGState(
+            init_params=state.init_params,
+            weighted_sq_norm_grads=weighted,
+            estim_sq_dist=estim_sq_dist,
+        )
+
+
+class dowg(Alias):
+    r"""DoWG: distance over weighted gradients, a parameter-free step size.
+
+    With gradient :math:`g_t` (weight decay added first), start :math:`x_0`:
+
+    .. math::
+      \bar r_t^2 = \max(\bar r_{t-1}^2, \|x_t - x_0\|^2),\quad
+      v_t = v_{t-1} + \bar r_t^2 \|g_t\|^2,\quad
+      u_t = -\eta_t \frac{\bar r_t^2}{\sqrt{v_t} + \epsilon}\, g_t,
+
+    norms over the whole parameter tree, :math:`\bar r_0^2` =
+    ``init_estim_sq_dist`` (default :math:`\epsilon`).
+
+    Args:
+      learning_rate: :math:`\eta`, a multiplier (1 in the paper) or schedule.
+      init_estim_sq_dist: :math:`\bar r_0^2 > 0`, or None for :math:`\epsilon`.
+      eps: :math:`\epsilon`, >= 0.
+      weight_decay: None for none, else >= 0 (added as :math:`\lambda x_t`).
+      mask: a tree of booleans like the params (or a function of the params
+        returning one) selecting the leaves that decay.
+
+    Returns:
+      The optimizer, a gradient transformation; ``update`` needs ``params``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.dowg(init_estim_sq_dist=0.5)
+      >>> state = tx.init(params)
+      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
+      >>> updates, state = tx.update(grads, state, params)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.68..., -1.36...], dtype=float32)
+
+    Differences from optax: the scalar state is real for complex parameters.
+
+    References:
+      Khaled, Mishchenko and Jin, DoWG Unleashed: An Efficient Universal
+      Parameter-Free Gradient Descent Method, NeurIPS 2023 (arXiv:2305.16284).
+    """
+
+    learning_rate: Any = 1.0
+    init_estim_sq_dist: Any = None
+    eps: Any = 1e-4
+    weight_decay: Any = None
+    mask: Any = static_field(None)
+
+    def _check(self):
+        check_nonnegative("eps", self.eps)
+        if self.init_estim_sq_dist is not None:
+            check_positive("init_estim_sq_dist", self.init_estim_sq_dist)
+        if self.weight_decay is not None:
+            check_nonnegative("weight_decay", self.weight_decay)
+
+    def build(self):
+        return chain(
+            identity()
+            if self.weight_decay is None
+            else add_decayed_weights(self.weight_decay, self.mask),
+            scale_by_dowg(self.init_estim_sq_dist, self.eps),
+            scale_by_learning_rate(self.learning_rate),
+        )

@@ -1,0 +1,136 @@
+"""MADGRAD: momentumized, adaptive, dual averaged gradient method."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._hyper import check_decay, check_nonnegative
+from ..combinators.chain import chain
+from ..transforms.weight_decay import add_decayed_weights
+from ._util import require_params
+
+
+class MadgradState(NamedTuple):
+    """State of :class:`scale_by_madgrad`."""
+
+    count: jax.Array  # int32 scalar
+    grad_sum_sq: Any  # weighted sum of squared gradients, like params
+    s: Any  # weighted sum of gradients, like params
+    x0: Any  # the parameters at init
+
+
+def _check_madgrad(tx: Any) -> None:
+    check_nonnegative("learning_rate", tx.learning_rate)
+    check_decay("momentum", tx.momentum)
+    check_nonnegative("eps", tx.eps)
+
+
+class scale_by_madgrad(GradientTransformation):
+    """The MADGRAD step, learning rate included. See :class:`madgrad`.
+
+    The learning rate weighs the dual average, so it is part of this
+    transformation (as in optax); the returned updates are the full step.
+
+    Args:
+      learning_rate: :math:`\\eta`, a number, an array or a schedule.
+      momentum: :math:`\\mu`, in [0, 1).
+      eps: :math:`\\epsilon`, >= 0.
+    """
+
+    learning_rate: Any
+    momentum: Any = 0.9
+    eps: Any = 1e-6
+
+    def _check(self):
+        _check_madgrad(self)
+
+    def init(self, params):
+        return MadgradState(
+            count=zero_count(),
+            grad_sum_sq=gtree.zeros_like(params),
+            s=gtree.zeros_like(params),
+            x0=jax.tree.map(jnp.array, params),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        require_params(params, "scale_by_madgrad")
+        eps, momentum = self.eps, self.momentum
+        weight = (self.learning_rate + eps) * jnp.sqrt(state.count + 1)
+        grad_sum_sq = jax.tree.map(
+            lambda acc, g: acc + (weight * g**2).astype(g.dtype),
+            state.grad_sum_sq,
+            updates,
+        )
+        s = jax.tree.map(
+            lambda acc, g: acc + (weight * g).astype(g.dtype), state.s, updates
+        )
+
+        def step(x0, s, acc, x):
+            z = x0 - s / (jnp.cbrt(acc) + eps)
+            return (1 - momentum) * z + momentum * x - x
+
+        new_updates = jax.tree.map(step, state.x0, s, grad_sum_sq, params)
+        return new_updates, MadgradState(
+            count=safe_increment(state.count),
+            grad_sum_sq=grad_sum_sq,
+            s=s,
+            x0=state.x0,
+        )
+
+
+class madgrad(Alias):
+    r"""MADGRAD: dual averaging with a cube-root adaptive scale and momentum.
+
+    With gradient :math:`g_k` (weight decay :math:`\lambda x_k` added first),
+    step :math:`k \ge 0` and :math:`\lambda_k = (\eta_k + \epsilon)\sqrt{k+1}`:
+
+    .. math::
+      s_k = s_{k-1} + \lambda_k g_k,\quad
+      v_k = v_{k-1} + \lambda_k g_k^2,\quad
+      z_k = x_0 - \frac{s_k}{v_k^{1/3} + \epsilon},\\
+      x_{k+1} = (1 - \mu) z_k + \mu x_k,\qquad u_k = x_{k+1} - x_k.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      momentum: :math:`\mu`, in [0, 1).
+      weight_decay: >= 0, added to the gradient as :math:`\lambda x_k`.
+      eps: :math:`\epsilon`, >= 0.
+
+    Returns:
+      The optimizer, a gradient transformation; ``update`` needs ``params``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.madgrad(0.1)
+      >>> state = tx.init(params)
+      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
+      >>> updates, state = tx.update(grads, state, params)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.97..., -1.97...], dtype=float32)
+
+    References:
+      Defazio and Jelassi, Adaptivity without Compromise: A Momentumized,
+      Adaptive, Dual Averaged Gradient Method for Stochastic Optimization,
+      2021 (arXiv:2101.11075).
+    """
+
+    learning_rate: Any
+    momentum: Any = 0.9
+    weight_decay: Any = 0.0
+    eps: Any = 1e-6
+
+    def _check(self):
+        _check_madgrad(self)
+        check_nonnegative("weight_decay", self.weight_decay)
+
+    def build(self):
+        return chain(
+            add_decayed_weights(self.weight_decay),
+            scale_by_madgrad(self.learning_rate, self.momentum, self.eps),
+        )

@@ -1,0 +1,293 @@
+"""Sophia: clipped second-order steps from a diagonal Hessian estimate."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import (
+    Alias,
+    GradientTransformation,
+    as_transformation,
+    match_state,
+    safe_increment,
+    zero_count,
+)
+from .._hyper import check_decay, check_nonnegative, check_positive
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.scaling import scale_by_learning_rate
+from ..transforms.weight_decay import add_decayed_weights
+from ._util import canonical_dtype, require_params
+
+
+class HutchinsonState(NamedTuple):
+    """State of :class:`hutchinson_estimator_diag_hessian`."""
+
+    key: jax.Array  # the PRNG key for the next probe
+
+
+class hutchinson_estimator_diag_hessian(GradientTransformation):
+    r"""Hutchinson's estimate of the Hessian diagonal, :math:`u \odot H u`.
+
+    Each update draws a Rademacher vector :math:`u` (entries :math:`\pm 1`) and
+    returns :math:`u \odot (\nabla^2 f(\theta)\, u)`, whose expectation is the
+    diagonal of the Hessian of ``obj_fn`` at the params. The incoming updates
+    are ignored. ``update`` needs ``params`` and ``obj_fn`` (the loss as a
+    function of the params).
+
+    Args:
+      random_seed: a PRNG key (default: ``jax.random.PRNGKey(0)`` at init).
+
+    Returns:
+      A gradient transformation whose state is a :class:`HutchinsonState`.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.hutchinson_estimator_diag_hessian()
+      >>> params = jnp.array([1.0, 2.0])
+      >>> obj_fn = lambda p: jnp.sum(3.0 * p**2)
+      >>> diag, _ = tx.update(params, tx.init(params), params, obj_fn=obj_fn)
+      >>> diag
+      Array([6., 6.], dtype=float32)
+
+    References:
+      Hutchinson, A stochastic estimator of the trace of the influence matrix
+      for Laplacian smoothing splines, 1989.
+    """
+
+    random_seed: Any = None
+
+    def init(self, params):
+        del params
+        key = jax.random.PRNGKey(0) if self.random_seed is None else self.random_seed
+        return HutchinsonState(key=jnp.asarray(key))
+
+    def update(self, updates, state, params=None, obj_fn=None, **extra_args):
+        del updates
+        require_params(params, "hutchinson_estimator_diag_hessian")
+        if obj_fn is None:
+            raise ValueError(
+                "hutchinson_estimator_diag_hessian.update needs obj_fn=, the "
+                "loss as a function of the params."
+            )
+        key, subkey = jax.random.split(state.key)
+        signs = gtree.random_like(subkey, params, jax.random.rademacher, jnp.float32)
+        signs = gtree.cast(signs, gtree.dtype(params, "lowest"))
+        hvp = jax.jvp(jax.grad(obj_fn), (params,), (signs,))[1]
+        return jax.tree.map(lambda h, u: h * u, hvp, signs), HutchinsonState(key)
+
+
+class SophiaState(NamedTuple):
+    """State of :class:`scale_by_sophia`."""
+
+    count: jax.Array  # int32 scalar
+    mu: Any  # first moment, like params (mu_dtype)
+    nu: Any  # moving average of the Hessian diagonal, like params
+    hessian_fn_state: Any
+
+
+def _check_sophia(tx: Any) -> None:
+    check_decay("b1", tx.b1)
+    check_decay("b2", tx.b2)
+    check_nonnegative("eps", tx.eps)
+    check_nonnegative("gamma", tx.gamma)
+    if tx.clip_threshold is not None:
+        check_positive("clip_threshold", tx.clip_threshold)
+    check_positive("update_interval", tx.update_interval)
+
+
+class scale_by_sophia(GradientTransformation):
+    """The Sophia direction, without learning rate. See :class:`sophia`.
+
+    Args:
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the Hessian average, in [0, 1).
+      eps: lower bound of the denominator, >= 0.
+      gamma: scale of the Hessian in the denominator, >= 0.
+      clip_threshold: clip the direction to this magnitude (None: no clip).
+      update_interval: estimate the Hessian every this many steps.
+      hessian_diagonal_fn: a transformation returning the Hessian diagonal
+        estimate; called with the gradients, ``params=`` and every extra
+        argument of ``update`` (e.g. ``obj_fn``).
+      mu_dtype: dtype of the first moment.
+      verbose: print the fraction of unclipped coordinates (the win rate).
+      print_win_rate_every_n_steps: how often ``verbose`` prints.
+    """
+
+    b1: Any = 0.965
+    b2: Any = 0.99
+    eps: Any = 1e-8
+    gamma: Any = 0.01
+    clip_threshold: Any = 1.0
+    update_interval: Any = 10
+    hessian_diagonal_fn: Any = hutchinson_estimator_diag_hessian()
+    mu_dtype: Any = static_field(None)
+    verbose: bool = static_field(False)
+    print_win_rate_every_n_steps: Any = 0
+
+    def __post_init__(self):
+        object.__setattr__(
+            self,
+            "hessian_diagonal_fn",
+            as_transformation(self.hessian_diagonal_fn, "hessian_diagonal_fn"),
+        )
+        super().__post_init__()
+
+    def _check(self):
+        _check_sophia(self)
+
+    def init(self, params):
+        return SophiaState(
+            count=zero_count(),
+            mu=gtree.zeros_like(params, canonical_dtype(self.mu_dtype)),
+            nu=gtree.zeros_like(params),
+            hessian_fn_state=self.hessian_diagonal_fn.init(params),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        require_params(params, "scale_by_sophia")
+        b1, gamma, eps = self.b1, self.gamma, self.eps
+        count = safe_increment(state.count)
+        grads = updates
+        mu = gtree.update_moment(updates, state.mu, b1, 1)
+        mu_hat = gtree.bias_correction(mu, b1, count)
+        direction = jax.tree.map(
+            lambda m, h: m / jnp.maximum(gamma * h, eps), mu_hat, state.nu
+        )
+        bound = self.clip_threshold
+        if bound is not None:
+            if self.verbose:
+                self._print_win_rate(direction, bound, count)
+            direction = jax.tree.map(lambda u: jnp.clip(u, -bound, bound), direction)
+
+        def estimate(old_hess_state, old_nu):
+            diag, hess_state = self.hessian_diagonal_fn.update(
+                grads, old_hess_state, params=params, **extra_args
+            )
+            nu = gtree.update_moment(diag, old_nu, self.b2, 1)
+            # Both branches of the cond must give the same dtypes.
+            return match_state(
+                (hess_state, nu), (old_hess_state, old_nu), "scale_by_sophia"
+            )
+
+        hessian_fn_state, nu = jax.lax.cond(
+            state.count % self.update_interval == 0,
+            estimate,
+            lambda h, n: (h, n),
+            state.hessian_fn_state,
+            state.nu,
+        )
+        return direction, SophiaState(
+            count=count, mu=mu, nu=nu, hessian_fn_state=hessian_fn_state
+        )
+
+    def _print_win_rate(self, direction: Any, bound: Any, count: jax.Array) -> None:
+        inside = sum(jnp.sum(jnp.abs(u) < bound) for u in jax.tree.leaves(direction))
+        win_rate = inside / gtree.size(direction)
+        jax.lax.cond(
+            count % self.print_win_rate_every_n_steps == 0,
+            lambda: jax.debug.print("Sophia optimizer win rate: {}", win_rate),
+            lambda: None,
+        )
+
+
+class sophia(Alias):
+    r"""Sophia: momentum divided by a clipped diagonal Hessian estimate.
+
+    With gradient :math:`g_t`, step :math:`t \ge 1` and :math:`h_t` the moving
+    average (decay :math:`b_2`) of the Hessian diagonal estimates, refreshed
+    every ``update_interval`` steps (after computing the step):
+
+    .. math::
+      m_t = b_1 m_{t-1} + (1 - b_1) g_t,\quad
+      u_t = -\eta_t \left(\mathrm{clip}\!\left(
+            \frac{m_t / (1 - b_1^t)}{\max(\gamma h_{t-1}, \epsilon)},
+            \rho\right) + \lambda \theta_{t-1}\right),
+
+    with :math:`\rho` = ``clip_threshold``. The default estimator,
+    :class:`hutchinson_estimator_diag_hessian`, needs ``obj_fn=`` (the loss as
+    a function of the params) in ``update``; every extra argument is passed to
+    the estimator.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the Hessian average, in [0, 1).
+      eps: :math:`\epsilon`, >= 0.
+      weight_decay: :math:`\lambda`, >= 0.
+      weight_decay_mask: a tree of booleans like the params (or a function of
+        the params returning one) selecting the leaves that decay.
+      gamma: :math:`\gamma`, >= 0.
+      clip_threshold: :math:`\rho > 0`, or None for no clipping.
+      update_interval: steps between Hessian estimates.
+      hessian_diagonal_fn: the Hessian diagonal estimator (a transformation).
+      mu_dtype: dtype of the first moment.
+      verbose: print the fraction of unclipped coordinates.
+      print_win_rate_every_n_steps: how often ``verbose`` prints.
+
+    Returns:
+      The optimizer, a gradient transformation; ``update`` needs ``params``
+      and whatever the estimator needs (``obj_fn`` by default).
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> loss = lambda p: jnp.sum(p**2)
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.sophia(0.1)
+      >>> state = tx.init(params)
+      >>> updates, state = tx.update(jax.grad(loss)(params), state, params, obj_fn=loss)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.89999, -1.89998], dtype=float32)
+
+    References:
+      Liu et al., Sophia: A Scalable Stochastic Second-order Optimizer for
+      Language Model Pre-training, ICLR 2024 (arXiv:2305.14342).
+    """
+
+    learning_rate: Any
+    b1: Any = 0.965
+    b2: Any = 0.99
+    eps: Any = 1e-8
+    weight_decay: Any = 1e-4
+    weight_decay_mask: Any = static_field(None)
+    gamma: Any = 0.01
+    clip_threshold: Any = 1.0
+    update_interval: Any = 10
+    hessian_diagonal_fn: Any = hutchinson_estimator_diag_hessian()
+    mu_dtype: Any = static_field(None)
+    verbose: bool = static_field(False)
+    print_win_rate_every_n_steps: Any = 0
+
+    def __post_init__(self):
+        object.__setattr__(
+            self,
+            "hessian_diagonal_fn",
+            as_transformation(self.hessian_diagonal_fn, "hessian_diagonal_fn"),
+        )
+        super().__post_init__()
+
+    def _check(self):
+        _check_sophia(self)
+        check_nonnegative("weight_decay", self.weight_decay)
+
+    def build(self):
+        return chain(
+            scale_by_sophia(
+                self.b1,
+                self.b2,
+                self.eps,
+                self.gamma,
+                self.clip_threshold,
+                self.update_interval,
+                self.hessian_diagonal_fn,
+                self.mu_dtype,
+                self.verbose,
+                self.print_win_rate_every_n_steps,
+            ),
+            add_decayed_weights(self.weight_decay, self.weight_decay_mask),
+            scale_by_learning_rate(self.learning_rate),
+        )

@@ -1,0 +1,213 @@
+"""The backtracking line search: shrink the step until it decreases enough."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import GradientTransformation
+from .._hyper import check_nonnegative, check_positive, check_range
+from .._pytree import static_field
+from . import _common as common
+
+
+class BacktrackingLinesearchInfo(NamedTuple):
+    """What the last backtracking search did."""
+
+    num_linesearch_steps: jax.Array  # int32 scalar: objective evaluations
+    decrease_error: jax.Array  # scalar: > 0 when no step decreased enough
+
+
+class ScaleByBacktrackingLinesearchState(NamedTuple):
+    """State of :class:`scale_by_backtracking_linesearch`."""
+
+    learning_rate: jax.Array  # scalar: the step size found last
+    value: jax.Array  # scalar: objective at the accepted point
+    grad: Any  # like params when store_grad=True, else None
+    info: BacktrackingLinesearchInfo
+
+
+class _Search(NamedTuple):
+    learning_rate: jax.Array
+    value: jax.Array
+    grad: Any
+    decrease_error: jax.Array
+    count: jax.Array
+
+
+class scale_by_backtracking_linesearch(GradientTransformation):
+    r"""Scales updates by the first step size, shrinking, with enough decrease.
+
+    With parameters :math:`w`, update :math:`u` and objective :math:`f`, the
+    step :math:`\eta` starts at :math:`\min(\gamma_{+}\eta_{prev},
+    \eta_{max})` and is multiplied by ``decrease_factor`` until (Armijo)
+
+    .. math::
+      f(w + \eta u) \le (1 + \delta) f(w) + c\,\eta \langle u, \nabla f(w)
+      \rangle + \epsilon.
+
+    If no step qualifies within ``max_backtracking_steps``, the last one is
+    used, or no step at all when the objective was not finite there.
+    ``update`` needs ``value``, ``grad`` and ``value_fn`` keyword arguments,
+    as for :class:`scale_by_zoom_linesearch`. ``u`` must be a descent
+    direction (:math:`\langle u, \nabla f(w)\rangle < 0`).
+
+    Differences from optax: scalars are kept in at least the default float
+    dtype and searched in the widest of the parameters', the objective's and
+    that dtype, so the state never changes dtype; with ``store_grad`` the
+    gradient comes from one reverse pass of the accepted evaluation; extra
+    keyword arguments that ``value_fn`` does not take are ignored.
+
+    Args:
+      max_backtracking_steps: the most shrinking steps per search.
+      slope_rtol: :math:`c`, the fraction of the predicted decrease required.
+      decrease_factor: shrinking factor, in (0, 1).
+      increase_factor: :math:`\gamma_{+}`, growth of the first guess over
+        the last step (``1`` keeps it, ``math.inf`` starts at the maximum).
+      max_learning_rate: :math:`\eta_{max}`.
+      atol: :math:`\epsilon`, absolute tolerance of the criterion.
+      rtol: :math:`\delta`, relative tolerance of the criterion.
+      store_grad: also compute and keep the gradient at the accepted point
+        (for :func:`value_and_grad_from_state`).
+      verbose: print diagnostics when a search fails.
+
+    Returns:
+      A transformation whose state is a
+      :class:`ScaleByBacktrackingLinesearchState`.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> f = lambda x: jnp.sum(x**2)
+      >>> x = jnp.array([1.0, 2.0, 3.0])
+      >>> tx = gradax.chain(
+      ...     gradax.sgd(1.0), gradax.scale_by_backtracking_linesearch(15)
+      ... )
+      >>> state = tx.init(x)
+      >>> value, grad = jax.value_and_grad(f)(x)
+      >>> u, state = tx.update(grad, state, x, value=value, grad=grad, value_fn=f)
+      >>> print(f"{f(gradax.apply_updates(x, u)):.2f}")
+      5.04
+
+    References:
+      Armijo, Minimization of functions having Lipschitz continuous first
+      partial derivatives, 1966; Vaswani et al., Painless Stochastic Gradient,
+      2019 (arXiv:1905.09997); Nocedal and Wright, Numerical Optimization, 1999.
+    """
+
+    max_backtracking_steps: Any
+    slope_rtol: Any = 1e-4
+    decrease_factor: Any = 0.8
+    increase_factor: Any = 1.5
+    max_learning_rate: Any = 1.0
+    atol: Any = 0.0
+    rtol: Any = 0.0
+    store_grad: bool = static_field(False)
+    verbose: bool = static_field(False)
+
+    def _check(self):
+        check_nonnegative("max_backtracking_steps", self.max_backtracking_steps)
+        check_nonnegative("slope_rtol", self.slope_rtol)
+        check_range(
+            "decrease_factor", self.decrease_factor, 0.0, 1.0,
+            low_open=True, high_open=True,
+        )  # fmt: skip
+        check_positive("increase_factor", self.increase_factor)
+        check_positive("max_learning_rate", self.max_learning_rate)
+        check_nonnegative("atol", self.atol)
+        check_nonnegative("rtol", self.rtol)
+
+    def init(self, params):
+        dtype = common.state_dtype(params)
+        inf = jnp.asarray(jnp.inf, dtype)
+        return ScaleByBacktrackingLinesearchState(
+            learning_rate=jnp.asarray(1.0, dtype),
+            value=inf,
+            grad=gtree.zeros_like(params) if self.store_grad else None,
+            info=BacktrackingLinesearchInfo(jnp.zeros([], jnp.int32), inf),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        name = type(self).__name__
+        value, grad, value_fn, fn_kwargs = common.line_search_inputs(name, extra_args)
+        if params is None:
+            raise TypeError(f"{name}.update needs params")
+
+        def objective(p):
+            return common.scalar_value(value_fn(p, **fn_kwargs), name)
+
+        out = jax.eval_shape(objective, params)
+        dtype = common.search_dtype(params, jnp.asarray(value), out)
+
+        def num(x):
+            return jnp.asarray(x, dtype)
+
+        value0 = num(jnp.real(jnp.asarray(value)))
+        shrink, atol = num(self.decrease_factor), num(self.atol)
+        max_steps = jnp.asarray(self.max_backtracking_steps)
+        slope = common.real_vdot(updates, gtree.conj(grad), dtype).astype(dtype)
+
+        def body(s: _Search) -> _Search:
+            lr = jnp.where(s.count > 0, shrink * s.learning_rate, s.learning_rate)
+            trial = common.step_along(params, lr, updates)
+            if self.store_grad:
+                v, pullback = jax.vjp(objective, trial)
+            else:
+                v = objective(trial)
+            v = num(v)
+            error = v - (1.0 + num(self.rtol)) * value0
+            error = common.nan_to_inf(error - lr * num(self.slope_rtol) * slope)
+            g = s.grad
+            if self.store_grad:
+                # One reverse pass, only for the step that ends the search.
+                g = jax.lax.cond(
+                    (error <= atol) | (s.count == max_steps),
+                    lambda: common.cast_tree_like(
+                        pullback(jnp.ones([], out.dtype))[0], params
+                    ),
+                    lambda: s.grad,
+                )
+            out_s = _Search(lr, v, g, error, s.count + 1)
+            return common.cast_tree_like(out_s, s)
+
+        start = jnp.minimum(
+            num(self.increase_factor) * num(state.learning_rate),
+            num(self.max_learning_rate),
+        )
+        init = _Search(
+            start,
+            value0,
+            gtree.zeros_like(params) if self.store_grad else None,
+            num(jnp.inf),
+            jnp.zeros([], jnp.int32),
+        )
+        final = jax.lax.while_loop(
+            lambda s: ~(s.decrease_error <= atol) & (s.count <= max_steps),
+            body,
+            init,
+        )
+        # A non-finite objective at every trial: make no step at all.
+        lr = jnp.where(jnp.isinf(final.decrease_error), 0.0, final.learning_rate)
+        if self.verbose:
+            jax.lax.cond(
+                final.decrease_error > atol,
+                lambda: jax.debug.print(
+                    "gradax.scale_by_backtracking_linesearch: no step decreased "
+                    "the objective enough (value {v}, slope {s}, decrease error "
+                    "{d}); using step size {t}.",
+                    v=value0,
+                    s=slope,
+                    d=final.decrease_error,
+                    t=lr,
+                ),
+                lambda: None,
+            )
+        new_state = ScaleByBacktrackingLinesearchState(
+            learning_rate=lr,
+            value=final.value,
+            grad=final.grad,
+            info=BacktrackingLinesearchInfo(final.count, final.decrease_error),
+        )
+        return gtree.scale(lr, updates), new_state

@@ -1,0 +1,139 @@
+"""AdaBelief: Adam with the variance of the gradient around its mean."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.cautious import caution
+from ..transforms.scaling import scale_by_learning_rate
+from .adam import _check_adam, adam_ratio, debiased_first_moment
+
+
+class ScaleByBeliefState(NamedTuple):
+    """State of :class:`scale_by_belief`."""
+
+    count: jax.Array  # int32 scalar
+    mu: Any  # first moment, like params
+    nu: Any  # second central moment (the "belief"), like params
+
+
+class scale_by_belief(GradientTransformation):
+    """Rescales updates by AdaBelief's moment estimates (no learning rate).
+
+    See :class:`adabelief` for the update rule.
+
+    Args:
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second central moment, in [0, 1).
+      eps: added to the denominator outside the square root, >= 0.
+      eps_root: added to the second central moment at every step, >= 0
+        (must be positive to differentiate through the update).
+      nesterov: use Nesterov momentum.
+      cautious: cautious updates (keyword-only, not in optax; see
+        :func:`gradax.transforms.cautious.caution`).
+    """
+
+    b1: Any = 0.9
+    b2: Any = 0.999
+    eps: Any = 1e-16
+    eps_root: Any = 1e-16
+    nesterov: bool = static_field(False, kw_only=True)
+    cautious: bool = static_field(False, kw_only=True)
+
+    def _check(self):
+        _check_adam(self)
+
+    def init(self, params):
+        return ScaleByBeliefState(
+            count=zero_count(),
+            mu=gtree.zeros_like(params),
+            nu=gtree.zeros_like(params),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        b1, b2, eps_root = self.b1, self.b2, self.eps_root
+        mu = gtree.update_moment(updates, state.mu, b1, 1)
+        surprise = gtree.sub(updates, mu)
+        nu = gtree.update_moment_per_elem_norm(surprise, state.nu, b2, 2)
+        nu = jax.tree.map(lambda v: v + eps_root, nu)
+        count = safe_increment(state.count)
+        mu_hat = debiased_first_moment(mu, updates, b1, count, self.nesterov)
+        nu_hat = gtree.bias_correction(nu, b2, count)
+        # eps_root is already in nu (at every step), not under the root here.
+        new_updates = adam_ratio(mu_hat, nu_hat, self.eps, 0.0)
+        if self.cautious:
+            new_updates = caution(new_updates, updates)
+        return new_updates, ScaleByBeliefState(count=count, mu=mu, nu=nu)
+
+
+class adabelief(Alias):
+    r"""AdaBelief: steps scaled by the belief in the observed gradient.
+
+    Adam with the second moment of the deviation of :math:`g_t` from its
+    moving average instead of that of :math:`g_t`. With step :math:`t \ge 1`:
+
+    .. math::
+      m_t = b_1 m_{t-1} + (1 - b_1) g_t,\quad
+      s_t = b_2 s_{t-1} + (1 - b_2) |g_t - m_t|^2 + \bar\epsilon,\\
+      u_t = -\eta_t \frac{m_t / (1 - b_1^t)}{\sqrt{s_t / (1 - b_2^t)} + \epsilon}.
+
+    With ``nesterov=True`` the first moment is replaced as in :class:`nadam`.
+
+    Differences from optax: the keyword-only argument ``cautious`` is not in optax;
+    the defaults give optax's numbers.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second central moment, in [0, 1).
+      eps: :math:`\epsilon`, >= 0.
+      eps_root: :math:`\bar\epsilon`, >= 0.
+      nesterov: use Nesterov momentum (keyword-only).
+      cautious: cautious updates (keyword-only; see
+        :func:`gradax.transforms.cautious.caution`).
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.adabelief(0.1)
+      >>> state = tx.init(jnp.zeros(2))
+      >>> u, state = tx.update(jnp.array([2.0, -4.0]), state)
+      >>> u.round(4)
+      Array([-0.1111,  0.1111], dtype=float32)
+
+    References:
+      Zhuang et al., AdaBelief Optimizer: Adapting Stepsizes by the Belief in
+      Observed Gradients, NeurIPS 2020 (arXiv:2010.07468).
+    """
+
+    learning_rate: Any
+    b1: Any = 0.9
+    b2: Any = 0.999
+    eps: Any = 1e-16
+    eps_root: Any = 1e-16
+    nesterov: bool = static_field(False, kw_only=True)
+    cautious: bool = static_field(False, kw_only=True)
+
+    def _check(self):
+        _check_adam(self)
+
+    def build(self):
+        return chain(
+            scale_by_belief(
+                self.b1,
+                self.b2,
+                self.eps,
+                self.eps_root,
+                nesterov=self.nesterov,
+                cautious=self.cautious,
+            ),
+            scale_by_learning_rate(self.learning_rate),
+        )

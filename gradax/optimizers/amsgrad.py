@@ -1,0 +1,154 @@
+"""AMSGrad: Adam with a non-decreasing second moment."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.cautious import caution
+from ..transforms.momentum import _canonical_dtype
+from ..transforms.scaling import scale_by_learning_rate
+from .adam import _check_adam, adam_ratio
+
+
+class ScaleByAmsgradState(NamedTuple):
+    """State of :class:`scale_by_amsgrad`."""
+
+    count: jax.Array  # int32 scalar
+    mu: Any  # first moment, like params (mu_dtype)
+    nu: Any  # second moment, like params
+    nu_max: Any  # running maximum of the (corrected) second moment, like params
+
+
+class scale_by_amsgrad(GradientTransformation):
+    """Rescales updates by AMSGrad's moment estimates (no learning rate).
+
+    See :class:`amsgrad` for the update rule.
+
+    Args:
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      eps: added to the denominator outside the square root, >= 0.
+      eps_root: added inside the square root, >= 0.
+      mu_dtype: dtype of the first moment (default: the parameters').
+      bias_correction_mu: divide the first moment by :math:`1 - b_1^t`.
+      bias_correction_nu: divide the second moment by :math:`1 - b_2^t`
+        before taking the running maximum.
+      cautious: cautious updates (keyword-only, not in optax; see
+        :func:`gradax.transforms.cautious.caution`).
+    """
+
+    b1: Any = 0.9
+    b2: Any = 0.999
+    eps: Any = 1e-8
+    eps_root: Any = 0.0
+    mu_dtype: Any = static_field(None)
+    bias_correction_mu: bool = static_field(True)
+    bias_correction_nu: bool = static_field(True)
+    cautious: bool = static_field(False, kw_only=True)
+
+    def _check(self):
+        _check_adam(self)
+
+    def init(self, params):
+        return ScaleByAmsgradState(
+            count=zero_count(),
+            mu=gtree.zeros_like(params, _canonical_dtype(self.mu_dtype)),
+            nu=gtree.zeros_like(params),
+            nu_max=gtree.zeros_like(params),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        b1, b2 = self.b1, self.b2
+        mu = gtree.update_moment(updates, state.mu, b1, 1)
+        nu = gtree.update_moment_per_elem_norm(updates, state.nu, b2, 2)
+        count = safe_increment(state.count)
+        mu_hat = gtree.bias_correction(mu, b1, count) if self.bias_correction_mu else mu
+        nu_eff = gtree.bias_correction(nu, b2, count) if self.bias_correction_nu else nu
+        nu_max = jax.tree.map(jnp.maximum, state.nu_max, nu_eff)
+        new_updates = adam_ratio(mu_hat, nu_max, self.eps, self.eps_root)
+        if self.cautious:
+            new_updates = caution(new_updates, updates)
+        return new_updates, ScaleByAmsgradState(
+            count=count, mu=mu, nu=nu, nu_max=nu_max
+        )
+
+
+class amsgrad(Alias):
+    r"""AMSGrad: Adam whose denominator never decreases.
+
+    With gradient :math:`g_t` and step :math:`t \ge 1` (the corrections by
+    :math:`1 - b^t` can each be turned off):
+
+    .. math::
+      m_t = b_1 m_{t-1} + (1 - b_1) g_t,\quad
+      v_t = b_2 v_{t-1} + (1 - b_2) |g_t|^2,\\
+      \hat v^{\max}_t = \max\!\big(\hat v^{\max}_{t-1},\ v_t / (1 - b_2^t)\big),
+      \quad u_t = -\eta_t \frac{m_t / (1 - b_1^t)}
+      {\sqrt{\hat v^{\max}_t + \bar\epsilon} + \epsilon}.
+
+    Differences from optax: the keyword-only argument ``cautious`` is not in optax;
+    the defaults give optax's numbers.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      eps: :math:`\epsilon`, >= 0.
+      eps_root: :math:`\bar\epsilon`, >= 0.
+      mu_dtype: dtype of the first moment.
+      bias_correction_mu: correct the first moment's bias (False matches the
+        original paper).
+      bias_correction_nu: correct the second moment's bias before the maximum
+        (False matches the original paper).
+      cautious: cautious updates (keyword-only; see
+        :func:`gradax.transforms.cautious.caution`).
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.amsgrad(0.1)
+      >>> u, _ = tx.update(jnp.array([2.0, -4.0]), tx.init(jnp.zeros(2)))
+      >>> u
+      Array([-0.1,  0.1], dtype=float32)
+
+    References:
+      Reddi et al., On the Convergence of Adam and Beyond, ICLR 2018
+      (arXiv:1904.09237).
+    """
+
+    learning_rate: Any
+    b1: Any = 0.9
+    b2: Any = 0.999
+    eps: Any = 1e-8
+    eps_root: Any = 0.0
+    mu_dtype: Any = static_field(None)
+    bias_correction_mu: bool = static_field(True)
+    bias_correction_nu: bool = static_field(True)
+    cautious: bool = static_field(False, kw_only=True)
+
+    def _check(self):
+        _check_adam(self)
+
+    def build(self):
+        return chain(
+            scale_by_amsgrad(
+                self.b1,
+                self.b2,
+                self.eps,
+                self.eps_root,
+                self.mu_dtype,
+                self.bias_correction_mu,
+                self.bias_correction_nu,
+                cautious=self.cautious,
+            ),
+            scale_by_learning_rate(self.learning_rate),
+        )

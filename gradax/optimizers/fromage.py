@@ -1,0 +1,102 @@
+"""Fromage: frobenius-matched gradient descent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from .._core import Alias, EmptyState, GradientTransformation
+from .._hyper import check_nonnegative
+from ..combinators.chain import chain
+from ..transforms.scaling import scale_by_learning_rate
+from ..transforms.trust_ratio import scale_by_trust_ratio
+
+
+class _add_scaled_params(GradientTransformation):
+    """Adds ``factor * params`` to the updates (the factor may be negative).
+
+    ``add_decayed_weights`` rejects the negative factor Fromage needs.
+    """
+
+    factor: Any
+
+    def init(self, params):
+        del params
+        return EmptyState()
+
+    def update(self, updates, state, params=None, **extra_args):
+        if params is None:
+            raise ValueError("fromage needs params passed to update")
+        factor = self.factor
+        return jax.tree.map(lambda g, p: g + factor * p, updates, params), state
+
+
+def _fromage_factors(learning_rate: Any) -> tuple[Any, Any]:
+    """``(lr / sqrt(1 + lr^2), 1 / sqrt(1 + lr^2) - 1)`` without cancellation.
+
+    Python numbers stay Python numbers (float64, as optax computes them);
+    arrays and tracers, e.g. a schedule's value, use their own dtype.
+    """
+    root = (1 + learning_rate**2) ** 0.5
+    step = learning_rate / root
+    shrink = -(learning_rate**2) / (root * (1 + root))
+    return step, shrink
+
+
+class fromage(Alias):
+    r"""Fromage: descent matched to each layer's Frobenius norm.
+
+    Each leaf's gradient is rescaled to the norm of its parameter, and the
+    parameter is shrunk so that its norm does not grow:
+
+    .. math::
+      u_t = \frac{1}{\sqrt{1 + \eta_t^2}}\Big(-\eta_t
+        \frac{\max(\|\theta_{t-1}\|, \nu)}{\max(\|g_t\|, \nu)}\, g_t
+        + \theta_{t-1}\Big) - \theta_{t-1},
+
+    norms taken per leaf, :math:`\nu` = ``min_norm``.
+
+    Differences from optax: optax computes the shrink factor as
+    :math:`1/\sqrt{1 + \eta^2} - 1`, which loses digits to cancellation
+    when :math:`\eta` is a float32 schedule value; gradax uses the equal
+    :math:`-\eta^2 / (r (1 + r))`, :math:`r = \sqrt{1 + \eta^2}`. A constant
+    schedule therefore gives the plain number's updates.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      min_norm: :math:`\nu \ge 0`, the smallest norm used for a parameter or
+        a gradient.
+
+    Returns:
+      The optimizer; ``update`` needs ``params``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([3.0, -4.0])
+      >>> tx = gradax.fromage(0.1)
+      >>> state = tx.init(params)
+      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
+      >>> updates, state = tx.update(grads, state, params)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 2.6866004, -3.5821338], dtype=float32)
+
+    References:
+      Bernstein et al., On the distance between two neural networks and the
+      stability of learning, NeurIPS 2020 (arXiv:2002.03432).
+    """
+
+    learning_rate: Any
+    min_norm: Any = 1e-6
+
+    def _check(self):
+        check_nonnegative("min_norm", self.min_norm)
+
+    def build(self):
+        # Schedules are resolved before build() runs: learning_rate is a number.
+        step, shrink = _fromage_factors(self.learning_rate)
+        return chain(
+            scale_by_trust_ratio(self.min_norm),
+            scale_by_learning_rate(step),
+            _add_scaled_params(shrink),
+        )

@@ -1,0 +1,155 @@
+"""Lion: the sign of an interpolated momentum."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._hyper import check_nonnegative, check_range
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.cautious import caution, decayed_weights
+from ..transforms.momentum import _canonical_dtype
+from ..transforms.scaling import scale_by_learning_rate
+
+_MODES = ("hard", "smooth", "refined")
+
+
+class ScaleByLionState(NamedTuple):
+    """State of :class:`scale_by_lion`."""
+
+    count: jax.Array  # int32 scalar
+    mu: Any  # momentum, like params (mu_dtype)
+
+
+def _check_lion(tx: Any) -> None:
+    check_range("b1", tx.b1, 0.0, 1.0)
+    check_range("b2", tx.b2, 0.0, 1.0)
+
+
+class scale_by_lion(GradientTransformation):
+    """Rescales updates by Lion's signed interpolated momentum (no learning rate).
+
+    See :class:`lion` for the update rule.
+
+    Args:
+      b1: weight of the momentum in the interpolation, in [0, 1].
+      b2: decay of the momentum, in [0, 1].
+      mu_dtype: dtype of the momentum (default: the parameters').
+      mode: the sign function: ``"hard"`` (``sign``), ``"smooth"``
+        (``tanh(smooth_beta * x)``) or ``"refined"`` (``x`` where ``|x| < 1``,
+        else ``sign(x)``). Keyword-only.
+      smooth_beta: the slope of the ``"smooth"`` mode, >= 0. Keyword-only.
+      cautious: cautious updates (keyword-only, not in optax; see
+        :func:`gradax.transforms.cautious.caution`).
+    """
+
+    b1: Any = 0.9
+    b2: Any = 0.99
+    mu_dtype: Any = static_field(None)
+    mode: str = static_field("hard", kw_only=True)
+    smooth_beta: Any = dataclasses.field(default=1.0, kw_only=True)
+    cautious: bool = static_field(False, kw_only=True)
+
+    def _check(self):
+        _check_lion(self)
+        check_nonnegative("smooth_beta", self.smooth_beta)
+        if self.mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}, got {self.mode!r}")
+
+    def init(self, params):
+        dtype = _canonical_dtype(self.mu_dtype)
+        return ScaleByLionState(
+            count=zero_count(), mu=gtree.zeros_like(params, dtype=dtype)
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        b1, beta, mode = self.b1, self.smooth_beta, self.mode
+
+        def direction(g, m):
+            x = (1.0 - b1) * g + b1 * m
+            if mode == "hard":
+                return jnp.sign(x)
+            if mode == "smooth":
+                return jnp.tanh(beta * x)
+            return jnp.where(jnp.abs(x) < 1.0, x, jnp.sign(x))
+
+        new_updates = jax.tree.map(direction, updates, state.mu)
+        mu = gtree.update_moment(updates, state.mu, self.b2, 1)
+        if self.cautious:
+            new_updates = caution(new_updates, updates)
+        return new_updates, ScaleByLionState(count=safe_increment(state.count), mu=mu)
+
+
+class lion(Alias):
+    r"""Lion: evolved sign momentum.
+
+    With gradient :math:`g_t`, parameters :math:`\theta_{t-1}` and weight
+    decay :math:`\lambda`:
+
+    .. math::
+      c_t = b_1 m_{t-1} + (1 - b_1) g_t,\quad
+      u_t = -\eta_t (\mathrm{sign}(c_t) + \lambda \theta_{t-1}),\quad
+      m_t = b_2 m_{t-1} + (1 - b_2) g_t.
+
+    Differences from optax: the keyword-only arguments ``cautious``,
+    ``cautious_weight_decay`` are not in optax; the defaults give optax's numbers.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule (Lion
+        wants one 3-10 times smaller than AdamW's).
+      b1: weight of the momentum in :math:`c_t`, in [0, 1].
+      b2: decay of the momentum, in [0, 1].
+      mu_dtype: dtype of the momentum.
+      weight_decay: :math:`\lambda >= 0`, a number or a schedule.
+      mask: a tree of booleans like the params (or a function of the params
+        returning one) selecting the leaves that decay.
+      cautious: cautious updates, C-Lion (keyword-only, not in optax).
+      cautious_weight_decay: decay only where :math:`\mathrm{sign}(c_t)` and
+        :math:`\theta_{t-1}` agree in sign (keyword-only, not in optax; see
+        :class:`add_cautious_decayed_weights`).
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.lion(0.1, weight_decay=0.0)
+      >>> p = jnp.zeros(2)
+      >>> u, _ = tx.update(jnp.array([2.0, -4.0]), tx.init(p), p)
+      >>> u
+      Array([-0.1,  0.1], dtype=float32)
+
+    References:
+      Chen et al., Symbolic Discovery of Optimization Algorithms, 2023
+      (arXiv:2302.06675); Liang et al., Cautious Optimizers, 2024
+      (arXiv:2411.16085); Chen et al., Cautious Weight Decay, 2025
+      (arXiv:2510.12402).
+    """
+
+    learning_rate: Any
+    b1: Any = 0.9
+    b2: Any = 0.99
+    mu_dtype: Any = static_field(None)
+    weight_decay: Any = 1e-3
+    mask: Any = static_field(None)
+    cautious: bool = static_field(False, kw_only=True)
+    cautious_weight_decay: bool = static_field(False, kw_only=True)
+
+    def _check(self):
+        _check_lion(self)
+        check_nonnegative("weight_decay", self.weight_decay)
+
+    def build(self):
+        return chain(
+            scale_by_lion(self.b1, self.b2, self.mu_dtype, cautious=self.cautious),
+            decayed_weights(
+                self.weight_decay, self.mask, cautious=self.cautious_weight_decay
+            ),
+            scale_by_learning_rate(self.learning_rate),
+        )

@@ -1,0 +1,74 @@
+"""Noisy SGD: gradient descent with annealed Gaussian noise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._core import Alias
+from .._hyper import check_nonnegative
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.elementwise import add_noise
+from ..transforms.scaling import scale_by_learning_rate
+
+
+class noisy_sgd(Alias):
+    r"""SGD with annealed Gaussian noise added to the gradients.
+
+    At step :math:`t \ge 1`, with :math:`z_t \sim \mathcal N(0, I)`,
+
+    .. math::
+      u_t = -\eta_t \Big(g_t + \sqrt{\frac{\eta_{\text{noise}}}{t^{\gamma}}}
+      \, z_t\Big).
+
+    The PRNG key lives in the state (an :class:`gradax.AddNoiseState`), so a
+    fixed ``key`` or ``seed`` gives the same noise every run.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      eta: :math:`\eta_{\text{noise}} \ge 0`, the noise variance at the first
+        step.
+      gamma: :math:`\gamma \ge 0`, the annealing exponent.
+      key: a PRNG key (``jax.random.key`` or ``jax.random.PRNGKey`` data) or
+        an integer seed; None means seed 0. It becomes a key in ``init``.
+      seed: an integer seed, the older spelling of ``key`` (give one or the
+        other).
+
+    Returns:
+      The optimizer: ``chain(add_noise(eta, gamma, key, seed=seed),
+      scale_by_learning_rate(learning_rate))``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> tx = gradax.noisy_sgd(0.1, eta=0.0, key=0)
+      >>> params = jnp.array([1.0, -2.0])
+      >>> state = tx.init(params)
+      >>> updates, state = tx.update(jnp.array([1.0, 1.0]), state)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.9, -2.1], dtype=float32)
+
+    References:
+      Neelakantan et al., Adding Gradient Noise Improves Learning for Very
+      Deep Networks, 2015 (arXiv:1511.06807).
+    """
+
+    learning_rate: Any
+    eta: Any = 0.01
+    gamma: Any = 0.55
+    key: Any = None
+    seed: int | None = static_field(None, kw_only=True)
+
+    def _check(self):
+        check_nonnegative("eta", self.eta)
+        check_nonnegative("gamma", self.gamma)
+        if self.seed is not None:
+            if self.key is not None:
+                raise ValueError("noisy_sgd: give key or seed, not both")
+            if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+                raise ValueError(f"seed must be an integer, got {self.seed!r}")
+
+    def build(self):
+        return chain(
+            add_noise(self.eta, self.gamma, self.key, seed=self.seed),
+            scale_by_learning_rate(self.learning_rate),
+        )

@@ -1,0 +1,192 @@
+"""Optimistic gradient descent and optimistic Adam (for min-max games)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation
+from .._hyper import check_decay, check_nonnegative
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.scaling import scale_by_learning_rate
+from .adam import scale_by_adam
+
+
+class ScaleByOptimisticGradientState(NamedTuple):
+    """State of :class:`scale_by_optimistic_gradient`."""
+
+    is_initial_step: jax.Array  # bool scalar: no update made yet
+    previous_gradient: Any  # the last incoming update, like params
+
+
+def _check_optimism(tx: Any) -> None:
+    check_nonnegative("alpha", tx.alpha)
+    check_nonnegative("beta", tx.beta)
+
+
+class scale_by_optimistic_gradient(GradientTransformation):
+    r"""The optimistic direction :math:`(\alpha + \beta) g_t - \beta g_{t-1}`.
+
+    See :class:`optimistic_gradient_descent` for the update rule; at the first
+    step :math:`g_0 = g_1`, so the direction is :math:`\alpha g_1`.
+
+    Args:
+      alpha: :math:`\alpha \ge 0`, the weight of the current update.
+      beta: :math:`\beta \ge 0`, the weight of the change since the last one.
+    """
+
+    alpha: Any = 1.0
+    beta: Any = 1.0
+
+    def _check(self):
+        _check_optimism(self)
+
+    def init(self, params):
+        return ScaleByOptimisticGradientState(
+            is_initial_step=jnp.array(True),
+            previous_gradient=gtree.zeros_like(params),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        alpha, beta = self.alpha, self.beta
+        first = state.is_initial_step
+
+        def direction(g, previous):
+            previous = jnp.where(first, g, previous)
+            return (alpha + beta) * g - beta * previous
+
+        new_updates = jax.tree.map(direction, updates, state.previous_gradient)
+        return new_updates, ScaleByOptimisticGradientState(
+            is_initial_step=jnp.array(False), previous_gradient=updates
+        )
+
+
+class optimistic_gradient_descent(Alias):
+    r"""Optimistic gradient descent (OGD), for smooth games and min-max problems.
+
+    With :math:`g_0 = g_1`,
+
+    .. math::
+      u_t = -\eta_t \big((\alpha + \beta) g_t - \beta g_{t-1}\big)
+          = -\eta_t \big(\alpha g_t + \beta (g_t - g_{t-1})\big).
+
+    :math:`\alpha = \beta = 1` is the classic optimistic step
+    :math:`-\eta (2 g_t - g_{t-1})`. For a saddle point, descend on the
+    minimizing player's variables and ascend (flip the gradient) on the
+    maximizing player's.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      alpha: :math:`\alpha \ge 0`, the weight of the current gradient.
+      beta: :math:`\beta \ge 0`, the weight of the gradient's change.
+
+    Returns:
+      The optimizer: ``chain(scale_by_optimistic_gradient(alpha, beta),
+      scale_by_learning_rate(learning_rate))``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.optimistic_gradient_descent(0.1)
+      >>> state = tx.init(params)
+      >>> updates, state = tx.update(jax.grad(lambda p: (p**2).sum())(params), state)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.8, -1.6], dtype=float32)
+
+    References:
+      Mokhtari et al., A Unified Analysis of Extra-gradient and Optimistic
+      Gradient Methods for Saddle Point Problems, AISTATS 2020
+      (arXiv:1901.08511).
+    """
+
+    learning_rate: Any
+    alpha: Any = 1.0
+    beta: Any = 1.0
+
+    def _check(self):
+        _check_optimism(self)
+
+    def build(self):
+        return chain(
+            scale_by_optimistic_gradient(self.alpha, self.beta),
+            scale_by_learning_rate(self.learning_rate),
+        )
+
+
+def _keyword(default: Any) -> Any:
+    return dataclasses.field(default=default, kw_only=True)
+
+
+class optimistic_adam_v2(Alias):
+    r"""Optimistic Adam: the optimistic step on Adam's direction.
+
+    With Adam's (by default Nesterov) direction :math:`d_t` of
+    :class:`gradax.adam` and :math:`d_0 = d_1`:
+
+    .. math::
+      u_t = -\eta_t \big((\alpha + \beta) d_t - \beta d_{t-1}\big).
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      alpha: :math:`\alpha \ge 0`, the weight of the current direction.
+      beta: :math:`\beta \ge 0`, the weight of the direction's change.
+      b1: decay of Adam's first moment, in [0, 1).
+      b2: decay of Adam's second moment, in [0, 1).
+      eps: added to Adam's denominator outside the square root, >= 0.
+      eps_root: added inside the square root, >= 0.
+      mu_dtype: dtype of the first moment (default: the params').
+      nesterov: use Nesterov momentum in Adam's direction.
+
+    Returns:
+      The optimizer: ``chain(scale_by_adam(...),
+      scale_by_optimistic_gradient(alpha, beta), scale_by_learning_rate(lr))``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.optimistic_adam_v2(0.1)
+      >>> state = tx.init(params)
+      >>> updates, state = tx.update(jax.grad(lambda p: (p**2).sum())(params), state)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.9, -1.9], dtype=float32)
+
+    References:
+      Daskalakis et al., Training GANs with Optimism, ICLR 2018
+      (arXiv:1711.00141).
+    """
+
+    learning_rate: Any
+    alpha: Any = _keyword(1.0)
+    beta: Any = _keyword(1.0)
+    b1: Any = _keyword(0.9)
+    b2: Any = _keyword(0.999)
+    eps: Any = _keyword(1e-8)
+    eps_root: Any = _keyword(0.0)
+    mu_dtype: Any = static_field(None, kw_only=True)
+    nesterov: bool = static_field(True, kw_only=True)
+
+    def _check(self):
+        _check_optimism(self)
+        check_decay("b1", self.b1)
+        check_decay("b2", self.b2)
+        check_nonnegative("eps", self.eps)
+        check_nonnegative("eps_root", self.eps_root)
+
+    def build(self):
+        return chain(
+            scale_by_adam(
+                self.b1,
+                self.b2,
+                self.eps,
+                self.eps_root,
+                self.mu_dtype,
+                nesterov=self.nesterov,
+            ),
+            scale_by_optimistic_gradient(self.alpha, self.beta),
+            scale_by_learning_rate(self.learning_rate),
+        )

@@ -1,0 +1,133 @@
+"""The Polyak step size: scale_by_polyak and polyak_sgd."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import tree as gtree
+from .._core import Alias, EmptyState, GradientTransformation
+from .._hyper import check_nonnegative
+from .._pytree import static_field
+from ..combinators.chain import chain
+from .sgd import sgd
+
+_VARIANTS = ("sps", "sps+")
+
+
+def _check_polyak(tx: Any) -> None:
+    check_nonnegative("max_learning_rate", tx.max_learning_rate)
+    check_nonnegative("eps", tx.eps)
+    if tx.variant not in _VARIANTS:
+        raise ValueError(f"variant must be one of {_VARIANTS}, got {tx.variant!r}")
+
+
+class scale_by_polyak(GradientTransformation):
+    """Multiplies the updates by the Polyak step size (needs ``value=``).
+
+    See :class:`polyak_sgd` for the step size. ``update`` must be given the
+    objective's value at the current parameters as ``value=``.
+
+    Differences from optax: an unknown ``variant`` raises ValueError when the
+    transformation is built, not at its first update.
+
+    Args:
+      f_min: a lower bound on the objective (its minimum, if known).
+      max_learning_rate: the largest step size, >= 0.
+      eps: added to the squared norm of the updates, >= 0.
+      variant: ``"sps"``, or ``"sps+"`` to clip a negative gap
+        ``value - f_min`` to 0.
+    """
+
+    f_min: Any = 0.0
+    max_learning_rate: Any = 1.0
+    eps: Any = 0.0
+    variant: str = static_field("sps")
+
+    def _check(self):
+        _check_polyak(self)
+
+    def init(self, params):
+        del params
+        return EmptyState()
+
+    def update(self, updates, state, params=None, **extra_args):
+        value = extra_args.get("value")
+        if value is None:
+            raise TypeError(
+                f"{self._public_name()}.update needs the objective's value: "
+                "call update(updates, state, params, value=loss)"
+            )
+        grad_sq_norm = gtree.norm(updates, squared=True)
+        gap = jnp.asarray(value - self.f_min).astype(grad_sq_norm.dtype)
+        if self.variant == "sps+":
+            gap = jnp.maximum(gap, 0)
+        denominator = grad_sq_norm + self.eps
+        # A (numerically) zero gradient gets no step instead of a division by 0.
+        step = jnp.where(
+            denominator <= np.finfo(np.float64).eps,
+            jnp.array(0.0),
+            jnp.minimum(gap / denominator, self.max_learning_rate),
+        )
+        return gtree.scale(step, updates), state
+
+
+class polyak_sgd(Alias):
+    r"""SGD with the Polyak step size (SPS); ``update`` needs ``value=``.
+
+    With the objective's value :math:`f(\theta_{t-1})` passed as ``value``,
+    a lower bound :math:`f^*` and the scaled gradient :math:`s_t g_t`:
+
+    .. math::
+      \gamma_t = \min\Big(\frac{f(\theta_{t-1}) - f^*}
+        {\|s_t g_t\|^2 + \epsilon},\ \gamma_{\max}\Big),\qquad
+      u_t = -\gamma_t\, s_t g_t,
+
+    with :math:`\gamma_t = 0` when :math:`\|s_t g_t\|^2 + \epsilon` is below
+    float64's machine epsilon. ``"sps+"`` uses :math:`\max(f - f^*, 0)`.
+
+    Args:
+      max_learning_rate: :math:`\gamma_{\max} \ge 0`.
+      scaling: :math:`s_t`, a number, an array or a schedule multiplying the
+        gradient first (as ``sgd(learning_rate=scaling)``).
+      f_min: :math:`f^*`, a lower bound on the objective.
+      eps: :math:`\epsilon \ge 0`.
+      variant: ``"sps"`` or ``"sps+"``.
+
+    Returns:
+      The optimizer: ``chain(sgd(scaling), scale_by_polyak(...))``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.polyak_sgd()
+      >>> state = tx.init(params)
+      >>> loss, grads = jax.value_and_grad(lambda p: (p**2).sum())(params)
+      >>> updates, state = tx.update(grads, state, params, value=loss)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.5, -1. ], dtype=float32)
+
+    References:
+      Loizou et al., Stochastic Polyak Step-size for SGD: An Adaptive
+      Learning Rate for Fast Convergence, AISTATS 2021 (arXiv:2002.10542);
+      Garrigos et al., Function value learning: Adaptive learning rates based
+      on the Polyak stepsize and function splitting in ERM, 2023
+      (arXiv:2307.14528).
+    """
+
+    max_learning_rate: Any = 1.0
+    scaling: Any = 1.0
+    f_min: Any = 0.0
+    eps: Any = 0.0
+    variant: str = static_field("sps")
+
+    def _check(self):
+        _check_polyak(self)
+
+    def build(self):
+        return chain(
+            sgd(learning_rate=self.scaling),
+            scale_by_polyak(self.f_min, self.max_learning_rate, self.eps, self.variant),
+        )

@@ -1,0 +1,152 @@
+"""RAdam: Adam with a rectified (warmed-up) adaptive learning rate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.cautious import caution
+from ..transforms.scaling import scale_by_learning_rate
+from .adam import ScaleByAdamState, _check_adam, debiased_first_moment
+
+
+class scale_by_radam(GradientTransformation):
+    """Rescales updates by Rectified Adam's estimates (no learning rate).
+
+    See :class:`radam` for the update rule. The state is a
+    :class:`ScaleByAdamState`.
+
+    Args:
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      eps: added to the denominator outside the square root, >= 0.
+      eps_root: added inside the square root, >= 0.
+      threshold: the length :math:`\\rho_t` of the approximated moving
+        average from which the adaptive step is used.
+      nesterov: use Nesterov momentum.
+      cautious: cautious updates (keyword-only, not in optax; see
+        :func:`gradax.transforms.cautious.caution`).
+    """
+
+    b1: Any = 0.9
+    b2: Any = 0.999
+    eps: Any = 1e-8
+    eps_root: Any = 0.0
+    threshold: Any = 5.0
+    nesterov: bool = static_field(False, kw_only=True)
+    cautious: bool = static_field(False, kw_only=True)
+
+    def _check(self):
+        _check_adam(self)
+
+    def init(self, params):
+        return ScaleByAdamState(
+            count=zero_count(),
+            mu=gtree.zeros_like(params),
+            nu=gtree.zeros_like(params),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        b1, b2 = self.b1, self.b2
+        rho_inf = 2.0 / (1.0 - b2) - 1.0
+        mu = gtree.update_moment(updates, state.mu, b1, 1)
+        nu = gtree.update_moment_per_elem_norm(updates, state.nu, b2, 2)
+        count = safe_increment(state.count)
+        b2t = b2**count
+        rho = rho_inf - 2 * count * b2t / (1 - b2t)
+        mu_hat = debiased_first_moment(mu, updates, b1, count, self.nesterov)
+        nu_hat = gtree.bias_correction(nu, b2, count)
+        rect = jnp.sqrt(
+            (rho - 4.0)
+            * (rho - 2.0)
+            * rho_inf
+            / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho)
+        )
+        eps, eps_root = self.eps, self.eps_root
+
+        def adaptive(m, v):
+            return rect.astype(m.dtype) * m / (jnp.sqrt(v + eps_root) + eps)
+
+        use_adaptive = rho >= self.threshold
+        new_updates = jax.tree.map(
+            lambda m, v: jnp.where(use_adaptive, adaptive(m, v), m), mu_hat, nu_hat
+        )
+        if self.cautious:
+            new_updates = caution(new_updates, updates)
+        return new_updates, ScaleByAdamState(count=count, mu=mu, nu=nu)
+
+
+class radam(Alias):
+    r"""RAdam: Adam whose adaptive step is switched on once its variance is tractable.
+
+    With the moments of :class:`adam`, :math:`\rho_\infty = 2 / (1 - b_2) - 1`
+    and :math:`\rho_t = \rho_\infty - 2 t\, b_2^t / (1 - b_2^t)`:
+
+    .. math::
+      r_t = \sqrt{\frac{(\rho_t - 4)(\rho_t - 2)\rho_\infty}
+      {(\rho_\infty - 4)(\rho_\infty - 2)\rho_t}},\quad
+      u_t = -\eta_t \begin{cases}
+      r_t\, \hat m_t / (\sqrt{\hat v_t + \bar\epsilon} + \epsilon)
+      & \rho_t \ge \text{threshold} \\
+      \hat m_t & \text{otherwise.} \end{cases}
+
+    Differences from optax: the keyword-only argument ``cautious`` is not in optax;
+    the defaults give optax's numbers.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      eps: :math:`\epsilon`, >= 0.
+      eps_root: :math:`\bar\epsilon`, >= 0.
+      threshold: the :math:`\rho_t` from which the adaptive step is used.
+      nesterov: use Nesterov momentum (keyword-only).
+      cautious: cautious updates (keyword-only; see
+        :func:`gradax.transforms.cautious.caution`).
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.radam(0.1)
+      >>> u, _ = tx.update(jnp.array([2.0, -4.0]), tx.init(jnp.zeros(2)))
+      >>> u
+      Array([-0.2,  0.4], dtype=float32)
+
+    References:
+      Liu et al., On the Variance of the Adaptive Learning Rate and Beyond,
+      ICLR 2020 (arXiv:1908.03265).
+    """
+
+    learning_rate: Any
+    b1: Any = 0.9
+    b2: Any = 0.999
+    eps: Any = 1e-8
+    eps_root: Any = 0.0
+    threshold: Any = 5.0
+    nesterov: bool = static_field(False, kw_only=True)
+    cautious: bool = static_field(False, kw_only=True)
+
+    def _check(self):
+        _check_adam(self)
+
+    def build(self):
+        return chain(
+            scale_by_radam(
+                self.b1,
+                self.b2,
+                self.eps,
+                self.eps_root,
+                self.threshold,
+                nesterov=self.nesterov,
+                cautious=self.cautious,
+            ),
+            scale_by_learning_rate(self.learning_rate),
+        )

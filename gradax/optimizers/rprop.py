@@ -1,0 +1,173 @@
+"""Rprop: resilient backpropagation."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation
+from .._hyper import check_nonnegative, check_positive, check_range
+from ..combinators.chain import chain
+from ..transforms.scaling import scale
+
+
+class ScaleByRpropState(NamedTuple):
+    """State of :class:`scale_by_rprop`."""
+
+    step_sizes: Any  # per-element step sizes, like params
+    prev_updates: Any  # the last signed steps (0 after a sign change), like params
+
+
+def _check_rprop(tx: Any) -> None:
+    check_nonnegative("learning_rate", tx.learning_rate)
+    check_range("eta_minus", tx.eta_minus, 0.0, 1.0, low_open=True)
+    check_range("eta_plus", tx.eta_plus, 1.0)
+    check_nonnegative("min_step_size", tx.min_step_size)
+    check_positive("max_step_size", tx.max_step_size)
+    low, high = tx.min_step_size, tx.max_step_size
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
+        raise ValueError(
+            f"min_step_size must be <= max_step_size, got {low!r} > {high!r}"
+        )
+
+
+def _reject_complex(params: Any) -> None:
+    if any(jnp.iscomplexobj(x) for x in jax.tree.leaves(params)):
+        # Rprop compares the signs of successive gradients; complex numbers
+        # have no sign to compare.
+        raise ValueError("rprop does not support complex parameters")
+
+
+class scale_by_rprop(GradientTransformation):
+    """Rprop's signed, per-element adaptive steps (descent needs a sign flip).
+
+    See :class:`rprop` for the update rule. The learning rate is only the
+    initial step size: a schedule is read once, at step 0, by ``init``.
+
+    Args:
+      learning_rate: the initial step size, >= 0.
+      eta_minus: step size factor after a sign change, in (0, 1].
+      eta_plus: step size factor while the sign holds, >= 1.
+      min_step_size: smallest step size, >= 0.
+      max_step_size: largest step size, > 0.
+    """
+
+    learning_rate: Any
+    eta_minus: Any = 0.5
+    eta_plus: Any = 1.2
+    min_step_size: Any = 1e-6
+    max_step_size: Any = 50.0
+
+    def _check(self):
+        _check_rprop(self)
+
+    def init(self, params):
+        _reject_complex(params)
+        return ScaleByRpropState(
+            step_sizes=gtree.full_like(params, self.learning_rate),
+            prev_updates=gtree.zeros_like(params),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        eta_minus, eta_plus = self.eta_minus, self.eta_plus
+        low, high = self.min_step_size, self.max_step_size
+
+        def leaf(g, previous, step_size):
+            agreement = g * previous
+            grown = step_size * jnp.where(agreement > 0, eta_plus, eta_minus)
+            step_size = jnp.where(
+                agreement == 0, step_size, jnp.clip(grown, min=low, max=high)
+            )
+            # After a sign change the step is skipped, and the next one starts
+            # afresh (its agreement is 0).
+            step = jnp.where(agreement < 0, jnp.zeros_like(g), step_size * jnp.sign(g))
+            return step, step_size
+
+        grads, treedef = jax.tree.flatten(updates)
+        pairs = [
+            leaf(g, previous, size)
+            for g, previous, size in zip(
+                grads,
+                treedef.flatten_up_to(state.prev_updates),
+                treedef.flatten_up_to(state.step_sizes),
+                strict=True,
+            )
+        ]
+        steps = treedef.unflatten([step for step, _ in pairs])
+        step_sizes = treedef.unflatten([size for _, size in pairs])
+        return steps, ScaleByRpropState(step_sizes=step_sizes, prev_updates=steps)
+
+
+class rprop(Alias):
+    r"""Rprop: per-element step sizes adapted to the gradient's sign.
+
+    Each element keeps a step size :math:`\delta` (initially
+    :math:`\eta`) and its last step :math:`s_{t-1}`. With
+    :math:`a = g_t s_{t-1}`:
+
+    .. math::
+      \delta_t &= \begin{cases}
+        \operatorname{clip}(\eta_+ \delta_{t-1}, \delta_{\min}, \delta_{\max})
+          & a > 0 \\
+        \operatorname{clip}(\eta_- \delta_{t-1}, \delta_{\min}, \delta_{\max})
+          & a < 0 \\
+        \delta_{t-1} & a = 0 \end{cases}\\
+      s_t &= \begin{cases} 0 & a < 0 \\
+        \delta_t \operatorname{sign}(g_t) & \text{otherwise,} \end{cases}\qquad
+      u_t = -s_t
+
+    (the iRprop- variant: a step after a sign change is skipped). Meant for
+    full-batch gradients.
+
+    Args:
+      learning_rate: :math:`\eta \ge 0`, the initial step size. A schedule
+        is evaluated once, at step 0 (unlike optax, where it fails).
+      eta_minus: :math:`\eta_-` in (0, 1].
+      eta_plus: :math:`\eta_+ \ge 1`.
+      min_step_size: :math:`\delta_{\min} \ge 0`.
+      max_step_size: :math:`\delta_{\max} > 0`.
+
+    Returns:
+      The optimizer: ``chain(scale_by_rprop(...), scale(-1.0))``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.rprop(0.1)
+      >>> state = tx.init(params)
+      >>> grad = jax.grad(lambda p: (p**2).sum())
+      >>> for _ in range(2):
+      ...     updates, state = tx.update(grad(params), state)
+      ...     params = gradax.apply_updates(params, updates)
+      >>> params
+      Array([ 0.78, -1.78], dtype=float32)
+
+    References:
+      Riedmiller and Braun, A Direct Adaptive Method for Faster
+      Backpropagation Learning: The RPROP Algorithm, ICNN 1993; Igel and
+      Hüsken, Improving the Rprop Learning Algorithm, 2000.
+    """
+
+    learning_rate: Any
+    eta_minus: Any = 0.5
+    eta_plus: Any = 1.2
+    min_step_size: Any = 1e-6
+    max_step_size: Any = 50.0
+
+    def _check(self):
+        _check_rprop(self)
+
+    def build(self):
+        return chain(
+            scale_by_rprop(
+                self.learning_rate,
+                self.eta_minus,
+                self.eta_plus,
+                self.min_step_size,
+                self.max_step_size,
+            ),
+            scale(-1.0),
+        )

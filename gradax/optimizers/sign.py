@@ -1,0 +1,94 @@
+"""Sign-based descent: sign_sgd and signum (sign of a momentum)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._core import Alias
+from .._hyper import check_range
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.direction import scale_by_sign
+from ..transforms.momentum import ema
+from ..transforms.scaling import scale_by_learning_rate
+
+
+class sign_sgd(Alias):
+    r"""signSGD: steps of fixed size along the sign of the gradient.
+
+    .. math::
+      u_t = -\eta_t \operatorname{sign}(g_t).
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+
+    Returns:
+      The optimizer: ``chain(scale_by_sign(), scale_by_learning_rate(lr))``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.sign_sgd(0.1)
+      >>> state = tx.init(params)
+      >>> updates, state = tx.update(jax.grad(lambda p: (p**2).sum())(params), state)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.9, -1.9], dtype=float32)
+
+    References:
+      Bernstein et al., signSGD: Compressed Optimisation for Non-Convex
+      Problems, ICML 2018 (arXiv:1802.04434).
+    """
+
+    learning_rate: Any
+
+    def build(self):
+        return chain(scale_by_sign(), scale_by_learning_rate(self.learning_rate))
+
+
+class signum(Alias):
+    r"""Signum: signSGD on an exponential moving average of the gradients.
+
+    With :math:`m_0 = 0`,
+
+    .. math::
+      m_t = \beta\, m_{t-1} + (1 - \beta)\, g_t,\qquad
+      u_t = -\eta_t \operatorname{sign}(m_t).
+
+    The average is not debiased: that would not change its sign.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      beta: :math:`\beta`, the decay of the average, in [0, 1].
+      accumulator_dtype: dtype of the stored average (default: the params').
+
+    Returns:
+      The optimizer: ``chain(ema(beta, debias=False), scale_by_sign(),
+      scale_by_learning_rate(lr))``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.signum(0.1, beta=0.5)
+      >>> state = tx.init(params)
+      >>> updates, state = tx.update(jax.grad(lambda p: (p**2).sum())(params), state)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.9, -1.9], dtype=float32)
+
+    References:
+      Bernstein et al., signSGD: Compressed Optimisation for Non-Convex
+      Problems, ICML 2018 (arXiv:1802.04434).
+    """
+
+    learning_rate: Any
+    beta: Any = 0.9
+    accumulator_dtype: Any = static_field(None)
+
+    def _check(self):
+        check_range("beta", self.beta, 0.0, 1.0)
+
+    def build(self):
+        return chain(
+            ema(self.beta, debias=False, accumulator_dtype=self.accumulator_dtype),
+            scale_by_sign(),
+            scale_by_learning_rate(self.learning_rate),
+        )

@@ -1,0 +1,126 @@
+"""Yogi: Adam with an additive, sign-controlled second-moment update."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._hyper import check_decay, check_nonnegative
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.cautious import caution
+from ..transforms.clipping import _abs_sq
+from ..transforms.scaling import scale_by_learning_rate
+from .adam import ScaleByAdamState, _check_adam, adam_ratio
+
+
+class scale_by_yogi(GradientTransformation):
+    """Rescales updates by Yogi's moment estimates (no learning rate).
+
+    See :class:`yogi` for the update rule. The state is a
+    :class:`ScaleByAdamState`.
+
+    Args:
+      b1: decay of the first moment, in [0, 1).
+      b2: rate of the second-moment update, in [0, 1).
+      eps: added to the denominator outside the square root, >= 0.
+      eps_root: added inside the square root, >= 0.
+      initial_accumulator_value: starting value of both moments, >= 0.
+      cautious: cautious updates (keyword-only, not in optax; see
+        :func:`gradax.transforms.cautious.caution`).
+    """
+
+    b1: Any = 0.9
+    b2: Any = 0.999
+    eps: Any = 1e-3
+    eps_root: Any = 0.0
+    initial_accumulator_value: Any = 1e-6
+    cautious: bool = static_field(False, kw_only=True)
+
+    def _check(self):
+        _check_adam(self)
+        check_nonnegative("initial_accumulator_value", self.initial_accumulator_value)
+
+    def init(self, params):
+        start = self.initial_accumulator_value
+        return ScaleByAdamState(
+            count=zero_count(),
+            mu=gtree.full_like(params, start),
+            nu=gtree.full_like(params, start),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        b1, b2 = self.b1, self.b2
+        mu = gtree.update_moment(updates, state.mu, b1, 1)
+
+        def second(g, v):
+            g2 = _abs_sq(g)
+            return v - (1 - b2) * jnp.sign(v - g2) * g2
+
+        nu = jax.tree.map(second, updates, state.nu)
+        count = safe_increment(state.count)
+        mu_hat = gtree.bias_correction(mu, b1, count)
+        nu_hat = gtree.bias_correction(nu, b2, count)
+        new_updates = adam_ratio(mu_hat, nu_hat, self.eps, self.eps_root)
+        if self.cautious:
+            new_updates = caution(new_updates, updates)
+        return new_updates, ScaleByAdamState(count=count, mu=mu, nu=nu)
+
+
+class yogi(Alias):
+    r"""Yogi: an Adam whose effective step cannot grow too fast.
+
+    With gradient :math:`g_t` and step :math:`t \ge 1`, both moments starting
+    at ``1e-6``:
+
+    .. math::
+      m_t = b_1 m_{t-1} + (1 - b_1) g_t,\quad
+      v_t = v_{t-1} - (1 - b_2)\, \mathrm{sign}(v_{t-1} - g_t^2)\, g_t^2,\\
+      u_t = -\eta_t \frac{m_t / (1 - b_1^t)}{\sqrt{v_t / (1 - b_2^t)} + \epsilon}.
+
+    Differences from optax: the keyword-only argument ``cautious`` is not in optax;
+    the defaults give optax's numbers.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      b1: decay of the first moment, in [0, 1).
+      b2: rate of the second-moment update, in [0, 1).
+      eps: :math:`\epsilon`, >= 0.
+      cautious: cautious updates (keyword-only; see
+        :func:`gradax.transforms.cautious.caution`).
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.yogi(0.1)
+      >>> state = tx.init(jnp.zeros(2))
+      >>> u, state = tx.update(jnp.array([2.0, -4.0]), state)
+      >>> u.round(3)
+      Array([-0.1,  0.1], dtype=float32)
+
+    References:
+      Zaheer et al., Adaptive Methods for Nonconvex Optimization, NeurIPS 2018.
+    """
+
+    learning_rate: Any
+    b1: Any = 0.9
+    b2: Any = 0.999
+    eps: Any = 1e-3
+    cautious: bool = static_field(False, kw_only=True)
+
+    def _check(self):
+        check_decay("b1", self.b1)
+        check_decay("b2", self.b2)
+        check_nonnegative("eps", self.eps)
+
+    def build(self):
+        return chain(
+            scale_by_yogi(self.b1, self.b2, self.eps, cautious=self.cautious),
+            scale_by_learning_rate(self.learning_rate),
+        )

@@ -1,0 +1,300 @@
+"""Pieces the Muon variants share: routing, per-matrix maps, RMS alignment.
+
+The full optimizers (``normuon``, ``adamuon``, ``dion``, ``dion2``) reuse
+:class:`gradax.muon`'s routing and group building: matrices get the variant's
+direction, its shape factor, decoupled weight decay and the learning rate;
+every other leaf gets AdamW. Only the direction differs, so each alias defines
+``_muon_direction()`` and borrows the rest from ``muon``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._hyper import check_decay, check_nonnegative
+from .._pytree import static_field
+from .._sharding import explicit_sharding
+from .dimensions import is_dimension_numbers, matrix_view, shape_scale
+from .muon import muon, scale_by_muon
+from .routing import full_dimension_numbers
+
+
+def is_spec_leaf(x: Any) -> bool:
+    """Stop at dimension numbers (and None) when mapping over a spec tree."""
+    return x is None or is_dimension_numbers(x)
+
+
+def map_matrices(
+    fn: Callable, dims: Any, *trees: Any, otherwise: Callable | None = None
+) -> Any:
+    """``fn(dims, *leaves)`` on matrix leaves, ``otherwise(*leaves)`` elsewhere.
+
+    ``otherwise`` defaults to returning the first tree's leaf unchanged.
+    """
+
+    def apply(d, *xs):
+        if d is not None:
+            return fn(d, *xs)
+        return xs[0] if otherwise is None else otherwise(*xs)
+
+    return jax.tree.map(apply, dims, *trees, is_leaf=is_spec_leaf)
+
+
+def pick(dims: Any, tuples: Any, index: int) -> Any:
+    """Element ``index`` of the tuples a :func:`map_matrices` call returned.
+
+    A None in place of a tuple (a leaf that is not a matrix) stays None.
+    """
+    return jax.tree.map(
+        lambda _, t: None if t is None else t[index],
+        dims,
+        tuples,
+        is_leaf=is_spec_leaf,
+    )
+
+
+def work_dtype(dtype: Any) -> Any:
+    """At least float32 (complex stays complex) for the per-matrix arithmetic."""
+    return jnp.promote_types(dtype, jnp.float32)
+
+
+def real_dtype(dtype: Any) -> Any:
+    """The real counterpart of ``dtype`` (float32 for complex64)."""
+    return jnp.finfo(dtype).dtype
+
+
+def batch_shape(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
+    """Shape of the batch axes of a weight viewed as ``(..., fan_in, fan_out)``."""
+    view = matrix_view(shape, dims)
+    out = jax.eval_shape(view.to_matrices, jax.ShapeDtypeStruct(shape, jnp.float32))
+    return tuple(out.shape[:-2])
+
+
+def frobenius(x: jax.Array) -> jax.Array:
+    """Frobenius norm of each matrix of ``(..., m, n)``, keeping both axes."""
+    return jnp.sqrt(jnp.sum(jnp.abs(x) ** 2, axis=(-2, -1), keepdims=True))
+
+
+def rms_align(y: jax.Array, o: jax.Array, rms: Any) -> jax.Array:
+    """Rescale each matrix of ``y`` ``(..., fan_in, fan_out)`` to a fixed size.
+
+    With ``rms`` a number: ``||y||_F = rms * sqrt(fan_in * fan_out)`` (update
+    RMS ``rms``, as NorMuon and AdaMuon write it). With ``rms=None``: ``y``
+    gets the Frobenius norm of ``o`` (the orthogonalized update before the
+    adaptive step) times KellerJordan's ``sqrt(max(1, fan_out / fan_in))``, as
+    the NorMuon reference code does. A zero matrix stays zero.
+    """
+    fan_in, fan_out = y.shape[-2:]
+    norm = frobenius(y)
+    if rms is None:
+        target = frobenius(o) * shape_scale(fan_in, fan_out, "keller")
+    else:
+        target = rms * (fan_in * fan_out) ** 0.5
+    positive = norm > 0
+    factor = jnp.where(positive, target / jnp.where(positive, norm, 1), 0)
+    return y * factor.astype(y.dtype)
+
+
+def replicate(x: jax.Array) -> tuple[jax.Array, Any]:
+    """A replicated copy of ``x`` and its Explicit sharding (None if none).
+
+    Sharding in types forbids QR, top-k and contractions over a sharded
+    axis; the variants compute each matrix whole, then :func:`restore` it.
+    """
+    sharding = explicit_sharding(x)
+    if sharding is None:
+        return x, None
+    return jax.sharding.reshard(x, jax.sharding.PartitionSpec()), sharding
+
+
+def restore(x: jax.Array, sharding: Any) -> jax.Array:
+    """Give ``x`` back the sharding :func:`replicate` took away."""
+    return x if sharding is None else jax.sharding.reshard(x, sharding.spec)
+
+
+def match_sharding(new: jax.Array, old: Any) -> jax.Array:
+    """``new`` with ``old``'s Explicit sharding (state stays stable in scan)."""
+    sharding = explicit_sharding(old)
+    if sharding is None or new is None:
+        return new
+    return jax.sharding.reshard(new, sharding.spec)
+
+
+def matrix_dims(spec: Any, tree: Any) -> Any:
+    """Dimension numbers of a direction's ``weight_dimension_numbers`` spec."""
+    return full_dimension_numbers(spec, tree, default_2d_only=False)
+
+
+class NormalizedMuonBase(GradientTransformation):
+    """Muon's momentum and orthogonalization, then an adaptive second moment.
+
+    Subclasses set ``_state_class`` (a NamedTuple ``(count, mu, nu)``) and
+    implement ``_nu_init(param, dims)`` (the second moment of one
+    leaf) and ``_normalize(o, nu, view)``: ``o`` is the leaf's orthogonalized
+    update as matrices ``(..., fan_in, fan_out)``, ``view`` its
+    :class:`MatrixView`; it returns the normalized matrices and the new
+    second moment.
+    """
+
+    ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
+    ns_steps: int = static_field(5)
+    beta: Any = 0.95
+    beta2: Any = 0.95
+    eps: Any = 1e-8
+    mu_dtype: Any = static_field(None)
+    nesterov: bool = static_field(True, kw_only=True)
+    consistent_rms: Any = dataclasses.field(default=0.2, kw_only=True)
+    preconditioning: str = static_field("frobenius", kw_only=True)
+    weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    momentum: str = static_field("ema", kw_only=True)
+    bias_correction: bool = static_field(False, kw_only=True)
+    method: str = static_field("auto", kw_only=True)
+    precision: Any = static_field(None, kw_only=True)
+    distributed: Any = static_field("auto", kw_only=True)
+
+    def _check(self):
+        check_decay("beta2", self.beta2)
+        check_nonnegative("consistent_rms", self.consistent_rms)
+        self._muon()  # validates the Muon options
+
+    def _muon(self) -> scale_by_muon:
+        return scale_by_muon(
+            self.ns_coeffs,
+            self.ns_steps,
+            self.beta,
+            self.eps,
+            self.mu_dtype,
+            nesterov=self.nesterov,
+            preconditioning=self.preconditioning,
+            weight_dimension_numbers=self.weight_dimension_numbers,
+            momentum=self.momentum,
+            bias_correction=self.bias_correction,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
+        )
+
+    def _prepare(self, x: jax.Array) -> jax.Array:
+        """What is orthogonalized, from the momentum direction."""
+        return x
+
+    def _nu_init(self, param: Any, dims: Any) -> jax.Array:
+        raise NotImplementedError
+
+    def _normalize(
+        self, o: jax.Array, nu: jax.Array, view: Any
+    ) -> tuple[jax.Array, jax.Array]:
+        raise NotImplementedError
+
+    def init(self, params):
+        inner = self._muon()
+        dims = inner._dimension_numbers(params)
+        nu = map_matrices(
+            lambda d, p: self._nu_init(p, d), dims, params, otherwise=lambda p: None
+        )
+        return self._state_class(zero_count(), inner.init(params).mu, nu)
+
+    def update(self, updates, state, params=None, **extra_args):
+        inner = self._muon()
+        mu, direction = inner._momentum(updates, state)
+        dims = inner._dimension_numbers(updates)
+        # Muon's batched (and, under a mesh, distributed) orthogonalization.
+        orthogonal = inner.orthogonalize_tree(
+            dims, map_matrices(lambda d, x: self._prepare(x), dims, direction)
+        )
+
+        def one(d, o, nu, g):
+            del g
+            view = matrix_view(o.shape, d)
+            matrices = view.to_matrices(o).astype(work_dtype(o.dtype))
+            y, new_nu = self._normalize(matrices, nu, view)
+            return view.from_matrices(y), match_sharding(new_nu, nu)
+
+        # Leaves that are not matrices pass through, like their state.
+        pairs = map_matrices(
+            one, dims, orthogonal, state.nu, updates, otherwise=lambda o, n, g: (g, n)
+        )
+        new_state = self._state_class(
+            safe_increment(state.count), mu, pick(dims, pairs, 1)
+        )
+        return pick(dims, pairs, 0), new_state
+
+
+class MatrixAlias(Alias):
+    """Base of the Muon-family optimizers: the variant's direction for
+    matrices, AdamW for the rest, exactly as :class:`gradax.muon` builds it.
+
+    Subclasses define ``_muon_direction()`` and the attributes ``muon.build``
+    reads (``shape_scaling``, ``consistent_rms``, ``nesterov``, the AdamW
+    group settings, ...), as fields or class attributes.
+    """
+
+    _dims = muon._dims
+    _labels = muon._labels
+    build = muon.build
+
+    def _check(self):
+        muon._check(self)
+
+
+class NormalizedMuonAliasBase(MatrixAlias):
+    """Fields and direction of the NorMuon and AdaMuon optimizers."""
+
+    learning_rate: Any
+    ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
+    ns_steps: int = static_field(5)
+    beta: Any = 0.95
+    beta2: Any = 0.95
+    eps: Any = 1e-8
+    weight_decay: Any = 0.0
+    weight_decay_mask: Any = static_field(None)
+    mu_dtype: Any = static_field(None)
+    nesterov: bool = static_field(True, kw_only=True)
+    consistent_rms: Any = dataclasses.field(default=0.2, kw_only=True)
+    preconditioning: str = static_field("frobenius", kw_only=True)
+    momentum: str = static_field("ema", kw_only=True)
+    bias_correction: bool = static_field(False, kw_only=True)
+    adam_b1: Any = dataclasses.field(default=0.9, kw_only=True)
+    adam_b2: Any = dataclasses.field(default=0.999, kw_only=True)
+    adam_eps_root: Any = dataclasses.field(default=0.0, kw_only=True)
+    adam_weight_decay: Any = dataclasses.field(default=0.0, kw_only=True)
+    adam_learning_rate: Any = dataclasses.field(default=None, kw_only=True)
+    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    cautious_weight_decay: bool = static_field(False, kw_only=True)
+    method: str = static_field("auto", kw_only=True)
+    precision: Any = static_field(None, kw_only=True)
+    adam_eps: Any = dataclasses.field(default=None, kw_only=True)
+    distributed: Any = static_field("auto", kw_only=True)
+
+    # The direction is already RMS-aligned; muon.build adds no shape factor.
+    shape_scaling = "none"
+    _direction_class = NormalizedMuonBase
+
+    def _direction_options(self) -> dict[str, Any]:
+        return {}
+
+    def _muon_direction(self) -> NormalizedMuonBase:
+        return self._direction_class(
+            self.ns_coeffs,
+            self.ns_steps,
+            self.beta,
+            self.beta2,
+            self.eps,
+            self.mu_dtype,
+            nesterov=self.nesterov,
+            consistent_rms=self.consistent_rms,
+            preconditioning=self.preconditioning,
+            weight_dimension_numbers=self._dims,
+            momentum=self.momentum,
+            bias_correction=self.bias_correction,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
+            **self._direction_options(),
+        )

@@ -1,0 +1,137 @@
+"""AdaMuon: Muon of the momentum's sign, with an elementwise second moment."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .._pytree import static_field
+from ._common import (
+    NormalizedMuonAliasBase,
+    NormalizedMuonBase,
+    real_dtype,
+    rms_align,
+)
+
+
+class AdaMuonState(NamedTuple):
+    """State of :class:`scale_by_adamuon`."""
+
+    count: jax.Array  # int32 scalar
+    mu: Any  # momentum, like the params (mu_dtype)
+    nu: Any  # elementwise second moment, like the params (real dtype)
+
+
+class scale_by_adamuon(NormalizedMuonBase):
+    """AdaMuon's direction (no learning rate). See :class:`adamuon`.
+
+    Args:
+      ns_coeffs: a preset name or coefficients (see :func:`orthogonalize`).
+      ns_steps: Newton–Schulz steps.
+      beta: momentum decay, in [0, 1).
+      beta2: decay of the elementwise second moment, in [0, 1).
+      eps: added to norms before normalizing and to ``sqrt(v)``, >= 0.
+      mu_dtype: dtype of the momentum buffer.
+      nesterov: use Nesterov momentum.
+      consistent_rms: target RMS of the update (0.2); None keeps the
+        orthogonalized update's norm times ``sqrt(max(1, fan_out/fan_in))``.
+      preconditioning: 'frobenius', 'spectral', 'aol' or 'schatten'.
+      weight_dimension_numbers: as in :class:`scale_by_muon`.
+      momentum: 'ema' or 'sum' (equivalent here without bias correction: the
+        sign does not see the scale).
+      bias_correction: bias-correct EMA momentum (off, as in the paper).
+      method: Newton–Schulz variant, see :func:`orthogonalize`.
+      precision: iteration dtype, see :func:`orthogonalize`.
+      distributed: spread the orthogonalizations over a device mesh, as in
+        :class:`scale_by_muon`.
+      sign: orthogonalize ``sign(M)`` (the paper's sign stabilization, v2 on)
+        rather than ``M`` (the paper's first version).
+    """
+
+    sign: bool = static_field(True, kw_only=True)
+
+    _state_class = AdaMuonState
+
+    def _prepare(self, x):
+        # For complex momentum, sign(z) = z / |z|.
+        return jnp.sign(x) if self.sign else x
+
+    def _nu_init(self, param, dims):
+        del dims
+        return jnp.zeros_like(param, dtype=real_dtype(self.mu_dtype or param.dtype))
+
+    def _normalize(self, o, nu, view):
+        beta2 = self.beta2
+        nu = view.to_matrices(nu).astype(jnp.abs(o).dtype)
+        nu = beta2 * nu + (1 - beta2) * jnp.abs(o) ** 2
+        normalized = o / (jnp.sqrt(nu) + self.eps).astype(o.dtype)
+        return rms_align(normalized, o, self.consistent_rms), view.from_matrices(nu)
+
+
+class adamuon(NormalizedMuonAliasBase):
+    r"""AdaMuon: orthogonalized sign momentum with Adam-like scaling.
+
+    For each matrix parameter :math:`W` (fan-in :math:`m` x fan-out :math:`n`)
+    with gradient :math:`G_t`:
+
+    .. math::
+      M_t = \beta M_{t-1} + (1 - \beta) G_t,\quad
+      O_t = \mathrm{NS}(\mathrm{sign}(\beta M_t + (1 - \beta) G_t)),\\
+      V_t = \beta_2 V_{t-1} + (1 - \beta_2)\, O_t \odot O_t,\quad
+      \hat O_t = O_t \oslash (\sqrt{V_t} + \epsilon),\\
+      W_t = W_{t-1} - \eta_t \Big(0.2 \sqrt{m n}\,
+            \frac{\hat O_t}{\|\hat O_t\|_F} + \lambda W_{t-1}\Big).
+
+    (Without Nesterov, :math:`O_t = \mathrm{NS}(\mathrm{sign}(M_t))`.) The
+    final rescaling gives the update an RMS of 0.2, AdamW's, so AdamW's
+    learning rate and weight decay carry over. Every other leaf is updated by
+    ``adamw`` as in :class:`muon`. A zero gradient gives a zero update.
+
+    Args:
+      learning_rate: :math:`\eta`, a number or schedule.
+      ns_coeffs: a Newton–Schulz preset or coefficients (see :class:`muon`).
+      ns_steps: Newton–Schulz steps.
+      beta: momentum decay :math:`\beta` in [0, 1).
+      beta2: second-moment decay :math:`\beta_2` in [0, 1).
+      eps: :math:`\epsilon`, also Newton–Schulz's and AdamW's eps.
+      weight_decay: :math:`\lambda` for the matrices, >= 0.
+      weight_decay_mask: which matrices decay (tree of bools or function).
+      mu_dtype: dtype of the momentum buffers.
+      nesterov: Nesterov momentum (both groups; the reference code's default).
+      consistent_rms: the update RMS (0.2); None: see
+        :class:`scale_by_adamuon`.
+      preconditioning, momentum, bias_correction, method, precision: as in
+        :class:`muon`.
+      adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate,
+        adam_eps: the AdamW group's settings, as in :class:`muon`.
+      muon_weight_dimension_numbers: routing, as in :class:`muon`.
+      cautious_weight_decay: decay only where update and weight agree in sign.
+      distributed: as in :class:`muon`.
+      sign: the sign stabilization (False: the paper's first version).
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> params = {"w": jnp.ones((4, 8)), "b": jnp.zeros(8)}
+      >>> tx = gradax.adamuon(1e-3)
+      >>> state = tx.init(params)
+      >>> grads = {"w": jnp.eye(4, 8), "b": jnp.ones(8)}
+      >>> updates, state = tx.update(grads, state, params)
+      >>> float(jnp.sqrt(jnp.mean(updates["w"] ** 2)))  # 0.2 * lr
+      0.0002...
+
+    References:
+      Si, Zhang and Shen, AdaMuon: Adaptive Muon Optimizer, 2025
+      (arXiv:2507.11005).
+    """
+
+    sign: bool = static_field(True, kw_only=True)
+
+    _direction_class = scale_by_adamuon
+
+    def _direction_options(self):
+        return {"sign": self.sign}

@@ -1,0 +1,230 @@
+"""Dion: orthonormalized updates by one low-rank power iteration per step."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import tree as gtree
+from .._core import GradientTransformation
+from .._hyper import check_decay, check_nonnegative
+from .._pytree import static_field
+from ._common import (
+    MatrixAlias,
+    batch_shape,
+    is_spec_leaf,
+    map_matrices,
+    match_sharding,
+    matrix_dims,
+    pick,
+    replicate,
+    restore,
+    work_dtype,
+)
+from .dimensions import matrix_view
+
+
+class DionState(NamedTuple):
+    """State of :class:`scale_by_dion`."""
+
+    momentum: Any  # error-feedback momentum, like the params (mu_dtype)
+    q: Any  # right factor: (*batch, fan_in, r) per matrix, None elsewhere
+
+
+def dion_rank(rank: int | float, fan_in: int, fan_out: int) -> int:
+    """The rank Dion uses for a (fan_in, fan_out) matrix.
+
+    An int is the rank itself; a float in (0, 1] is a fraction of
+    ``min(fan_in, fan_out)`` (rounded up). Either is capped to that minimum.
+    """
+    short = min(fan_in, fan_out)
+    wanted = math.ceil(rank * short) if isinstance(rank, float) else int(rank)
+    return max(1, min(wanted, short))
+
+
+def _check_rank(rank: Any) -> None:
+    if isinstance(rank, bool) or not isinstance(rank, (int, float, np.integer)):
+        raise ValueError(f"rank must be an int >= 1 or a float in (0, 1], got {rank!r}")
+    if isinstance(rank, float) and not 0 < rank <= 1:
+        raise ValueError(f"rank as a fraction must be in (0, 1], got {rank!r}")
+    if not isinstance(rank, float) and rank < 1:
+        raise ValueError(f"rank must be an int >= 1 or a float in (0, 1], got {rank!r}")
+
+
+def _mm(spec: str, a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.einsum(spec, a, b, precision=jax.lax.Precision.HIGHEST)
+
+
+class scale_by_dion(GradientTransformation):
+    """Dion's direction ``Q_t P_t^T`` (no learning rate). See :class:`dion`.
+
+    Args:
+      rank: an int (the rank r) or a float in (0, 1] (a fraction of
+        ``min(fan_in, fan_out)``, rounded up).
+      mu: error-feedback decay :math:`\\mu`, in [0, 1).
+      eps: added to the column norms of ``R``, >= 0.
+      mu_dtype: dtype of the momentum and of ``Q``.
+      seed: the PRNG seed of the random initial ``Q``.
+      weight_dimension_numbers: as in :class:`scale_by_muon`.
+    """
+
+    rank: Any = static_field(1.0)
+    mu: Any = 0.95
+    eps: Any = 1e-8
+    mu_dtype: Any = static_field(None)
+    seed: int = static_field(0, kw_only=True)
+    weight_dimension_numbers: Any = static_field(None, kw_only=True)
+
+    def _check(self):
+        _check_rank(self.rank)
+        check_decay("mu", self.mu)
+        check_nonnegative("eps", self.eps)
+
+    def init(self, params):
+        dims = matrix_dims(self.weight_dimension_numbers, params)
+        key = jax.random.key(self.seed)
+        flat, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
+        indices = jax.tree.unflatten(treedef, list(range(len(flat))))
+
+        def right_factor(d, p, index):
+            view = matrix_view(p.shape, d)
+            r = dion_rank(self.rank, view.fan_in, view.fan_out)
+            shape = (*batch_shape(p.shape, d), view.fan_in, r)
+            dtype = self.mu_dtype or p.dtype
+            q = jax.random.normal(
+                jax.random.fold_in(key, index), shape, work_dtype(dtype)
+            )
+            return q.astype(dtype)
+
+        q = map_matrices(
+            right_factor, dims, params, indices, otherwise=lambda p, i: None
+        )
+        return DionState(gtree.zeros_like(params, dtype=self.mu_dtype), q)
+
+    def update(self, updates, state, params=None, **extra_args):
+        dims = matrix_dims(self.weight_dimension_numbers, updates)
+        mu, eps = self.mu, self.eps
+
+        def one(d, g, m, q_old):
+            view = matrix_view(g.shape, d)
+            dtype = work_dtype(jnp.promote_types(g.dtype, m.dtype))
+            # In the x @ W layout, B (fan_in, fan_out) is the transpose of the
+            # paper's X (fan_out, fan_in): X Q = B^T Q, X^H P = conj(B) P, and
+            # X-shaped products P A^H appear here as conj(A) P^T.
+            b = view.to_matrices(m).astype(dtype) + view.to_matrices(g).astype(dtype)
+            b, sharding = replicate(b)
+            p, _ = jnp.linalg.qr(_mm("...io,...ir->...or", b, q_old.astype(dtype)))
+            r = _mm("...io,...or->...ir", jnp.conj(b), p)
+            b = b - (1 - mu) * _mm("...ir,...or->...io", jnp.conj(r), p)
+            norms = jnp.sqrt(jnp.sum(jnp.abs(r) ** 2, axis=-2, keepdims=True))
+            q = r / (norms + eps).astype(r.dtype)
+            direction = _mm("...ir,...or->...io", jnp.conj(q), p)
+            direction, b = restore(direction, sharding), restore(b, sharding)
+            q = match_sharding(q, q_old)
+            return view.from_matrices(direction), view.from_matrices(b), q
+
+        triples = map_matrices(
+            one,
+            dims,
+            updates,
+            state.momentum,
+            state.q,
+            otherwise=lambda g, m, q: (g, m, q),
+        )
+        new_state = DionState(pick(dims, triples, 1), pick(dims, triples, 2))
+        return pick(dims, triples, 0), new_state
+
+
+class dion(MatrixAlias):
+    r"""Dion: low-rank orthonormalized updates with error feedback.
+
+    For each matrix parameter with gradient :math:`G_t`, written as the
+    paper's :math:`X` of shape (fan-out, fan-in) (the transpose of the
+    ``(fan_in, fan_out)`` weight of ``x @ W``), with momentum :math:`M` and
+    right factor :math:`Q` of rank :math:`r`:
+
+    .. math::
+      B_t = M_{t-1} + G_t,\quad P_t = \mathrm{QR}(B_t Q_{t-1}),\quad
+      R_t = B_t^\top P_t,\\
+      M_t = B_t - (1 - \mu) P_t R_t^\top,\quad
+      Q_t = R_t / \|R_t\|_{\text{columns}},\\
+      W_t = W_{t-1} - \eta_t \Big(\sqrt{\tfrac{\text{fan-out}}
+            {\text{fan-in}}}\, P_t Q_t^\top + \lambda W_{t-1}\Big).
+
+    :math:`P_t` has orthonormal columns, so the update has rank at most
+    :math:`r`; what the rank-:math:`r` step leaves out stays in :math:`M`
+    (error feedback). :math:`Q_0` is Gaussian, from ``seed``. Every other
+    leaf is updated by ``adamw`` as in :class:`muon`.
+
+    Args:
+      learning_rate: :math:`\eta`, a number or schedule.
+      rank: :math:`r`, an int, or a float in (0, 1] for a fraction of
+        ``min(fan_in, fan_out)`` (1.0, full rank, is the reference default;
+        note ``1`` is rank one but ``1.0`` is full rank).
+      mu: error-feedback decay :math:`\mu` in [0, 1).
+      eps: added to column norms; also AdamW's eps.
+      weight_decay: :math:`\lambda` for the matrices, >= 0.
+      weight_decay_mask: which matrices decay (tree of bools or function).
+      mu_dtype: dtype of the momentum buffers and of :math:`Q`.
+      seed: PRNG seed of :math:`Q_0`.
+      shape_scaling: the shape factor: "spectral" (Dion's), "keller", "rms"
+        (0.2 sqrt(max(fan_in, fan_out))) or "none".
+      adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate,
+        adam_eps: the AdamW group's settings, as in :class:`muon`.
+      muon_weight_dimension_numbers: routing, as in :class:`muon`.
+      cautious_weight_decay: decay only where update and weight agree in sign.
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> params = {"w": jnp.ones((8, 6)), "b": jnp.zeros(6)}
+      >>> tx = gradax.dion(0.01, rank=2)
+      >>> state = tx.init(params)
+      >>> grads = {"w": jnp.arange(48.0).reshape(8, 6) % 5, "b": jnp.ones(6)}
+      >>> updates, state = tx.update(grads, state, params)
+      >>> int(jnp.linalg.matrix_rank(updates["w"]))
+      2
+
+    References:
+      Ahn, Xu, Abreu, Langford et al., Dion: Distributed Orthonormalized
+      Updates, 2025 (arXiv:2504.05295).
+    """
+
+    learning_rate: Any
+    rank: Any = static_field(1.0)
+    mu: Any = 0.95
+    eps: Any = 1e-8
+    weight_decay: Any = 0.0
+    weight_decay_mask: Any = static_field(None)
+    mu_dtype: Any = static_field(None)
+    seed: int = static_field(0, kw_only=True)
+    shape_scaling: str = static_field("spectral", kw_only=True)
+    adam_b1: Any = dataclasses.field(default=0.9, kw_only=True)
+    adam_b2: Any = dataclasses.field(default=0.999, kw_only=True)
+    adam_eps_root: Any = dataclasses.field(default=0.0, kw_only=True)
+    adam_weight_decay: Any = dataclasses.field(default=0.0, kw_only=True)
+    adam_learning_rate: Any = dataclasses.field(default=None, kw_only=True)
+    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    cautious_weight_decay: bool = static_field(False, kw_only=True)
+    adam_eps: Any = dataclasses.field(default=None, kw_only=True)
+
+    # Read by muon.build: AdamW without Nesterov; "rms" scaling uses 0.2.
+    nesterov = False
+    consistent_rms = 0.2
+
+    def _muon_direction(self) -> scale_by_dion:
+        return scale_by_dion(
+            self.rank,
+            self.mu,
+            self.eps,
+            self.mu_dtype,
+            seed=self.seed,
+            weight_dimension_numbers=self._dims,
+        )

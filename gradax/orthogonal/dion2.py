@@ -1,0 +1,269 @@
+"""Dion2: orthogonalize only the heaviest rows (or columns) of the momentum."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import GradientTransformation
+from .._hyper import check_nonnegative, check_range
+from .._pytree import static_field
+from ._common import (
+    MatrixAlias,
+    map_matrices,
+    matrix_dims,
+    pick,
+    replicate,
+    restore,
+    work_dtype,
+)
+from .dimensions import MuonDimensionNumbers, matrix_view
+from .muon import scale_by_muon
+
+SELECTIONS = ("auto", "rows", "columns")
+
+
+class Dion2State(NamedTuple):
+    """State of :class:`scale_by_dion2`."""
+
+    momentum: Any  # summed momentum with error feedback, like the params
+
+
+def selects_rows(select: str, fan_in: int, fan_out: int) -> bool:
+    """Whether Dion2 picks rows (fan-in slices) of a (fan_in, fan_out) matrix.
+
+    "auto" picks along the shorter side, fan-out slices on a tie (the
+    reference code's rule for a ``(fan_out, fan_in)`` weight).
+    """
+    if select == "rows":
+        return True
+    if select == "columns":
+        return False
+    return fan_in < fan_out
+
+
+def selected_count(fraction: float, slices: int) -> int:
+    """How many of ``slices`` rows/columns Dion2 orthogonalizes."""
+    return max(1, min(slices, math.ceil(fraction * slices)))
+
+
+class scale_by_dion2(GradientTransformation):
+    """Dion2's direction (no learning rate). See :class:`dion2`.
+
+    Args:
+      fraction: share of rows (or columns) orthogonalized each step, in
+        (0, 1].
+      ef_decay: factor on the selected slices of the momentum afterwards.
+      ns_coeffs: a preset name or coefficients (see :func:`orthogonalize`).
+      ns_steps: Newton–Schulz steps.
+      eps: added to the norm before normalizing, >= 0.
+      mu_dtype: dtype of the momentum buffer.
+      select: "auto" (the shorter side), "rows" (fan-in slices) or
+        "columns" (fan-out slices).
+      preconditioning: 'frobenius', 'spectral', 'aol' or 'schatten'.
+      weight_dimension_numbers: as in :class:`scale_by_muon`.
+      method: Newton–Schulz variant, see :func:`orthogonalize`.
+      precision: iteration dtype, see :func:`orthogonalize`.
+      distributed: spread the orthogonalizations over a device mesh, as in
+        :class:`scale_by_muon`.
+    """
+
+    fraction: float = static_field(0.25)
+    ef_decay: Any = 0.95
+    ns_coeffs: Any = static_field("polar_express")
+    ns_steps: int = static_field(5)
+    eps: Any = 1e-8
+    mu_dtype: Any = static_field(None)
+    select: str = static_field("auto", kw_only=True)
+    preconditioning: str = static_field("frobenius", kw_only=True)
+    weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    method: str = static_field("auto", kw_only=True)
+    precision: Any = static_field(None, kw_only=True)
+    distributed: Any = static_field("auto", kw_only=True)
+
+    def _check(self):
+        if isinstance(self.fraction, bool) or not 0 < self.fraction <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got {self.fraction!r}")
+        check_range("ef_decay", self.ef_decay, 0.0, 1.0)
+        check_nonnegative("eps", self.eps)
+        if self.select not in SELECTIONS:
+            raise ValueError(f"select must be one of {SELECTIONS}, got {self.select!r}")
+        self._muon()
+
+    def _muon(self) -> scale_by_muon:
+        # Only its orthogonalization (coefficients, normalization) is used.
+        return scale_by_muon(
+            self.ns_coeffs,
+            self.ns_steps,
+            eps=self.eps,
+            preconditioning=self.preconditioning,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
+        )
+
+    def init(self, params):
+        return Dion2State(gtree.zeros_like(params, dtype=self.mu_dtype))
+
+    def update(self, updates, state, params=None, **extra_args):
+        dims = matrix_dims(self.weight_dimension_numbers, updates)
+
+        def select(d, g, m):
+            view = matrix_view(g.shape, d)
+            dtype = work_dtype(jnp.promote_types(g.dtype, m.dtype))
+            b = view.to_matrices(m).astype(dtype) + view.to_matrices(g).astype(dtype)
+            b, sharding = replicate(b)
+            rows = selects_rows(self.select, view.fan_in, view.fan_out)
+            x = b if rows else jnp.swapaxes(b, -1, -2)  # select along axis -2
+            k = selected_count(self.fraction, x.shape[-2])
+            _, index = jax.lax.top_k(jnp.sum(jnp.abs(x), axis=-1), k)
+            index = jnp.broadcast_to(index[..., None], (*index.shape, x.shape[-1]))
+            return jnp.take_along_axis(x, index, axis=-2), index, x, rows, sharding
+
+        picked = map_matrices(
+            select, dims, updates, state.momentum, otherwise=lambda g, m: None
+        )
+        chosen = pick(dims, picked, 0)
+        # Muon's batched (and, under a mesh, distributed) orthogonalization.
+        ortho = self._muon().orthogonalize_tree(
+            map_matrices(
+                lambda d, c: MuonDimensionNumbers(c.ndim - 2, c.ndim - 1),
+                dims,
+                chosen,
+                otherwise=lambda c: None,
+            ),
+            chosen,
+        )
+
+        def finish(d, g, selection, o):
+            chosen, index, x, rows, sharding = selection
+            view = matrix_view(g.shape, d)
+            direction = jnp.put_along_axis(
+                jnp.zeros_like(x), index, o.astype(x.dtype), axis=-2, inplace=False
+            )
+            x = jnp.put_along_axis(
+                x, index, self.ef_decay * chosen, axis=-2, inplace=False
+            )
+            if not rows:
+                direction, x = jnp.swapaxes(direction, -1, -2), jnp.swapaxes(x, -1, -2)
+            direction, x = restore(direction, sharding), restore(x, sharding)
+            return view.from_matrices(direction), view.from_matrices(x)
+
+        pairs = map_matrices(
+            finish,
+            dims,
+            updates,
+            picked,
+            ortho,
+            otherwise=lambda g, s, o: (g, None),
+        )
+        momentum = map_matrices(
+            lambda d, p, m: p[1], dims, pairs, state.momentum, otherwise=lambda p, m: m
+        )
+        return pick(dims, pairs, 0), Dion2State(momentum)
+
+
+class dion2(MatrixAlias):
+    r"""Dion2: Muon on the heaviest fraction of the momentum's rows.
+
+    For each matrix parameter with gradient :math:`G_t` and summed momentum
+    :math:`M`: :math:`B_t = M_{t-1} + G_t`; pick the ``ceil(fraction * s)``
+    of its :math:`s` rows (or columns) with the largest L1 norms, the set
+    :math:`S`; then
+
+    .. math::
+      U_t[S] = \mathrm{NS}(B_t[S]),\quad U_t[\bar S] = 0,\quad
+      M_t[S] = \text{ef\_decay}\cdot B_t[S],\quad M_t[\bar S] = B_t[\bar S],\\
+      W_t = W_{t-1} - \eta_t \Big(\sqrt{\tfrac{\text{fan-out}}{\text{fan-in}}}
+            \,U_t + \lambda W_{t-1}\Big).
+
+    Only the selected rows move (apart from weight decay), and only a
+    ``fraction`` of the matrix is orthogonalized. By default the slices run
+    along the shorter side. Every other leaf is updated by ``adamw`` as in
+    :class:`muon`.
+
+    Args:
+      learning_rate: :math:`\eta`, a number or schedule.
+      fraction: share of slices orthogonalized per step, in (0, 1].
+      ef_decay: error-feedback decay of the selected slices, in [0, 1].
+      ns_coeffs: Newton–Schulz coefficients ("polar_express", the reference
+        code's default, or any :func:`orthogonalize` preset or table).
+      ns_steps: Newton–Schulz steps.
+      eps: added to norms; also AdamW's eps.
+      weight_decay: :math:`\lambda` for the matrices, >= 0.
+      weight_decay_mask: which matrices decay (tree of bools or function).
+      mu_dtype: dtype of the momentum buffers.
+      select: "auto", "rows" (fan-in slices of ``x @ W``'s W) or "columns".
+      shape_scaling: "spectral" (the default), "keller", "rms" or "none".
+      preconditioning, method, precision: as in :class:`muon`.
+      adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate,
+        adam_eps: the AdamW group's settings, as in :class:`muon`.
+      muon_weight_dimension_numbers: routing, as in :class:`muon`.
+      cautious_weight_decay: decay only where update and weight agree in sign.
+      distributed: as in :class:`muon`.
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> params = {"w": jnp.ones((8, 16)), "b": jnp.zeros(16)}
+      >>> tx = gradax.dion2(0.01)
+      >>> state = tx.init(params)
+      >>> grads = {"w": jnp.arange(128.0).reshape(8, 16) % 7, "b": jnp.ones(16)}
+      >>> updates, state = tx.update(grads, state, params)
+      >>> int((jnp.abs(updates["w"]).sum(axis=1) > 0).sum())  # 2 of 8 rows
+      2
+
+    References:
+      Ahn et al., Dion2, 2025 (arXiv:2512.16928).
+    """
+
+    learning_rate: Any
+    fraction: float = static_field(0.25)
+    ef_decay: Any = 0.95
+    ns_coeffs: Any = static_field("polar_express")
+    ns_steps: int = static_field(5)
+    eps: Any = 1e-8
+    weight_decay: Any = 0.0
+    weight_decay_mask: Any = static_field(None)
+    mu_dtype: Any = static_field(None)
+    select: str = static_field("auto", kw_only=True)
+    shape_scaling: str = static_field("spectral", kw_only=True)
+    preconditioning: str = static_field("frobenius", kw_only=True)
+    method: str = static_field("auto", kw_only=True)
+    precision: Any = static_field(None, kw_only=True)
+    adam_b1: Any = dataclasses.field(default=0.9, kw_only=True)
+    adam_b2: Any = dataclasses.field(default=0.999, kw_only=True)
+    adam_eps_root: Any = dataclasses.field(default=0.0, kw_only=True)
+    adam_weight_decay: Any = dataclasses.field(default=0.0, kw_only=True)
+    adam_learning_rate: Any = dataclasses.field(default=None, kw_only=True)
+    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    cautious_weight_decay: bool = static_field(False, kw_only=True)
+    adam_eps: Any = dataclasses.field(default=None, kw_only=True)
+    distributed: Any = static_field("auto", kw_only=True)
+
+    # Read by muon.build: AdamW without Nesterov; "rms" scaling uses 0.2.
+    nesterov = False
+    consistent_rms = 0.2
+
+    def _muon_direction(self) -> scale_by_dion2:
+        return scale_by_dion2(
+            self.fraction,
+            self.ef_decay,
+            self.ns_coeffs,
+            self.ns_steps,
+            self.eps,
+            self.mu_dtype,
+            select=self.select,
+            preconditioning=self.preconditioning,
+            weight_dimension_numbers=self._dims,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
+        )

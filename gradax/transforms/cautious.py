@@ -1,0 +1,162 @@
+r"""Caution: masking update entries whose sign disagrees with another tree.
+
+Two rules from the same group of authors, shared by every optimizer that
+offers them (the Adam family and Lion):
+
+- cautious updates (Liang et al., 2024, arXiv:2411.16085): keep an entry of
+  the update :math:`u` only where it agrees in sign with the gradient
+  :math:`g`, and rescale the kept entries so that the leaf keeps its average
+  magnitude,
+
+  .. math::
+    \phi = \mathbb{1}[u \odot g > 0],\qquad
+    u \leftarrow \frac{u \odot \phi}{\max(\mathrm{mean}(\phi), 10^{-3})},
+
+  with the mean taken over each leaf (each parameter tensor), as in the
+  authors' code. The paper's Algorithm 1 divides by
+  :math:`\mathrm{mean}(\phi) + \epsilon` instead; the floor :math:`10^{-3}`
+  is that of the authors' released code (C-Optim). Where no entry agrees, the
+  leaf's update is zero.
+- cautious weight decay (Chen et al., 2025, arXiv:2510.12402, Algorithm 1):
+  decay a parameter entry only where the optimizer's update :math:`u` and the
+  parameter :math:`x` agree in sign,
+  :math:`u \leftarrow u + \lambda\, \mathbb{1}[u \odot x \ge 0]\, x`.
+
+For complex entries "agree in sign" means a positive (non-negative for the
+decay) real part of :math:`\bar u\, g` (of :math:`\bar u\, x`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .._core import Alias, EmptyState, GradientTransformation
+from .._hyper import check_nonnegative
+from .._pytree import static_field
+from ..combinators.masked import masked
+from .weight_decay import add_decayed_weights
+
+# Floor of the kept fraction: rescaling never multiplies by more than 1000.
+CAUTION_MIN_FRACTION = 1e-3
+
+
+def _alignment(a: jax.Array, b: jax.Array) -> jax.Array:
+    """``a * b`` for real entries, ``Re(conj(a) * b)`` for complex ones."""
+    if jnp.iscomplexobj(a) or jnp.iscomplexobj(b):
+        return jnp.real(jnp.conj(a) * b)
+    return a * b
+
+
+def _caution_leaf(u: jax.Array, g: jax.Array) -> jax.Array:
+    keep = (_alignment(u, g) > 0).astype(jnp.real(u).dtype)
+    fraction = jnp.maximum(jnp.mean(keep), CAUTION_MIN_FRACTION)
+    # A product, not a select: it keeps the update's sharding on any mesh.
+    return u * (keep / fraction)
+
+
+def caution(updates: Any, grads: Any) -> Any:
+    """Cautious updates: zero where ``updates`` and ``grads`` disagree in sign.
+
+    Kept entries of each leaf are divided by the fraction of entries kept
+    (at least 1e-3), as in Liang et al. (2024); see the module docstring.
+
+    Args:
+      updates: a tree of proposed updates (the direction, before the learning
+        rate).
+      grads: the gradients, same structure.
+
+    Returns:
+      A tree like ``updates``.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from gradax.transforms.cautious import caution
+      >>> caution(jnp.array([1.0, -2.0, 3.0, 4.0]), jnp.array([1.0, -1.0, 1.0, -1.0]))
+      Array([ 1.3333334, -2.6666667,  4.       ,  0.       ], dtype=float32)
+    """
+    return jax.tree.map(
+        lambda u, g: None if u is None else _caution_leaf(u, g),
+        updates,
+        grads,
+        is_leaf=lambda x: x is None,
+    )
+
+
+class _cautious_decay(GradientTransformation):
+    weight_decay: Any
+
+    def init(self, params):
+        del params
+        return EmptyState()
+
+    def update(self, updates, state, params=None, **extra_args):
+        if params is None:
+            raise ValueError(
+                "add_cautious_decayed_weights needs params passed to update"
+            )
+        wd = self.weight_decay
+
+        def decay(u, p):
+            agree = (_alignment(u, p) >= 0).astype(jnp.real(u).dtype)
+            return u + wd * (agree * p)
+
+        updates = jax.tree.map(
+            lambda u, p: None if u is None else decay(u, p),
+            updates,
+            params,
+            is_leaf=lambda x: x is None,
+        )
+        return updates, state
+
+
+class add_cautious_decayed_weights(Alias):
+    r"""Cautious weight decay: adds ``weight_decay * params`` where signs agree.
+
+    With incoming update :math:`u`, parameters :math:`x` and rate
+    :math:`\lambda`: :math:`u + \lambda\, \mathbb{1}[u \odot x \ge 0]\, x`,
+    element-wise. Put it where :class:`add_decayed_weights` would go: after
+    the optimizer's direction, before the learning rate.
+
+    Differences from optax: not in optax.
+
+    Args:
+      weight_decay: :math:`\lambda >= 0`, a number, an array or a schedule.
+      mask: a tree of booleans like the params (or a function of the params
+        returning one); only True leaves decay.
+
+    Returns:
+      A transformation with the state of :class:`add_decayed_weights`.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.add_cautious_decayed_weights(0.5)
+      >>> p = jnp.array([1.0, 1.0, -2.0])
+      >>> tx.update(jnp.array([1.0, -1.0, -1.0]), tx.init(p), p)[0]
+      Array([ 1.5, -1. , -2. ], dtype=float32)
+
+    References:
+      Chen et al., Cautious Weight Decay, 2025 (arXiv:2510.12402).
+    """
+
+    weight_decay: Any = 0.0
+    mask: Any = static_field(None)
+
+    def _check(self):
+        check_nonnegative("weight_decay", self.weight_decay)
+
+    def build(self):
+        if self.mask is None:
+            return _cautious_decay(self.weight_decay)
+        return masked(_cautious_decay(self.weight_decay), self.mask)
+
+
+def decayed_weights(
+    weight_decay: Any, mask: Any, *, cautious: bool
+) -> GradientTransformation:
+    """The weight-decay stage of an optimizer: plain or cautious."""
+    if cautious:
+        return add_cautious_decayed_weights(weight_decay, mask)
+    return add_decayed_weights(weight_decay, mask)

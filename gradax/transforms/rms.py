@@ -1,0 +1,202 @@
+r"""Rescaling by accumulated squares: scale_by_rms, scale_by_stddev, scale_by_rss.
+
+These are the directions of :class:`rmsprop` (plain and centered) and
+:class:`adagrad`; the update rules are written out there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import GradientTransformation, safe_increment, zero_count
+from .._hyper import check_decay, check_nonnegative, check_range
+from .._pytree import static_field
+from .clipping import _abs_sq
+
+
+class ScaleByRssState(NamedTuple):
+    """State of :class:`scale_by_rss`."""
+
+    sum_of_squares: Any  # like params
+
+
+class ScaleByRmsState(NamedTuple):
+    """State of :class:`scale_by_rms` without bias correction."""
+
+    nu: Any  # moving average of squared updates, like params
+
+
+class ScaleByRmsWithCountState(NamedTuple):
+    """State of :class:`scale_by_rms` with ``bias_correction=True``."""
+
+    count: jax.Array  # int32 scalar
+    nu: Any  # like params
+
+
+class ScaleByRStdDevState(NamedTuple):
+    """State of :class:`scale_by_stddev` without bias correction."""
+
+    mu: Any  # moving average of updates, like params
+    nu: Any  # moving average of squared updates, like params
+
+
+class ScaleByRStdDevWithCountState(NamedTuple):
+    """State of :class:`scale_by_stddev` with ``bias_correction=True``."""
+
+    count: jax.Array  # int32 scalar
+    mu: Any  # like params
+    nu: Any  # like params
+
+
+def _check_rss(tx: Any) -> None:
+    check_nonnegative("initial_accumulator_value", tx.initial_accumulator_value)
+    check_nonnegative("eps", tx.eps)
+
+
+class scale_by_rss(GradientTransformation):
+    """Divides updates by the root of the sum of all past squared updates.
+
+    The direction of :class:`adagrad`, see there for the update rule.
+
+    Args:
+      initial_accumulator_value: starting value of the sums, >= 0.
+      eps: added inside the square root, >= 0.
+    """
+
+    initial_accumulator_value: Any = 0.1
+    eps: Any = 1e-7
+
+    def _check(self):
+        _check_rss(self)
+
+    def init(self, params):
+        return ScaleByRssState(
+            sum_of_squares=gtree.full_like(params, self.initial_accumulator_value)
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        eps = self.eps
+        sums = jax.tree.map(lambda g, t: _abs_sq(g) + t, updates, state.sum_of_squares)
+        # Where nothing has accumulated the update is zero, not 0 / 0.
+        inv_root = jax.tree.map(
+            lambda t: jnp.where(t > 0, jax.lax.rsqrt(t + eps), 0.0), sums
+        )
+        new_updates = gtree.mul(inv_root, updates)
+        return new_updates, ScaleByRssState(sum_of_squares=sums)
+
+
+def _check_rms(tx: Any) -> None:
+    if tx.bias_correction:
+        check_decay("decay", tx.decay)
+    else:
+        check_range("decay", tx.decay, 0.0, 1.0)
+    check_nonnegative("eps", tx.eps)
+    check_nonnegative("initial_scale", tx.initial_scale)
+
+
+def _inverse_root(eps: Any, eps_in_sqrt: bool):
+    """``1 / sqrt(n + eps)`` or ``1 / (sqrt(n) + eps)``."""
+    if eps_in_sqrt:
+        return lambda n: jax.lax.rsqrt(n + eps)
+    return lambda n: 1 / (jnp.sqrt(n) + eps)
+
+
+class scale_by_rms(GradientTransformation):
+    """Divides updates by the root of a moving average of their squares.
+
+    The direction of :class:`rmsprop`, see there for the update rule. With
+    ``decay=b2, eps_in_sqrt=False, bias_correction=True`` it equals
+    :class:`scale_by_adam` with ``b1=0`` and keeps no first moment.
+
+    Args:
+      decay: decay of the moving average, in [0, 1] ([0, 1) with bias
+        correction).
+      eps: added to the denominator, >= 0.
+      initial_scale: starting value of the moving average, >= 0.
+      eps_in_sqrt: add ``eps`` inside the square root (else outside).
+      bias_correction: divide the moving average by :math:`1 - \\text{decay}^t`.
+    """
+
+    decay: Any = 0.9
+    eps: Any = 1e-8
+    initial_scale: Any = 0.0
+    eps_in_sqrt: bool = static_field(True)
+    bias_correction: bool = static_field(False)
+
+    def _check(self):
+        _check_rms(self)
+
+    def init(self, params):
+        nu = gtree.full_like(params, self.initial_scale)
+        if self.bias_correction:
+            return ScaleByRmsWithCountState(count=zero_count(), nu=nu)
+        return ScaleByRmsState(nu=nu)
+
+    def update(self, updates, state, params=None, **extra_args):
+        nu = gtree.update_moment_per_elem_norm(updates, state.nu, self.decay, 2)
+        if self.bias_correction:
+            count = safe_increment(state.count)
+            nu_hat = gtree.bias_correction(nu, self.decay, count)
+        else:
+            nu_hat = nu
+        scaling = jax.tree.map(_inverse_root(self.eps, self.eps_in_sqrt), nu_hat)
+        new_updates = jax.tree.map(lambda s, g: s * g, scaling, updates)
+        if self.bias_correction:
+            return new_updates, ScaleByRmsWithCountState(count=count, nu=nu)
+        return new_updates, ScaleByRmsState(nu=nu)
+
+
+class scale_by_stddev(GradientTransformation):
+    """Divides updates by a moving estimate of their standard deviation.
+
+    The direction of the centered :class:`rmsprop`, see there for the update
+    rule.
+
+    Args:
+      decay: decay of the moving averages, in [0, 1] ([0, 1) with bias
+        correction).
+      eps: added to the denominator, >= 0.
+      initial_scale: starting value of the moving average of squares, >= 0.
+      eps_in_sqrt: add ``eps`` inside the square root (else outside).
+      bias_correction: divide both moving averages by
+        :math:`1 - \\text{decay}^t`.
+    """
+
+    decay: Any = 0.9
+    eps: Any = 1e-8
+    initial_scale: Any = 0.0
+    eps_in_sqrt: bool = static_field(True)
+    bias_correction: bool = static_field(False)
+
+    def _check(self):
+        _check_rms(self)
+
+    def init(self, params):
+        mu = gtree.zeros_like(params)
+        nu = gtree.full_like(params, self.initial_scale)
+        if self.bias_correction:
+            return ScaleByRStdDevWithCountState(count=zero_count(), mu=mu, nu=nu)
+        return ScaleByRStdDevState(mu=mu, nu=nu)
+
+    def update(self, updates, state, params=None, **extra_args):
+        decay = self.decay
+        mu = gtree.update_moment(updates, state.mu, decay, 1)
+        nu = gtree.update_moment_per_elem_norm(updates, state.nu, decay, 2)
+        if self.bias_correction:
+            count = safe_increment(state.count)
+            mu_hat = gtree.bias_correction(mu, decay, count)
+            nu_hat = gtree.bias_correction(nu, decay, count)
+        else:
+            mu_hat, nu_hat = mu, nu
+        inverse_root = _inverse_root(self.eps, self.eps_in_sqrt)
+        scaling = jax.tree.map(
+            lambda m, n: inverse_root(n - _abs_sq(m)), mu_hat, nu_hat
+        )
+        new_updates = jax.tree.map(lambda s, g: s * g, scaling, updates)
+        if self.bias_correction:
+            return new_updates, ScaleByRStdDevWithCountState(count=count, mu=mu, nu=nu)
+        return new_updates, ScaleByRStdDevState(mu=mu, nu=nu)

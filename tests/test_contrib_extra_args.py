@@ -1,0 +1,566 @@
+"""Contrib optimizers whose update needs more than gradients and params.
+
+``momo``, ``momo_adam`` and ``reduce_on_plateau`` need ``value=``; ``sophia``
+with its default Hutchinson estimator needs ``obj_fn=``; ``sam`` in opaque mode
+needs ``grad_fn=``. The generic conformance suite cannot call them, so this
+file runs its checks on them with those arguments supplied: equal to optax,
+state stable under cond/while/scan for every dtype, no recompile, constant
+schedule == scalar, inject == plain, abstract init, no device work at
+construction, pytree and jit argument, built in one trace and used in
+another, sharded == unsharded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from test_conformance import _avals, make_params
+
+import gradax
+
+
+def loss_fn(params):
+    """A real quadratic around 0.5 (complex leaves count by their modulus)."""
+    total = 0.0
+    for x in jax.tree.leaves(params):
+        weights = 1.0 + jnp.arange(x.size, dtype=jnp.float32).reshape(x.shape) / x.size
+        total = total + jnp.sum(weights * jnp.abs(x - 0.5) ** 2)
+    return total
+
+
+def _grad_fn(params, i):
+    del i
+    return jax.grad(loss_fn)(params)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    build: Callable[..., Any]
+    build_optax: Callable[[], Any] | None
+    kwargs: dict[str, Any]
+    needs: tuple[str, ...]  # extra arguments of update: value, obj_fn, grad_fn
+    schedule_arg: str | None = None
+    injectable: bool = True
+    complex_ok: bool = True
+    rtol: float = 1e-5
+
+    def make(self, **overrides):
+        return self.build(**{**self.kwargs, **overrides})
+
+    def extra(self, params, value):
+        out = {}
+        if "value" in self.needs:
+            out["value"] = value
+        if "obj_fn" in self.needs:
+            out["obj_fn"] = loss_fn
+        if "grad_fn" in self.needs:
+            out["grad_fn"] = _grad_fn
+        return out
+
+    def __str__(self):
+        return self.name
+
+
+def _sam_opaque(**kw):
+    return gradax.sam(
+        gradax.sgd(0.05),
+        gradax.chain(gradax.normalize(), gradax.sgd(0.01)),
+        opaque_mode=True,
+        **kw,
+    )
+
+
+def _sam_opaque_optax():
+    return optax.contrib.sam(
+        optax.sgd(0.05),
+        optax.chain(optax.contrib.normalize(), optax.sgd(0.01)),
+        opaque_mode=True,
+        sync_period=3,
+    )
+
+
+def _plateau_chain(**kw):
+    return gradax.chain(gradax.sgd(0.05), gradax.reduce_on_plateau(**kw))
+
+
+PLATEAU = dict(factor=0.5, patience=1, rtol=0.3, cooldown=1, accumulation_size=2)
+
+CASES = [
+    Case(
+        "momo",
+        gradax.momo,
+        lambda: optax.contrib.momo(0.5, beta=0.8),
+        dict(learning_rate=0.5, beta=0.8),
+        ("value",),
+        schedule_arg="learning_rate",
+    ),
+    Case(
+        "momo-adapt",
+        gradax.momo,
+        lambda: optax.contrib.momo(
+            0.5, lower_bound=-1.0, weight_decay=1e-2, adapt_lower_bound=True
+        ),
+        dict(
+            learning_rate=0.5,
+            lower_bound=-1.0,
+            weight_decay=1e-2,
+            adapt_lower_bound=True,
+        ),
+        ("value",),
+        schedule_arg="weight_decay",
+    ),
+    Case(
+        "momo_adam",
+        gradax.momo_adam,
+        lambda: optax.contrib.momo_adam(0.05),
+        dict(learning_rate=0.05),
+        ("value",),
+        schedule_arg="learning_rate",
+    ),
+    Case(
+        "momo_adam-adapt",
+        gradax.momo_adam,
+        lambda: optax.contrib.momo_adam(
+            0.05, b1=0.8, lower_bound=-1.0, weight_decay=1e-2, adapt_lower_bound=True
+        ),
+        dict(
+            learning_rate=0.05,
+            b1=0.8,
+            lower_bound=-1.0,
+            weight_decay=1e-2,
+            adapt_lower_bound=True,
+        ),
+        ("value",),
+        schedule_arg="b1",
+    ),
+    Case(
+        "reduce_on_plateau",
+        gradax.reduce_on_plateau,
+        lambda: optax.contrib.reduce_on_plateau(**PLATEAU),
+        PLATEAU,
+        ("value",),
+        schedule_arg="rtol",
+    ),
+    Case(
+        "sgd+reduce_on_plateau",
+        _plateau_chain,
+        lambda: optax.chain(
+            optax.sgd(0.05), optax.contrib.reduce_on_plateau(**PLATEAU)
+        ),
+        PLATEAU,
+        ("value",),
+        schedule_arg="factor",
+        injectable=False,
+    ),
+    Case(
+        "sophia-hutchinson",
+        gradax.sophia,
+        lambda: optax.contrib.sophia(0.05, update_interval=3),
+        dict(learning_rate=0.05, update_interval=3),
+        ("obj_fn",),
+        schedule_arg="learning_rate",
+        complex_ok=False,  # clips the step to a real interval
+    ),
+    Case(
+        "scale_by_sophia-hutchinson",
+        gradax.scale_by_sophia,
+        None,
+        dict(update_interval=2, gamma=0.05),
+        ("obj_fn",),
+        schedule_arg="gamma",
+        complex_ok=False,  # clips the step to a real interval
+    ),
+    Case(
+        "sam-opaque",
+        _sam_opaque,
+        _sam_opaque_optax,
+        dict(sync_period=3),
+        ("grad_fn",),
+        injectable=False,
+    ),
+]
+CASE_IDS = [c.name for c in CASES]
+over_cases = pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+
+
+def trajectory(tx, case, params, steps):
+    """``steps`` updates in one compiled scan; the loss value is float32."""
+
+    def body(carry, step):
+        p, s = carry
+        value, grads = jax.value_and_grad(loss_fn)(p)
+        value = value.astype(jnp.float32) + 0.01 * jnp.sin(step)
+        u, s = tx.update(grads, s, p, **case.extra(p, value))
+        return (gradax.apply_updates(p, u), s), u
+
+    (params, _), updates = jax.lax.scan(
+        body, (params, tx.init(params)), jnp.arange(steps, dtype=jnp.float32)
+    )
+    return params, updates
+
+
+def _assert_close(a, b, rtol=1e-5, atol=1e-6):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c.build_optax], ids=lambda c: c.name
+)
+def test_equal_to_optax(case):
+    params = make_params()
+    ours = jax.jit(lambda p: trajectory(case.make(), case, p, 20))(params)
+    theirs = jax.jit(lambda p: trajectory(case.build_optax(), case, p, 20))(params)
+    _assert_close(ours, theirs, rtol=case.rtol)
+
+
+def test_reduce_on_plateau_really_reduces():
+    # Guards the optax comparison above: the scale must change in 20 steps.
+    tx = gradax.reduce_on_plateau(**PLATEAU)
+    params = make_params()
+    state = tx.init(params)
+    scales = []
+    for i in range(12):
+        _, state = tx.update(params, state, params, value=jnp.float32(1.0 + 0 * i))
+        scales.append(float(state.scale))
+    assert scales[-1] < 0.2, scales
+
+
+DTYPES = ["float16", "bfloat16", "float32", "float64", "complex64"]
+
+
+@pytest.mark.parametrize(
+    "case, dtype",
+    [
+        pytest.param(c, d, id=f"{d}-{c.name}")
+        for c in CASES
+        for d in DTYPES
+        if d != "complex64" or c.complex_ok
+    ],
+)
+def test_state_stable_under_control_flow(case, dtype):
+    with jax.enable_x64(dtype == "float64"):
+        params = make_params(jnp.dtype(dtype))
+        # The loss value deliberately has another precision than the params.
+        value = jnp.asarray(1.0, jnp.float16 if dtype == "float32" else jnp.float32)
+        tx = case.make()
+        grads = jax.grad(loss_fn)(params)
+        extra = case.extra(params, value)
+        state = tx.init(params)
+
+        def step(s):
+            return tx.update(grads, s, params, **extra)[1]
+
+        updates, new_state = tx.update(grads, state, params, **extra)
+        assert _avals(new_state) == _avals(state)
+        assert jax.tree.map(lambda u: u.dtype, updates) == jax.tree.map(
+            lambda g: g.dtype, grads
+        )
+        jax.lax.cond(True, step, lambda s: s, state)
+        jax.lax.while_loop(
+            lambda c: c[0] < 2, lambda c: (c[0] + 1, step(c[1])), (0, state)
+        )
+        jax.lax.scan(lambda s, _: (step(s), None), state, None, length=2)
+
+
+@over_cases
+def test_no_recompile(case):
+    tx = case.make()
+    params = make_params()
+    traces = []
+
+    @jax.jit
+    def step(state, params, value):
+        traces.append(None)
+        grads = jax.grad(loss_fn)(params)
+        return tx.update(grads, state, params, **case.extra(params, value))
+
+    state = tx.init(params)
+    for i in range(3):
+        _, state = step(state, params, jnp.float32(i))
+    assert len(traces) == 1
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.schedule_arg], ids=str)
+def test_constant_schedule_equals_scalar(case):
+    value = case.kwargs.get(case.schedule_arg)
+    assert value is not None, "give the scheduled argument a value in kwargs"
+
+    def constant(count):
+        return jnp.asarray(value, jnp.float32) + 0.0 * count
+
+    params = make_params()
+    plain = trajectory(case.make(), case, params, 5)
+    scheduled = trajectory(case.make(**{case.schedule_arg: constant}), case, params, 5)
+    _assert_close(plain, scheduled, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.injectable], ids=str)
+def test_inject_hyperparams_equals_plain(case):
+    params = make_params()
+    plain = trajectory(case.make(), case, params, 5)
+    injected = trajectory(
+        gradax.inject_hyperparams(case.build)(**case.kwargs), case, params, 5
+    )
+    # float32 hyperparameters against Python floats; see test_conformance.
+    _assert_close(plain, injected, rtol=2e-5, atol=1e-6)
+
+
+@over_cases
+def test_unknown_extra_args_accepted(case):
+    tx = case.make()
+    params = make_params()
+    extra = case.extra(params, jnp.float32(1.0))
+    tx.update(jax.grad(loss_fn)(params), tx.init(params), params, unknown=3, **extra)
+
+
+@over_cases
+def test_abstract_init(case):
+    tx = case.make()
+    params = make_params()
+    abstract = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), params)
+    shapes = jax.eval_shape(tx.init, abstract)
+    concrete = tx.init(params)
+    assert jax.tree.map(lambda x: (x.shape, x.dtype), shapes) == jax.tree.map(
+        lambda x: (x.shape, x.dtype), concrete
+    )
+
+
+@over_cases
+def test_construction_touches_no_device(case):
+    with jax.transfer_guard("disallow"):
+        case.make()
+
+
+@over_cases
+def test_built_in_one_trace_used_in_another(case):
+    holder = {}
+    params = make_params()
+
+    @jax.jit
+    def build_and_init(p):
+        holder["tx"] = case.make()
+        return holder["tx"].init(p)
+
+    state = build_and_init(params)
+
+    @jax.jit
+    def step(s, p):
+        extra = case.extra(p, jnp.float32(1.0))
+        return holder["tx"].update(jax.grad(loss_fn)(p), s, p, **extra)
+
+    step(state, params)
+
+
+@over_cases
+def test_is_pytree_and_jit_argument(case):
+    tx = case.make()
+    assert tx == case.make()
+    assert jax.tree.unflatten(*reversed(jax.tree.flatten(tx))) == tx
+    params = make_params()
+
+    @jax.jit
+    def step(t, s, p):
+        extra = case.extra(p, jnp.float32(1.0))
+        return t.update(jax.grad(loss_fn)(p), s, p, **extra)
+
+    step(tx, tx.init(params), params)
+
+
+@over_cases
+@pytest.mark.parametrize("axis_type", ["Auto", "Explicit"])
+def test_sharded_equals_unsharded(case, axis_type):
+    assert len(jax.devices()) >= 8, "conftest sets XLA_FLAGS for 8 CPU devices"
+    kind = getattr(jax.sharding.AxisType, axis_type)
+    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
+    spec = jax.sharding.PartitionSpec
+    keys = jax.random.split(jax.random.key(1), 3)
+    params = {
+        "s": jnp.asarray(0.3),
+        "v": jnp.linspace(-1.0, 1.0, 8),
+        "m": jax.random.normal(keys[0], (8, 6)),
+        "t": jax.random.normal(keys[1], (2, 6, 8)),
+    }
+    tx = case.make()
+
+    @jax.jit
+    def step(s, p):
+        value, grads = jax.value_and_grad(loss_fn)(p)
+        return tx.update(grads, s, p, **case.extra(p, value))
+
+    single, _ = step(jax.jit(tx.init)(params), params)
+    shardings = {
+        "s": jax.NamedSharding(mesh, spec()),
+        "v": jax.NamedSharding(mesh, spec("a")),
+        "m": jax.NamedSharding(mesh, spec("a", None)),
+        "t": jax.NamedSharding(mesh, spec(None, None, "b")),
+    }
+    with jax.set_mesh(mesh):
+        sharded_params = jax.device_put(params, shardings)
+        state = jax.jit(tx.init)(sharded_params)
+        updates, _ = step(state, sharded_params)
+    _assert_close(single, updates)
+
+
+# ---------------------------------------------------------------------------
+# Errors naming what is missing.
+
+
+@pytest.mark.parametrize("name", ["momo", "momo_adam", "reduce_on_plateau"])
+def test_missing_value_is_an_error(name):
+    tx = getattr(gradax, name)()
+    params = make_params()
+    with pytest.raises(ValueError, match="value="):
+        tx.update(params, tx.init(params), params)
+
+
+def test_hutchinson_needs_obj_fn():
+    tx = gradax.sophia(0.1)
+    params = make_params()
+    with pytest.raises(ValueError, match="obj_fn"):
+        tx.update(params, tx.init(params), params)
+
+
+def test_opaque_sam_needs_grad_fn():
+    tx = _sam_opaque()
+    params = make_params()
+    with pytest.raises(ValueError, match="grad_fn"):
+        tx.update(params, tx.init(params), params)
+
+
+# ---------------------------------------------------------------------------
+# Behaviour.
+
+
+def _descend(tx, steps, extra_fn):
+    params = make_params()
+
+    def body(carry, _):
+        p, s = carry
+        value, grads = jax.value_and_grad(loss_fn)(p)
+        u, s = tx.update(grads, s, p, **extra_fn(value))
+        return (gradax.apply_updates(p, u), s), None
+
+    (final, _), _ = jax.lax.scan(body, (params, tx.init(params)), None, steps)
+    return loss_fn(final) / loss_fn(params)
+
+
+@pytest.mark.parametrize(
+    "tx, extra_fn",
+    [
+        (gradax.momo(1.0), lambda v: dict(value=v)),
+        (gradax.momo_adam(0.1), lambda v: dict(value=v)),
+        (gradax.sophia(0.05, update_interval=2), lambda v: dict(obj_fn=loss_fn)),
+        (_sam_opaque(), lambda v: dict(grad_fn=_grad_fn)),
+    ],
+    ids=["momo", "momo_adam", "sophia", "sam-opaque"],
+)
+def test_converges(tx, extra_fn):
+    assert _descend(tx, 300, extra_fn) < 1e-3
+
+
+def test_hutchinson_is_exact_for_a_diagonal_hessian():
+    # u * (H u) = diag(H) when H is diagonal and u has entries +-1.
+    tx = gradax.hutchinson_estimator_diag_hessian(jax.random.PRNGKey(3))
+    params = {"a": jnp.array([1.0, -2.0, 0.5]), "b": jnp.ones((2, 2))}
+
+    def obj_fn(p):
+        return jnp.sum(jnp.array([1.0, 2.0, 3.0]) * p["a"] ** 2) + jnp.sum(p["b"] ** 4)
+
+    state = tx.init(params)
+    diag, new_state = tx.update(params, state, params, obj_fn=obj_fn)
+    np.testing.assert_allclose(diag["a"], [2.0, 4.0, 6.0])
+    np.testing.assert_allclose(diag["b"], 12.0 * np.ones((2, 2)))
+    assert not np.array_equal(new_state.key, state.key)
+
+
+def test_hutchinson_estimates_off_diagonal_hessians_without_bias():
+    hessian = np.array([[2.0, 1.0, -0.5], [1.0, 3.0, 0.2], [-0.5, 0.2, 1.0]], "f4")
+
+    def obj_fn(p):
+        return 0.5 * p @ hessian @ p
+
+    tx = gradax.hutchinson_estimator_diag_hessian()
+    params = jnp.zeros(3)
+
+    def body(state, _):
+        diag, state = tx.update(params, state, params, obj_fn=obj_fn)
+        return state, diag
+
+    _, diags = jax.lax.scan(body, tx.init(params), None, 4000)
+    np.testing.assert_allclose(diags.mean(0), np.diag(hessian), atol=0.05)
+
+
+def test_sophia_refreshes_the_hessian_every_update_interval():
+    tx = gradax.scale_by_sophia(update_interval=3, b2=0.5)
+    params = jnp.array([1.0, 2.0])
+
+    def obj_fn(p):
+        return jnp.sum(p**2)
+
+    state = tx.init(params)
+    seen = []
+    for _ in range(7):
+        _, state = tx.update(params, state, params, obj_fn=obj_fn)
+        seen.append(float(state.nu[0]))
+    # Estimates at counts 0, 3, 6: nu = 1, 1.5, 1.75 (decay 0.5 towards 2).
+    assert seen == [1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 1.75]
+
+
+def test_sam_opaque_equals_transparent():
+    # One opaque update is one whole period of transparent updates.
+    adv = gradax.chain(gradax.normalize(), gradax.sgd(0.1))
+    opaque = gradax.sam(gradax.sgd(0.05), adv, sync_period=3, opaque_mode=True)
+    transparent = gradax.sam(gradax.sgd(0.05), adv, sync_period=3)
+    params = make_params()
+    u, _ = opaque.update(
+        _grad_fn(params, 0), opaque.init(params), params, grad_fn=_grad_fn
+    )
+    expected = gradax.apply_updates(params, u)
+    p, state = params, transparent.init(params)
+    for _ in range(3):
+        u, state = transparent.update(_grad_fn(p, 0), state, p)
+        p = gradax.apply_updates(p, u)
+    _assert_close(p, expected)
+
+
+def test_sam_batch_axis_name_averages_adversarial_gradients():
+    tx = gradax.sam(
+        gradax.sgd(1.0),
+        gradax.sgd(0.0),
+        sync_period=2,
+        opaque_mode=True,
+        batch_axis_name="batch",
+    )
+    params = jnp.zeros(2)
+
+    def per_device(scale):
+        def grad_fn(p, i):
+            del i
+            return p + scale
+
+        u, _ = tx.update(jnp.zeros(2), tx.init(params), params, grad_fn=grad_fn)
+        return u
+
+    updates = jax.vmap(per_device, axis_name="batch")(jnp.array([[1.0], [3.0]]))
+    np.testing.assert_allclose(updates, -2.0 * np.ones((2, 2)))
+
+
+def test_reduce_on_plateau_cooldown_and_min_scale():
+    tx = gradax.reduce_on_plateau(factor=0.5, patience=2, cooldown=2, min_scale=0.2)
+    state = tx.init(jnp.zeros(1))
+    scales = []
+    for _ in range(14):
+        _, state = tx.update(jnp.ones(1), state, value=1.0)
+        scales.append(float(state.scale))
+    # The first value improves on inf; then 2 flat steps reduce, 2 cool down.
+    expected = [1.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25, 0.2, 0.2, 0.2]
+    np.testing.assert_allclose(scales, expected + [0.2], rtol=1e-7)
