@@ -77,9 +77,9 @@ def main() -> None:
         state = jax.jit(tx.init)(params)
         for _ in range(5):
             params, state = step(params, state, *batch)
-        replicated = jax.jit(
-            lambda p: p, out_shardings=jax.NamedSharding(mesh, P())
-        )(params)
+        replicated = jax.jit(lambda p: p, out_shardings=jax.NamedSharding(mesh, P()))(
+            params
+        )
     if process_id == 0:
         np.savez(out_file, **{k: np.asarray(v) for k, v in replicated.items()})
     if num_processes > 1:
