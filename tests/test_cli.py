@@ -87,6 +87,20 @@ def test_demo_prints_table(text_file, tmp_path, capsys):
     assert "results.json" in out and "loss.png" in out
 
 
+def test_demo_without_rich_or_matplotlib(text_file, tmp_path, monkeypatch, capsys):
+    for name in list(sys.modules):
+        if name.split(".")[0] in ("rich", "matplotlib"):
+            monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "rich", None)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    demo(tmp_path, "--data", str(text_file), "--steps", "6", "--optimizers", "adamw")
+    captured = capsys.readouterr()
+    assert not (tmp_path / "loss.png").exists()
+    assert "matplotlib is not installed" in captured.err
+    assert "step     6/6" in captured.err  # the plain progress lines
+    assert "train loss" in captured.out and "adamw" in captured.out
+
+
 def test_demo_is_deterministic(file_run, text_file, tmp_path):
     _, first = file_run
     args = ["--data", str(text_file), "--steps", "6", "--optimizers", "adamw,muon"]

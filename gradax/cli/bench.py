@@ -179,7 +179,7 @@ def print_table(outcomes: dict[str, dict[str, Any]], quick: bool) -> None:
         return
     table = Table(title=title)
     table.add_column("benchmark")
-    table.add_column("measure")
+    table.add_column("measure", overflow="fold")
     table.add_column("value", justify="right")
     for row in rows:
         table.add_row(*row)

@@ -222,6 +222,7 @@ def train_one(
     step_seconds = 0.0
     compile_seconds = 0.0
     length = config.context + 1
+    progress(spec.label, 0, None, val_curve[0])
     for step in range(config.steps):
         tokens = data_lib.sample_batch(
             corpus.train, config.batch_size, length, (config.seed, 0, step)
@@ -395,7 +396,7 @@ class _PlainProgress:
         return False
 
     def __call__(self, label, step, loss, val_loss):
-        if step % self.every == 0 or step == self.steps:
+        if step and (step % self.every == 0 or step == self.steps):
             print(
                 f"{label:>10s} step {step:5d}/{self.steps}  loss {loss:.3f}  "
                 f"val {val_loss:.3f}",
@@ -426,7 +427,7 @@ class _RichProgress:
         )
         self.line = describe(labels, steps, header)
         self.tasks = {
-            label: self.progress.add_task(label, total=steps, losses="")
+            label: self.progress.add_task(label, total=steps, losses="", start=False)
             for label in labels
         }
 
@@ -440,6 +441,10 @@ class _RichProgress:
         return False
 
     def __call__(self, label, step, loss, val_loss):
+        if step == 0:  # this optimizer starts now: start its clock
+            self.progress.start_task(self.tasks[label])
+            self.progress.update(self.tasks[label], losses=f"val {val_loss:.3f}")
+            return
         self.progress.update(
             self.tasks[label],
             completed=step,
