@@ -16,3 +16,19 @@ hypothesis.settings.load_profile("gradax")
 # Helper scripts, not test modules: keep --doctest-modules from importing them
 # (the worker parses sys.argv; the golden-file maker needs torch).
 collect_ignore = ["multihost_worker.py", "golden/make_torch_muon.py"]
+
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs():
+    """Drop JAX's compilation caches after each test.
+
+    Thousands of parametrized checks each compile their own programs; kept
+    alive, they grew a test worker past 5 GB and one crashed in XLA. No test
+    relies on a program compiled by another.
+    """
+    yield
+    jax.clear_caches()
