@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -27,10 +28,14 @@ import numpy as np
 
 from . import _hyper
 from ._pytree import Module, static_field
+from ._sharding import shard_state_like_params
 
 Params = Any
+"""A pytree of parameters (arrays at the leaves)."""
 Updates = Any
+"""A pytree of gradients or updates with the same structure as the parameters."""
 OptState = Any
+"""A transformation's state: any pytree that ``init`` returns."""
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -171,15 +176,29 @@ def _resolved(tx: GradientTransformation, names: tuple[str, ...], count: Any):
     return tx._with_fields(**values)
 
 
+# How many guarded ``init`` calls are running on this thread: only the
+# outermost one ties the state's shardings to the parameters'.
+_init_depth = threading.local()
+
+
 def _wrap_init(raw_init: Callable) -> Callable:
     @functools.wraps(raw_init)
     def init(self, params):
-        scheduled = _scheduled_fields(self)
-        if not scheduled:
-            return raw_init(self, params)
-        count = zero_count()
-        inner = raw_init(_resolved(self, scheduled, count), params)
-        return ScheduleState(count=count, inner_state=inner)
+        depth = getattr(_init_depth, "value", 0)
+        _init_depth.value = depth + 1
+        try:
+            scheduled = _scheduled_fields(self)
+            if not scheduled:
+                state = raw_init(self, params)
+            else:
+                count = zero_count()
+                inner = raw_init(_resolved(self, scheduled, count), params)
+                state = ScheduleState(count=count, inner_state=inner)
+        finally:
+            _init_depth.value = depth
+        if depth == 0:
+            state = shard_state_like_params(state, params)
+        return state
 
     init._gradax_guarded = True
     return init

@@ -42,3 +42,46 @@ def reshape_like(x: jax.Array, like: Any) -> jax.Array:
     if sharding is not None:
         return jax.numpy.reshape(x, jax.numpy.shape(like), out_sharding=sharding)
     return jax.numpy.reshape(x, jax.numpy.shape(like))
+
+
+def _auto_axes_only() -> bool:
+    """Whether the mesh in context (if any) leaves shardings to the compiler."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh is None or mesh.empty:
+        return True
+    return all(t == jax.sharding.AxisType.Auto for t in mesh.axis_types)
+
+
+def shard_state_like_params(state: Any, params: Any) -> Any:
+    """Tie each state leaf shaped like a parameter to that parameter's sharding.
+
+    Under ``jit`` with Auto mesh axes, a state leaf such as ``zeros_like(p)``
+    does not depend on ``p``'s values, so the compiler is free to (and does)
+    replicate it. ``shard_alike`` asks the partitioner to give both arrays the
+    same sharding. A state leaf is matched to the parameter whose tree path is
+    the longest suffix of the leaf's path (``mu['w']`` -> ``params['w']``) and
+    that has the same shape. Explicit axes need none of this: the sharding is
+    in the types and ``zeros_like`` keeps it.
+    """
+    param_leaves = jax.tree_util.tree_flatten_with_path(params)[0]
+    if jax.device_count() == 1 or not _auto_axes_only():
+        return state
+    if not any(isinstance(p, jax.core.Tracer) for _, p in param_leaves):
+        return state  # outside jit the state is built where the parameters live
+    from jax.experimental.shard_alike import shard_alike
+
+    by_path = {tuple(path): leaf for path, leaf in param_leaves}
+
+    def tie(path: tuple, leaf: Any) -> Any:
+        for start in range(len(path) + 1):
+            param = by_path.get(tuple(path[start:]))
+            if param is None:
+                continue
+            if getattr(param, "shape", None) == getattr(leaf, "shape", ()) and (
+                getattr(leaf, "ndim", 0) > 0
+            ):
+                return shard_alike(param, leaf)[1]
+            return leaf
+        return leaf
+
+    return jax.tree_util.tree_map_with_path(tie, state)

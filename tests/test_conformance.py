@@ -291,15 +291,13 @@ def test_sharded_equals_unsharded(entry: Entry, axis_type: str):
     with jax.set_mesh(mesh):
         sharded_params = jax.device_put(params, shardings)
         state = jax.jit(tx.init)(sharded_params)
-        if axis_type == "Explicit":
-            # With sharding in types, state shaped like a parameter must carry
-            # its sharding. (Under Auto axes the compiler picks the sharding of
-            # init's outputs; making it match there is the scale-out issue's.)
-            for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
-                key = getattr(path[-1], "key", None)
-                if key in params and leaf.shape == params[key].shape:
-                    sharding = shardings[key]
-                    assert leaf.sharding.is_equivalent_to(sharding, leaf.ndim), path
+        # State shaped like a parameter carries its sharding: from the types
+        # under Explicit axes, from the init wrapper's shard_alike under Auto.
+        for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
+            key = getattr(path[-1], "key", None)
+            if key in params and leaf.shape == params[key].shape and leaf.ndim:
+                sharding = shardings[key]
+                assert leaf.sharding.is_equivalent_to(sharding, leaf.ndim), path
         updates, _ = step(state, jax.device_put(grads, shardings), sharded_params)
     for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(updates), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

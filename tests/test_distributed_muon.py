@@ -50,6 +50,27 @@ def test_collective_count_does_not_grow_with_steps(kind, method):
     assert counts[0] > 0  # the re-layouts are real collectives
 
 
+@pytest.mark.parametrize("name", ["normuon", "adamuon", "dion2"])
+def test_variants_collective_count_does_not_grow_with_steps(name):
+    """The variants orthogonalize through Muon's distributed path too.
+
+    (Dion has no Newton–Schulz iteration: one power-iteration step and a QR
+    per update, so there is no step count to vary.)
+    """
+    mesh = mesh_of("Auto")
+    factory = getattr(gradax, name)
+    counts = [
+        len(COLLECTIVE.findall(compiled_update(factory(0.02, ns_steps=k), mesh)))
+        for k in (5, 10)
+    ]
+    assert counts[0] == counts[1], counts
+    # Measured: normuon 9 against 33 when the compiler partitions the plain
+    # iteration, adamuon 3 against 25, dion2 49 against 50 (its top-k row
+    # selection dominates); the distributed path is never worse.
+    plain = compiled_update(factory(0.02, ns_steps=10, distributed=False), mesh)
+    assert counts[1] <= len(COLLECTIVE.findall(plain))
+
+
 def test_plain_partitioning_puts_collectives_in_the_loop():
     """The trap the distributed path avoids (optax: 41 -> 81 here)."""
     mesh = mesh_of("Auto")

@@ -1,10 +1,10 @@
 """Pieces the Muon variants share: routing, per-matrix maps, RMS alignment.
 
-The full optimizers (``normuon``, ``adamuon``, ``dion``, ``dion2``) reuse
-:class:`gradax.muon`'s routing and group building: matrices get the variant's
-direction, its shape factor, decoupled weight decay and the learning rate;
-every other leaf gets AdamW. Only the direction differs, so each alias defines
-``_muon_direction()`` and borrows the rest from ``muon``.
+The full optimizers (``normuon``, ``adamuon``, ``dion``, ``dion2``) derive
+from :class:`gradax.orthogonal.muon.MuonGroups`, like ``muon`` itself: matrices
+get the variant's direction, its shape factor, decoupled weight decay and the
+learning rate; every other leaf gets AdamW. Only the direction differs, so
+each alias defines ``_muon_direction()``.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._core import GradientTransformation, safe_increment, zero_count
 from .._hyper import check_decay, check_nonnegative
 from .._pytree import static_field
 from .._sharding import explicit_sharding
 from .dimensions import is_dimension_numbers, matrix_view, shape_scale
-from .muon import muon, scale_by_muon
+from .muon import MuonGroups, muon_direction, scale_by_muon
 from .routing import full_dimension_numbers
 
 
@@ -164,20 +164,8 @@ class NormalizedMuonBase(GradientTransformation):
         self._muon()  # validates the Muon options
 
     def _muon(self) -> scale_by_muon:
-        return scale_by_muon(
-            self.ns_coeffs,
-            self.ns_steps,
-            self.beta,
-            self.eps,
-            self.mu_dtype,
-            nesterov=self.nesterov,
-            preconditioning=self.preconditioning,
-            weight_dimension_numbers=self.weight_dimension_numbers,
-            momentum=self.momentum,
-            bias_correction=self.bias_correction,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
+        return muon_direction(
+            self, weight_dimension_numbers=self.weight_dimension_numbers
         )
 
     def _prepare(self, x: jax.Array) -> jax.Array:
@@ -226,24 +214,7 @@ class NormalizedMuonBase(GradientTransformation):
         return pick(dims, pairs, 0), new_state
 
 
-class MatrixAlias(Alias):
-    """Base of the Muon-family optimizers: the variant's direction for
-    matrices, AdamW for the rest, exactly as :class:`gradax.muon` builds it.
-
-    Subclasses define ``_muon_direction()`` and the attributes ``muon.build``
-    reads (``shape_scaling``, ``consistent_rms``, ``nesterov``, the AdamW
-    group settings, ...), as fields or class attributes.
-    """
-
-    _dims = muon._dims
-    _labels = muon._labels
-    build = muon.build
-
-    def _check(self):
-        muon._check(self)
-
-
-class NormalizedMuonAliasBase(MatrixAlias):
+class NormalizedMuonAliasBase(MuonGroups):
     """Fields and direction of the NorMuon and AdaMuon optimizers."""
 
     learning_rate: Any
@@ -272,7 +243,7 @@ class NormalizedMuonAliasBase(MatrixAlias):
     adam_eps: Any = dataclasses.field(default=None, kw_only=True)
     distributed: Any = static_field("auto", kw_only=True)
 
-    # The direction is already RMS-aligned; muon.build adds no shape factor.
+    # The direction is already RMS-aligned; build adds no shape factor.
     shape_scaling = "none"
     _direction_class = NormalizedMuonBase
 

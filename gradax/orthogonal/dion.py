@@ -15,7 +15,6 @@ from .._core import GradientTransformation
 from .._hyper import check_decay, check_nonnegative
 from .._pytree import static_field
 from ._common import (
-    MatrixAlias,
     batch_shape,
     is_spec_leaf,
     map_matrices,
@@ -27,6 +26,7 @@ from ._common import (
     work_dtype,
 )
 from .dimensions import matrix_view
+from .muon import MuonGroups
 
 
 class DionState(NamedTuple):
@@ -140,7 +140,7 @@ class scale_by_dion(GradientTransformation):
         return pick(dims, triples, 0), new_state
 
 
-class dion(MatrixAlias):
+class dion(MuonGroups):
     r"""Dion: low-rank orthonormalized updates with error feedback.
 
     For each matrix parameter with gradient :math:`G_t`, written as the
@@ -174,8 +174,8 @@ class dion(MatrixAlias):
       seed: PRNG seed of :math:`Q_0`.
       shape_scaling: the shape factor: "spectral" (Dion's), "keller", "rms"
         (0.2 sqrt(max(fan_in, fan_out))) or "none".
-      adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate,
-        adam_eps: the AdamW group's settings, as in :class:`muon`.
+      adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate, adam_eps:
+        the AdamW group's settings, as in :class:`muon`.
       muon_weight_dimension_numbers: routing, as in :class:`muon`.
       cautious_weight_decay: decay only where update and weight agree in sign.
 
@@ -215,7 +215,7 @@ class dion(MatrixAlias):
     cautious_weight_decay: bool = static_field(False, kw_only=True)
     adam_eps: Any = dataclasses.field(default=None, kw_only=True)
 
-    # Read by muon.build: AdamW without Nesterov; "rms" scaling uses 0.2.
+    # Read by MuonGroups.build: AdamW without Nesterov; "rms" scaling uses 0.2.
     nesterov = False
     consistent_rms = 0.2
 

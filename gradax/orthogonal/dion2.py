@@ -14,7 +14,6 @@ from .._core import GradientTransformation
 from .._hyper import check_nonnegative, check_range
 from .._pytree import static_field
 from ._common import (
-    MatrixAlias,
     map_matrices,
     matrix_dims,
     pick,
@@ -23,7 +22,7 @@ from ._common import (
     work_dtype,
 )
 from .dimensions import MuonDimensionNumbers, matrix_view
-from .muon import scale_by_muon
+from .muon import MuonGroups, muon_direction, scale_by_muon
 
 SELECTIONS = ("auto", "rows", "columns")
 
@@ -97,15 +96,7 @@ class scale_by_dion2(GradientTransformation):
 
     def _muon(self) -> scale_by_muon:
         # Only its orthogonalization (coefficients, normalization) is used.
-        return scale_by_muon(
-            self.ns_coeffs,
-            self.ns_steps,
-            eps=self.eps,
-            preconditioning=self.preconditioning,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
-        )
+        return muon_direction(self)
 
     def init(self, params):
         return Dion2State(gtree.zeros_like(params, dtype=self.mu_dtype))
@@ -168,7 +159,7 @@ class scale_by_dion2(GradientTransformation):
         return pick(dims, pairs, 0), Dion2State(momentum)
 
 
-class dion2(MatrixAlias):
+class dion2(MuonGroups):
     r"""Dion2: Muon on the heaviest fraction of the momentum's rows.
 
     For each matrix parameter with gradient :math:`G_t` and summed momentum
@@ -201,8 +192,8 @@ class dion2(MatrixAlias):
       select: "auto", "rows" (fan-in slices of ``x @ W``'s W) or "columns".
       shape_scaling: "spectral" (the default), "keller", "rms" or "none".
       preconditioning, method, precision: as in :class:`muon`.
-      adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate,
-        adam_eps: the AdamW group's settings, as in :class:`muon`.
+      adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate, adam_eps:
+        the AdamW group's settings, as in :class:`muon`.
       muon_weight_dimension_numbers: routing, as in :class:`muon`.
       cautious_weight_decay: decay only where update and weight agree in sign.
       distributed: as in :class:`muon`.
@@ -248,7 +239,7 @@ class dion2(MatrixAlias):
     adam_eps: Any = dataclasses.field(default=None, kw_only=True)
     distributed: Any = static_field("auto", kw_only=True)
 
-    # Read by muon.build: AdamW without Nesterov; "rms" scaling uses 0.2.
+    # Read by MuonGroups.build: AdamW without Nesterov; "rms" scaling uses 0.2.
     nesterov = False
     consistent_rms = 0.2
 

@@ -228,6 +228,36 @@ class scale_by_muon(GradientTransformation):
         return orthogonal, MuonState(safe_increment(state.count), mu)
 
 
+# The options a Muon direction takes from its optimizer (muon or a variant).
+_DIRECTION_OPTIONS = (
+    "ns_coeffs",
+    "ns_steps",
+    "beta",
+    "eps",
+    "mu_dtype",
+    "nesterov",
+    "adaptive",
+    "preconditioning",
+    "momentum",
+    "bias_correction",
+    "method",
+    "precision",
+    "distributed",
+)
+
+
+def muon_direction(owner: Any, **overrides: Any) -> scale_by_muon:
+    """The :class:`scale_by_muon` configured by ``owner``'s Muon options.
+
+    Every name in ``_DIRECTION_OPTIONS`` that ``owner`` has is passed on; the
+    others keep ``scale_by_muon``'s defaults. ``overrides`` win over both
+    (``muon`` passes its routing as ``weight_dimension_numbers``).
+    """
+    names = [name for name in _DIRECTION_OPTIONS if hasattr(owner, name)]
+    options = {name: getattr(owner, name) for name in names}
+    return scale_by_muon(**{**options, **overrides})
+
+
 class scale_by_shape(GradientTransformation):
     """Multiplies each orthogonalized update by its shape factor.
 
@@ -274,7 +304,73 @@ class scale_by_shape(GradientTransformation):
         return scaled_updates, state
 
 
-class muon(Alias):
+class MuonGroups(Alias):
+    """Base of :class:`muon` and its variants: two parameter groups.
+
+    Matrices (as routed by ``muon_weight_dimension_numbers``) get the
+    subclass's ``_muon_direction()``, the shape factor, decoupled weight decay
+    and the learning rate; every other leaf gets AdamW. Subclasses provide
+    ``_muon_direction()`` and the fields :meth:`build` reads:
+    ``learning_rate``, ``eps``, ``weight_decay``, ``weight_decay_mask``,
+    ``mu_dtype``, ``nesterov``, ``consistent_rms``, ``shape_scaling``,
+    ``cautious_weight_decay``, ``muon_weight_dimension_numbers`` and the
+    ``adam_*`` settings.
+    """
+
+    def _muon_direction(self) -> GradientTransformation:
+        raise NotImplementedError
+
+    def _check(self):
+        check_nonnegative("weight_decay", self.weight_decay)
+        check_nonnegative("adam_weight_decay", self.adam_weight_decay)
+        check_decay("adam_b1", self.adam_b1)
+        check_decay("adam_b2", self.adam_b2)
+        self._muon_direction()  # validates the direction's options
+
+    def _dims(self, tree: Any) -> Any:
+        return full_dimension_numbers(
+            self.muon_weight_dimension_numbers, tree, default_2d_only=True
+        )
+
+    def _labels(self, params: Any) -> Any:
+        dims = self._dims(params)
+        warn_about_embeddings(dims)
+        return jax.tree.map(
+            lambda d, _: "adam" if d is None else "muon",
+            dims,
+            params,
+            is_leaf=lambda x: x is None or is_dimension_numbers(x),
+        )
+
+    def build(self):
+        decay = decayed_weights(
+            self.weight_decay,
+            self.weight_decay_mask,
+            cautious=self.cautious_weight_decay,
+        )
+        muon_group = chain(
+            self._muon_direction(),
+            scale_by_shape(
+                self._dims, self.consistent_rms, shape_scaling=self.shape_scaling
+            ),
+            decay,
+            scale_by_learning_rate(self.learning_rate),
+        )
+        adam_lr = self.adam_learning_rate
+        adam_group = adamw(
+            self.learning_rate if adam_lr is None else adam_lr,
+            b1=self.adam_b1,
+            b2=self.adam_b2,
+            eps=self.eps if self.adam_eps is None else self.adam_eps,
+            eps_root=self.adam_eps_root,
+            mu_dtype=self.mu_dtype,
+            weight_decay=self.adam_weight_decay,
+            nesterov=self.nesterov,
+        )
+        return partition({"muon": muon_group, "adam": adam_group}, self._labels)
+
+
+class muon(MuonGroups):
     r"""Muon: orthogonalized momentum for matrices, AdamW for everything else.
 
     For each matrix parameter :math:`W` (fan-in x fan-out) with gradient
@@ -378,69 +474,5 @@ class muon(Alias):
     adam_eps: Any = dataclasses.field(default=None, kw_only=True)
     distributed: Any = static_field("auto", kw_only=True)
 
-    def _check(self):
-        check_nonnegative("weight_decay", self.weight_decay)
-        check_nonnegative("adam_weight_decay", self.adam_weight_decay)
-        check_decay("adam_b1", self.adam_b1)
-        check_decay("adam_b2", self.adam_b2)
-        self._muon_direction()  # validates the Muon options
-
-    def _dims(self, tree: Any) -> Any:
-        return full_dimension_numbers(
-            self.muon_weight_dimension_numbers, tree, default_2d_only=True
-        )
-
-    def _labels(self, params: Any) -> Any:
-        dims = self._dims(params)
-        warn_about_embeddings(dims)
-        return jax.tree.map(
-            lambda d, _: "adam" if d is None else "muon",
-            dims,
-            params,
-            is_leaf=lambda x: x is None or is_dimension_numbers(x),
-        )
-
     def _muon_direction(self) -> scale_by_muon:
-        return scale_by_muon(
-            self.ns_coeffs,
-            self.ns_steps,
-            self.beta,
-            self.eps,
-            self.mu_dtype,
-            nesterov=self.nesterov,
-            adaptive=self.adaptive,
-            preconditioning=self.preconditioning,
-            weight_dimension_numbers=self._dims,
-            momentum=self.momentum,
-            bias_correction=self.bias_correction,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
-        )
-
-    def build(self):
-        decay = decayed_weights(
-            self.weight_decay,
-            self.weight_decay_mask,
-            cautious=self.cautious_weight_decay,
-        )
-        muon_group = chain(
-            self._muon_direction(),
-            scale_by_shape(
-                self._dims, self.consistent_rms, shape_scaling=self.shape_scaling
-            ),
-            decay,
-            scale_by_learning_rate(self.learning_rate),
-        )
-        adam_lr = self.adam_learning_rate
-        adam_group = adamw(
-            self.learning_rate if adam_lr is None else adam_lr,
-            b1=self.adam_b1,
-            b2=self.adam_b2,
-            eps=self.eps if self.adam_eps is None else self.adam_eps,
-            eps_root=self.adam_eps_root,
-            mu_dtype=self.mu_dtype,
-            weight_decay=self.adam_weight_decay,
-            nesterov=self.nesterov,
-        )
-        return partition({"muon": muon_group, "adam": adam_group}, self._labels)
+        return muon_direction(self, weight_dimension_numbers=self._dims)

@@ -104,8 +104,8 @@ class normuon(NormalizedMuonAliasBase):
         :class:`scale_by_normuon`.
       preconditioning, momentum, bias_correction, method, precision: as in
         :class:`muon` (bias correction is off here, as in the paper).
-      adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate,
-        adam_eps: the AdamW group's settings, as in :class:`muon`.
+      adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate, adam_eps:
+        the AdamW group's settings, as in :class:`muon`.
       muon_weight_dimension_numbers: routing, as in :class:`muon`.
       cautious_weight_decay: decay only where update and weight agree in sign.
       distributed: as in :class:`muon`.
