@@ -1,7 +1,9 @@
 """gradax: gradient processing and optimization for JAX."""
 
 from . import contrib as contrib
+from . import microbatching as microbatching
 from . import tree as tree
+from . import tree_utils as tree_utils
 from ._core import Alias as Alias
 from ._core import EmptyState as EmptyState
 from ._core import GradientTransformation as GradientTransformation
@@ -18,11 +20,26 @@ from ._core import set_to_zero as set_to_zero
 from ._core import stateless as stateless
 from ._core import stateless_with_tree_map as stateless_with_tree_map
 from ._core import with_extra_args_support as with_extra_args_support
+from ._distributions import multi_normal as multi_normal
 from ._hyper import FunctionSchedule as FunctionSchedule
 from ._hyper import Schedule as Schedule
 from ._hyper import StatefulSchedule as StatefulSchedule
+from ._numerics import safe_increment as safe_increment
+from ._numerics import safe_int32_increment as safe_int32_increment
+from ._numerics import safe_norm as safe_norm
+from ._numerics import safe_root_mean_squares as safe_root_mean_squares
 from ._pytree import Module as Module
 from ._pytree import static_field as static_field
+from ._types import AddDecayedWeightsState as AddDecayedWeightsState
+from ._types import MaskOrFn as MaskOrFn
+from ._types import MultiTransformState as MultiTransformState
+from ._types import ScalarOrSchedule as ScalarOrSchedule
+from ._types import ScaleByScheduleState as ScaleByScheduleState
+from ._types import ScaleState as ScaleState
+from ._types import TransformInitFn as TransformInitFn
+from ._types import TransformUpdateExtraArgsFn as TransformUpdateExtraArgsFn
+from ._types import TransformUpdateFn as TransformUpdateFn
+from ._types import init_empty_state as init_empty_state
 from .combinators.chain import chain as chain
 from .combinators.chain import named_chain as named_chain
 from .combinators.conditional import ApplyIfFiniteState as ApplyIfFiniteState
@@ -65,9 +82,14 @@ from .combinators.structure import freeze as freeze
 from .combinators.structure import selective_transform as selective_transform
 from .contrib import COCOBState as COCOBState
 from .contrib import DAdaptAdamWState as DAdaptAdamWState
+from .contrib import (
+    DifferentiallyPrivateAggregateState as DifferentiallyPrivateAggregateState,
+)
 from .contrib import DogInitStep as DogInitStep
 from .contrib import DoGState as DoGState
 from .contrib import DoWGState as DoWGState
+from .contrib import GaLoreDimensionNumbers as GaLoreDimensionNumbers
+from .contrib import GaLoreState as GaLoreState
 from .contrib import HutchinsonState as HutchinsonState
 from .contrib import MadgradState as MadgradState
 from .contrib import MechanicState as MechanicState
@@ -81,12 +103,19 @@ from .contrib import ScaleByAdemamixState as ScaleByAdemamixState
 from .contrib import ScaleBySimplifiedAdEMAMixState as ScaleBySimplifiedAdEMAMixState
 from .contrib import ScheduleFreeState as ScheduleFreeState
 from .contrib import SophiaState as SophiaState
+from .contrib import SplitRealAndImaginaryState as SplitRealAndImaginaryState
+from .contrib import acprop as acprop
 from .contrib import ademamix as ademamix
 from .contrib import adopt as adopt
 from .contrib import cocob as cocob
 from .contrib import dadapt_adamw as dadapt_adamw
+from .contrib import (
+    differentially_private_aggregate as differentially_private_aggregate,
+)
 from .contrib import dog as dog
 from .contrib import dowg as dowg
+from .contrib import dpsgd as dpsgd
+from .contrib import galore as galore
 from .contrib import (
     hutchinson_estimator_diag_hessian as hutchinson_estimator_diag_hessian,
 )
@@ -98,11 +127,13 @@ from .contrib import normalize as normalize
 from .contrib import prodigy as prodigy
 from .contrib import reduce_on_plateau as reduce_on_plateau
 from .contrib import sam as sam
+from .contrib import scale_by_acprop as scale_by_acprop
 from .contrib import scale_by_ademamix as scale_by_ademamix
 from .contrib import scale_by_adopt as scale_by_adopt
 from .contrib import scale_by_cocob as scale_by_cocob
 from .contrib import scale_by_dog as scale_by_dog
 from .contrib import scale_by_dowg as scale_by_dowg
+from .contrib import scale_by_galore as scale_by_galore
 from .contrib import scale_by_madgrad as scale_by_madgrad
 from .contrib import scale_by_prodigy as scale_by_prodigy
 from .contrib import scale_by_simplified_ademamix as scale_by_simplified_ademamix
@@ -113,6 +144,10 @@ from .contrib import schedule_free_eval_params as schedule_free_eval_params
 from .contrib import schedule_free_sgd as schedule_free_sgd
 from .contrib import simplified_ademamix as simplified_ademamix
 from .contrib import sophia as sophia
+from .contrib import split_real_and_imaginary as split_real_and_imaginary
+from .linalg import matrix_inverse_pth_root as matrix_inverse_pth_root
+from .linalg import nnls as nnls
+from .linalg import power_iteration as power_iteration
 from .linesearch import BacktrackingLinesearchInfo as BacktrackingLinesearchInfo
 from .linesearch import MinimizeResult as MinimizeResult
 from .linesearch import MinimizeStatus as MinimizeStatus
@@ -130,6 +165,7 @@ from .linesearch import (
 from .linesearch import scale_by_lbfgs as scale_by_lbfgs
 from .linesearch import scale_by_zoom_linesearch as scale_by_zoom_linesearch
 from .linesearch import value_and_grad_from_state as value_and_grad_from_state
+from .microbatching import microbatch as microbatch
 from .optimizers.adabelief import ScaleByBeliefState as ScaleByBeliefState
 from .optimizers.adabelief import adabelief as adabelief
 from .optimizers.adabelief import scale_by_belief as scale_by_belief
@@ -167,6 +203,9 @@ from .optimizers.lamb import lars as lars
 from .optimizers.lion import ScaleByLionState as ScaleByLionState
 from .optimizers.lion import lion as lion
 from .optimizers.lion import scale_by_lion as scale_by_lion
+from .optimizers.mars import MarsState as MarsState
+from .optimizers.mars import mars as mars
+from .optimizers.mars import scale_by_mars as scale_by_mars
 from .optimizers.noisy_sgd import noisy_sgd as noisy_sgd
 from .optimizers.novograd import ScaleByNovogradState as ScaleByNovogradState
 from .optimizers.novograd import novograd as novograd
@@ -181,6 +220,7 @@ from .optimizers.optimistic import (
 from .optimizers.optimistic import (
     scale_by_optimistic_gradient as scale_by_optimistic_gradient,
 )
+from .optimizers.optimistic_adam import optimistic_adam as optimistic_adam
 from .optimizers.polyak import polyak_sgd as polyak_sgd
 from .optimizers.polyak import scale_by_polyak as scale_by_polyak
 from .optimizers.radam import radam as radam
@@ -190,11 +230,17 @@ from .optimizers.rprop import ScaleByRpropState as ScaleByRpropState
 from .optimizers.rprop import rprop as rprop
 from .optimizers.rprop import scale_by_rprop as scale_by_rprop
 from .optimizers.sgd import sgd as sgd
+from .optimizers.shampoo import ShampooState as ShampooState
+from .optimizers.shampoo import scale_by_shampoo as scale_by_shampoo
+from .optimizers.shampoo import shampoo as shampoo
 from .optimizers.sign import sign_sgd as sign_sgd
 from .optimizers.sign import signum as signum
 from .optimizers.sm3 import ScaleBySM3State as ScaleBySM3State
 from .optimizers.sm3 import scale_by_sm3 as scale_by_sm3
 from .optimizers.sm3 import sm3 as sm3
+from .optimizers.soap import SoapState as SoapState
+from .optimizers.soap import scale_by_soap as scale_by_soap
+from .optimizers.soap import soap as soap
 from .optimizers.yogi import scale_by_yogi as scale_by_yogi
 from .optimizers.yogi import yogi as yogi
 from .orthogonal.adamuon import AdaMuonState as AdaMuonState
@@ -240,6 +286,7 @@ from .schedules import (
 from .schedules import (
     warmup_exponential_decay_schedule as warmup_exponential_decay_schedule,
 )
+from .schedules.wrapped import WrappedSchedule as WrappedSchedule
 from .transforms.cautious import (
     add_cautious_decayed_weights as add_cautious_decayed_weights,
 )
@@ -272,6 +319,11 @@ from .transforms.momentum import EmaState as EmaState
 from .transforms.momentum import TraceState as TraceState
 from .transforms.momentum import ema as ema
 from .transforms.momentum import trace as trace
+from .transforms.monitoring import MonitorState as MonitorState
+from .transforms.monitoring import SnapshotState as SnapshotState
+from .transforms.monitoring import measure_with_ema as measure_with_ema
+from .transforms.monitoring import monitor as monitor
+from .transforms.monitoring import snapshot as snapshot
 from .transforms.rms import ScaleByRmsState as ScaleByRmsState
 from .transforms.rms import ScaleByRmsWithCountState as ScaleByRmsWithCountState
 from .transforms.rms import ScaleByRssState as ScaleByRssState
@@ -282,6 +334,7 @@ from .transforms.rms import (
 from .transforms.rms import scale_by_rms as scale_by_rms
 from .transforms.rms import scale_by_rss as scale_by_rss
 from .transforms.rms import scale_by_stddev as scale_by_stddev
+from .transforms.scale_gradient import scale_gradient as scale_gradient
 from .transforms.scaling import scale as scale
 from .transforms.scaling import scale_by_learning_rate as scale_by_learning_rate
 from .transforms.scaling import scale_by_schedule as scale_by_schedule
@@ -294,5 +347,10 @@ from .transforms.trust_ratio import (
 )
 from .transforms.trust_ratio import scale_by_trust_ratio as scale_by_trust_ratio
 from .transforms.weight_decay import add_decayed_weights as add_decayed_weights
+from .tree import bias_correction as bias_correction
+from .tree import map_params as tree_map_params  # noqa: F401 - optax name
+from .tree import update_infinity_moment as update_infinity_moment
+from .tree import update_moment as update_moment
+from .tree import update_moment_per_elem_norm as update_moment_per_elem_norm
 
 __version__ = "0.1.0.dev0"

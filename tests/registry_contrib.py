@@ -10,6 +10,7 @@ equivalent checks are in test_contrib_*.py): ``momo`` and ``momo_adam`` and
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import optax
 from registry_base import Entry
 
@@ -32,6 +33,35 @@ def _ox_sophia(**kwargs):
     return optax.contrib.sophia(
         hessian_diagonal_fn=optax.stateless(_squared_grads), **kwargs
     )
+
+
+def _per_example(updates, params):
+    """Three "examples" per gradient (the batch axis DP-SGD expects); mean g."""
+    del params
+    return jax.tree.map(lambda g: jnp.stack([g, 0.5 * g, 1.5 * g]), updates)
+
+
+def _gx_private(make):
+    return lambda **kw: gradax.chain(gradax.stateless(_per_example), make(**kw))
+
+
+def _ox_private(make):
+    return lambda **kw: optax.chain(optax.stateless(_per_example), make(**kw))
+
+
+def _gx_galore_dims(params):
+    """Project the matrix as is and the 3-D leaf as 2 x (3 * 2)."""
+    dims = gradax.contrib.GaLoreDimensionNumbers
+    return {"s": None, "v": None, "m": dims(), "t": dims(0, (1, 2))}
+
+
+def _ox_galore_dims(params):
+    dims = optax.contrib.GaLoreDimensionNumbers
+    return {"s": None, "v": None, "m": dims(), "t": dims(0, (1, 2))}
+
+
+def _norm(updates):
+    return jnp.sqrt(sum(jnp.sum(jnp.abs(u) ** 2) for u in jax.tree.leaves(updates)))
 
 
 def _gx_scale_by_sophia(**kwargs):
@@ -330,4 +360,129 @@ ENTRIES: list[Entry] = [
         ),
     ),
     Entry("normalize", optax_name="contrib.normalize"),
+    # GaLore: make_params' 4 x 3 matrix is projected to rank 2; the other
+    # leaves get plain Adam.
+    Entry(
+        "galore",
+        dict(learning_rate=0.05, rank=2, update_proj_gap=5),
+        optimizer=True,
+        schedule_arg="learning_rate",
+        optax_name="contrib.galore",
+    ),
+    Entry(
+        "galore",
+        dict(learning_rate=0.05, rank=1, update_proj_gap=3, weight_decay=1e-3),
+        schedule_arg="scale",
+        injectable=False,
+        build_fn=lambda **kw: gradax.galore(
+            **kw, weight_dimension_numbers=_gx_galore_dims
+        ),
+        optax_build_fn=lambda **kw: optax.contrib.galore(
+            **kw, weight_dimension_numbers=_ox_galore_dims
+        ),
+    ),
+    Entry(
+        "scale_by_galore",
+        dict(rank=2, update_proj_gap=4),
+        schedule_arg="scale",
+        optax_name="contrib.scale_by_galore",
+    ),
+    # ACProp.
+    Entry(
+        "acprop",
+        LR,
+        optimizer=True,
+        schedule_arg="learning_rate",
+        optax_name="contrib.acprop",
+    ),
+    Entry(
+        "acprop",
+        dict(learning_rate=0.05, b1=0.8, weight_decay=1e-3),
+        schedule_arg="b1",
+        optax_name="contrib.acprop",
+    ),
+    Entry(
+        "scale_by_acprop",
+        dict(b2=0.99),
+        schedule_arg="b2",
+        optax_name="contrib.scale_by_acprop",
+    ),
+    # Differential privacy: the gradients get a batch axis of 3 examples
+    # first. Not injectable: inject_hyperparams wraps the bare factory.
+    Entry(
+        "dpsgd",
+        dict(learning_rate=0.05, l2_norm_clip=5.0, noise_multiplier=0.02, seed=3),
+        optimizer=True,
+        schedule_arg="learning_rate",
+        injectable=False,
+        build_fn=_gx_private(gradax.dpsgd),
+        optax_build_fn=_ox_private(optax.contrib.dpsgd),
+    ),
+    Entry(
+        "dpsgd",
+        dict(
+            learning_rate=0.05,
+            l2_norm_clip=1.0,
+            noise_multiplier=0.5,
+            seed=0,
+            momentum=0.9,
+            nesterov=True,
+        ),
+        schedule_arg="momentum",
+        injectable=False,
+        build_fn=_gx_private(gradax.dpsgd),
+        optax_build_fn=_ox_private(optax.contrib.dpsgd),
+    ),
+    Entry(
+        "differentially_private_aggregate",
+        dict(l2_norm_clip=2.0, noise_multiplier=0.1, key=1),
+        schedule_arg="noise_multiplier",
+        injectable=False,
+        build_fn=_gx_private(gradax.differentially_private_aggregate),
+        optax_build_fn=_ox_private(optax.contrib.differentially_private_aggregate),
+    ),
+    # Complex parameters as pairs of real ones.
+    Entry(
+        "split_real_and_imaginary",
+        {},
+        optimizer=True,
+        injectable=False,
+        build_fn=lambda: gradax.split_real_and_imaginary(gradax.adam(0.05)),
+        optax_build_fn=lambda: optax.contrib.split_real_and_imaginary(optax.adam(0.05)),
+    ),
+    # Top-level transformations added with the contrib ones: optax's older
+    # optimistic Adam and the monitoring transformations, which pass the
+    # updates through. optax's monitor cannot run in lax.scan (its state
+    # starts as an empty dict and gains entries), so test_dropin compares
+    # the measurements with optax's in a Python loop.
+    Entry(
+        "optimistic_adam",
+        LR,
+        optimizer=True,
+        schedule_arg="learning_rate",
+    ),
+    Entry(
+        "optimistic_adam",
+        dict(learning_rate=0.05, optimism=0.02, b1=0.8, nesterov=False),
+        schedule_arg="optimism",
+    ),
+    Entry("snapshot", dict(measure_name="norm", measure=_norm)),
+    Entry(
+        "monitor",
+        build_fn=lambda: gradax.monitor(
+            {"norm": _norm, "ema": gradax.measure_with_ema(_norm, 0.9)}
+        ),
+        optax_name="",
+        injectable=False,
+    ),
+    Entry(
+        "measure_with_ema",
+        dict(decay=0.8),
+        schedule_arg="decay",
+        injectable=False,
+        build_fn=lambda **kw: gradax.monitor(
+            {"ema": gradax.measure_with_ema(_norm, debias=False, **kw)}
+        ),
+        optax_name="",
+    ),
 ]

@@ -5,6 +5,12 @@ Every name here is also exported at the top level (``gradax.prodigy`` is
 """
 
 from ..optimizers.adam import ScaleByAdamState as ScaleByAdamState
+from ..orthogonal.dimensions import MuonDimensionNumbers as MuonDimensionNumbers
+from ..orthogonal.muon import MuonState as MuonState
+from ..orthogonal.muon import muon as muon
+from ..orthogonal.muon import scale_by_muon as scale_by_muon
+from ._acprop import acprop as acprop
+from ._acprop import scale_by_acprop as scale_by_acprop
 from ._ademamix import ScaleByAdemamixState as ScaleByAdemamixState
 from ._ademamix import (
     ScaleBySimplifiedAdEMAMixState as ScaleBySimplifiedAdEMAMixState,
@@ -18,6 +24,8 @@ from ._adopt import scale_by_adopt as scale_by_adopt
 from ._cocob import COCOBState as COCOBState
 from ._cocob import cocob as cocob
 from ._cocob import scale_by_cocob as scale_by_cocob
+from ._complex import SplitRealAndImaginaryState as SplitRealAndImaginaryState
+from ._complex import split_real_and_imaginary as split_real_and_imaginary
 from ._dadapt_adamw import DAdaptAdamWState as DAdaptAdamWState
 from ._dadapt_adamw import dadapt_adamw as dadapt_adamw
 from ._dog import DogInitStep as DogInitStep
@@ -27,6 +35,10 @@ from ._dog import dog as dog
 from ._dog import dowg as dowg
 from ._dog import scale_by_dog as scale_by_dog
 from ._dog import scale_by_dowg as scale_by_dowg
+from ._galore import GaLoreDimensionNumbers as GaLoreDimensionNumbers
+from ._galore import GaLoreState as GaLoreState
+from ._galore import galore as galore
+from ._galore import scale_by_galore as scale_by_galore
 from ._madgrad import MadgradState as MadgradState
 from ._madgrad import madgrad as madgrad
 from ._madgrad import scale_by_madgrad as scale_by_madgrad
@@ -36,6 +48,13 @@ from ._momo import MomoAdamState as MomoAdamState
 from ._momo import MomoState as MomoState
 from ._momo import momo as momo
 from ._momo import momo_adam as momo_adam
+from ._privacy import (
+    DifferentiallyPrivateAggregateState as DifferentiallyPrivateAggregateState,
+)
+from ._privacy import (
+    differentially_private_aggregate as differentially_private_aggregate,
+)
+from ._privacy import dpsgd as dpsgd
 from ._prodigy import ProdigyState as ProdigyState
 from ._prodigy import prodigy as prodigy
 from ._prodigy import scale_by_prodigy as scale_by_prodigy

@@ -21,3 +21,30 @@ from .join import (
 )
 from .onecycle import cosine_onecycle_schedule as cosine_onecycle_schedule
 from .onecycle import linear_onecycle_schedule as linear_onecycle_schedule
+
+# The other ``optax.schedules`` names (``inject_hyperparams`` and the schedule
+# types), resolved lazily from the top-level package: the combinators that
+# define them import this package.
+_FROM_GRADAX = frozenset(
+    (
+        "InjectHyperparamsState",
+        "InjectStatefulHyperparamsState",
+        "Schedule",
+        "StatefulSchedule",
+        "WrappedSchedule",
+        "inject_hyperparams",
+        "inject_stateful_hyperparams",
+    )
+)
+
+
+def __getattr__(name: str):
+    if name in _FROM_GRADAX:
+        import gradax
+
+        return getattr(gradax, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_FROM_GRADAX})

@@ -1,0 +1,159 @@
+"""Griffe extension for the API reference: gradax's classes and docstrings.
+
+mkdocstrings reads gradax statically (with griffe), which misses two things:
+
+- Every gradax transformation is a class made a frozen dataclass by
+  ``Module.__init_subclass__``, not by a ``@dataclass`` decorator, so griffe
+  sees no ``__init__`` and would list every argument as required with no
+  signature. This extension imports each class, and where it is a dataclass
+  without an ``__init__`` of its own, gives it the runtime signature.
+- The docstrings use reStructuredText roles (``:math:`x```, ``:class:`x```),
+  ``.. math::`` blocks and doctests under ``Example:``, which Markdown would
+  mangle (``[1.0, 0.5]`` reads as a link). They become code spans and code
+  blocks.
+
+Registered under ``extensions:`` of the mkdocstrings handler in ``mkdocs.yml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+import textwrap
+from typing import Any
+
+import griffe
+
+_ROLE = re.compile(r":(?:math|class|func|meth|mod|attr|data|obj|exc):`~?([^`]+)`")
+_DIRECTIVE = re.compile(r"^(\s*)\.\. math::(.*)$")
+# A ``>`` opening a line or an argument's description (``eps: >= 0``) would
+# start a Markdown block quote.
+_QUOTE = re.compile(r"(^\s*|:\s+)>(?!>>)")
+
+_KINDS = {
+    inspect.Parameter.POSITIONAL_ONLY: griffe.ParameterKind.positional_only,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: griffe.ParameterKind.positional_or_keyword,
+    inspect.Parameter.VAR_POSITIONAL: griffe.ParameterKind.var_positional,
+    inspect.Parameter.KEYWORD_ONLY: griffe.ParameterKind.keyword_only,
+    inspect.Parameter.VAR_KEYWORD: griffe.ParameterKind.var_keyword,
+}
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _fence(lines: list[str], indent: str, language: str) -> list[str]:
+    """``lines`` as a fenced code block at ``indent``, after a blank line."""
+    code = textwrap.dedent("\n".join(lines)).strip("\n").splitlines()
+    return ["", f"{indent}```{language}", *(indent + c for c in code), f"{indent}```"]
+
+
+def _extend(out: list[str], block: list[str]) -> None:
+    """Append a code block; right under a section title (``Example:``) it
+    starts at once, since a blank line would end the Google-style section."""
+    if out and out[-1].rstrip().endswith(":"):
+        block = block[1:]
+    out.extend(block)
+
+
+def markdown_docstring(text: str) -> str:
+    """Rewrite reStructuredText roles, math blocks and doctests as Markdown.
+
+    Roles become code spans, ``.. math::`` blocks ``text`` code blocks, runs
+    of doctest lines (``>>>`` with their output) ``pycon`` code blocks, and a
+    ``>`` that Markdown would read as a block quote is escaped.
+    """
+    lines = _ROLE.sub(r"`\1`", text).splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        directive = _DIRECTIVE.match(line)
+        if directive is not None:
+            indent, first = directive.group(1), directive.group(2).strip()
+            body = [indent + first] if first else []
+            i += 1
+            while i < len(lines) and (
+                not lines[i].strip() or _indent(lines[i]) > len(indent)
+            ):
+                body.append(lines[i])
+                i += 1
+            _extend(out, _fence(body, indent, "text"))
+        elif line.lstrip().startswith(">>>"):
+            indent = line[: _indent(line)]
+            body = []
+            while i < len(lines) and lines[i].strip() and lines[i].startswith(indent):
+                body.append(lines[i])
+                i += 1
+            _extend(out, _fence(body, indent, "pycon"))
+        else:
+            out.append(_QUOTE.sub(r"\1\\>", line))
+            i += 1
+    return "\n".join(out)
+
+
+def _runtime(obj: griffe.Class) -> Any:
+    """The live class a griffe class stands for, or None."""
+    try:
+        value: Any = importlib.import_module(obj.module.path)
+    except ImportError:
+        return None
+    inner = obj.path[len(obj.module.path) + 1 :]
+    for part in inner.split("."):
+        value = getattr(value, part, None)
+    return value
+
+
+def _add_init(obj: griffe.Class) -> None:
+    """Give a runtime dataclass with no ``__init__`` in its source its signature."""
+    if "__init__" in obj.members:
+        return
+    cls = _runtime(obj)
+    if not (inspect.isclass(cls) and dataclasses.is_dataclass(cls)):
+        return
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return
+    parameters = [
+        griffe.Parameter("self", kind=griffe.ParameterKind.positional_or_keyword)
+    ]
+    for param in signature.parameters.values():
+        default = None if param.default is param.empty else repr(param.default)
+        parameters.append(
+            griffe.Parameter(param.name, kind=_KINDS[param.kind], default=default)
+        )
+    init = griffe.Function(
+        "__init__",
+        lineno=0,
+        endlineno=0,
+        parent=obj,
+        parameters=griffe.Parameters(*parameters),
+        returns="None",
+    )
+    obj.set_member("__init__", init)
+
+
+def _walk(obj: griffe.Object, seen: set[str]) -> None:
+    if obj.path in seen:
+        return
+    seen.add(obj.path)
+    if obj.docstring is not None:
+        obj.docstring.value = markdown_docstring(obj.docstring.value)
+    if isinstance(obj, griffe.Class):
+        _add_init(obj)
+    for member in list(obj.members.values()):
+        if not member.is_alias:
+            _walk(member, seen)
+
+
+class GradaxDocs(griffe.Extension):
+    """Dataclass signatures and Markdown docstrings for the gradax package."""
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        """Rewrite the loaded ``gradax`` package in place."""
+        if pkg.name == "gradax":
+            _walk(pkg, set())

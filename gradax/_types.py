@@ -1,0 +1,71 @@
+"""Type aliases and state names that optax code refers to.
+
+The aliases describe arguments (``ScalarOrSchedule`` for a learning rate,
+``MaskOrFn`` for a mask); the state names are the classes gradax's
+transformations really return, under the names optax gives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Union
+
+import jax
+
+from ._core import EmptyState, OptState, Params, ScheduleState, Updates
+from .combinators.masked import PartitionState
+
+MaskOrFn = Union[Any, Callable[[Params], Any], None]  # noqa: UP007 - a runtime alias
+"""A mask: a tree of booleans like the params, a function of the params
+returning one, or None."""
+
+ScalarOrSchedule = Union[float, jax.Array, Callable[[Any], Any]]  # noqa: UP007
+"""A hyperparameter: a number, an array, or a schedule (a function of the
+step count)."""
+
+TransformInitFn = Callable[[Params], OptState]
+"""The type of ``init``: ``init(params) -> state``."""
+
+TransformUpdateFn = Callable[..., tuple[Updates, OptState]]
+"""The type of ``update``: ``update(updates, state, params=None) -> (updates,
+state)``."""
+
+TransformUpdateExtraArgsFn = Callable[..., tuple[Updates, OptState]]
+"""The type of ``update`` with extra keyword arguments: ``update(updates,
+state, params=None, **extra_args) -> (updates, state)``. Every gradax
+``update`` has this type."""
+
+AddDecayedWeightsState = EmptyState
+"""State of :class:`add_decayed_weights` without a mask: an :class:`EmptyState`
+(as in optax)."""
+
+ScaleState = EmptyState
+"""State of :class:`scale`: an :class:`EmptyState` (as in optax)."""
+
+MultiTransformState = PartitionState
+"""State of :class:`multi_transform`: a :class:`PartitionState` (as in optax)."""
+
+ScaleByScheduleState = ScheduleState
+"""State of :class:`scale_by_schedule`: a :class:`ScheduleState`.
+
+Differences from optax: optax's ``ScaleByScheduleState`` has the field
+``count`` only; gradax's has ``count`` and an (empty) ``inner_state``, the
+state every gradax transformation with a scheduled hyperparameter keeps."""
+
+
+def init_empty_state(params: Params) -> EmptyState:
+    """An ``init`` for transformations without state: returns ``EmptyState()``.
+
+    Args:
+      params: ignored.
+
+    Returns:
+      ``EmptyState()``.
+
+    Example:
+      >>> import gradax
+      >>> gradax.init_empty_state({"w": 1.0})
+      EmptyState()
+    """
+    del params
+    return EmptyState()

@@ -1,0 +1,135 @@
+"""ACProp: AdaBelief's centred second moment, used one step late."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._hyper import check_decay, check_nonnegative
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..optimizers.adabelief import ScaleByBeliefState
+from ..transforms.scaling import scale_by_learning_rate
+from ..transforms.weight_decay import add_decayed_weights
+
+
+def _check_acprop(tx: Any) -> None:
+    check_decay("b1", tx.b1)
+    check_decay("b2", tx.b2)
+    check_nonnegative("eps", tx.eps)
+    check_nonnegative("eps_root", tx.eps_root)
+
+
+class scale_by_acprop(GradientTransformation):
+    """The ACProp direction, without learning rate. See :class:`acprop`.
+
+    Args:
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second central moment, in [0, 1).
+      eps: added to the denominator outside the square root, >= 0.
+      eps_root: added to the second central moment at every step, >= 0
+        (must be positive to differentiate through the update).
+    """
+
+    b1: Any = 0.9
+    b2: Any = 0.999
+    eps: Any = 1e-16
+    eps_root: Any = 1e-16
+
+    def _check(self):
+        _check_acprop(self)
+
+    def init(self, params):
+        return ScaleByBeliefState(
+            count=zero_count(),
+            mu=gtree.zeros_like(params),
+            nu=gtree.zeros_like(params),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        b2, eps, eps_root = self.b2, self.eps, self.eps_root
+        mu = gtree.update_moment(updates, state.mu, self.b1, 1)
+        # The deviation from the *previous* mean, as in the authors' code.
+        deviation = gtree.sub(updates, state.mu)
+        nu = gtree.update_moment_per_elem_norm(deviation, state.nu, b2, 2)
+        nu = jax.tree.map(lambda v: v + eps_root, nu)
+        count = safe_increment(state.count)
+        # The denominator uses s_{t-1}; at the first step there is none, and
+        # the gradient is divided by 1 + eps.
+        first = state.count == 0
+        nu_hat = gtree.bias_correction(
+            state.nu, b2, jnp.where(first, count, state.count)
+        )
+        direction = jax.tree.map(
+            lambda g, v: g / (jnp.sqrt(jnp.where(first, 1, v)) + eps),
+            updates,
+            nu_hat,
+        )
+        return direction, ScaleByBeliefState(count=count, mu=mu, nu=nu)
+
+
+class acprop(Alias):
+    r"""ACProp: momentum centring with an asynchronous (one-step-late) update.
+
+    With gradient :math:`g_t`, step :math:`t \ge 1`, :math:`m_0 = s_0 = 0`:
+
+    .. math::
+      m_t = b_1 m_{t-1} + (1 - b_1) g_t,\quad
+      s_t = b_2 s_{t-1} + (1 - b_2) |g_t - m_{t-1}|^2 + \bar\epsilon,\\
+      u_t = -\eta_t \left(\frac{g_t}{\sqrt{s_{t-1} / (1 - b_2^{t-1})}
+      + \epsilon} + \lambda \theta_{t-1}\right),
+
+    with the fraction replaced by :math:`g_1 / (1 + \epsilon)` at
+    :math:`t = 1`. The numerator is the raw gradient and the denominator
+    uses only past gradients, which is what makes the update asynchronous.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second central moment, in [0, 1).
+      eps: :math:`\epsilon`, >= 0.
+      eps_root: :math:`\bar\epsilon`, >= 0.
+      weight_decay: :math:`\lambda >= 0` (multiplied by the learning rate).
+      mask: a tree of booleans like the params (or a function of the params
+        returning one) selecting the leaves that decay.
+
+    Returns:
+      The optimizer, a gradient transformation; ``update`` needs ``params``.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = jnp.array([1.0, -2.0])
+      >>> tx = gradax.contrib.acprop(0.1)
+      >>> state = tx.init(params)
+      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
+      >>> updates, state = tx.update(grads, state, params)
+      >>> gradax.apply_updates(params, updates)
+      Array([ 0.8, -1.6], dtype=float32)
+
+    References:
+      Zhuang et al., Momentum Centering and Asynchronous Update for Adaptive
+      Gradient Methods, NeurIPS 2021 (arXiv:2110.05454).
+    """
+
+    learning_rate: Any
+    b1: Any = 0.9
+    b2: Any = 0.999
+    eps: Any = 1e-16
+    eps_root: Any = 1e-16
+    weight_decay: Any = 0.0
+    mask: Any = static_field(None)
+
+    def _check(self):
+        _check_acprop(self)
+        check_nonnegative("weight_decay", self.weight_decay)
+
+    def build(self):
+        return chain(
+            scale_by_acprop(self.b1, self.b2, self.eps, self.eps_root),
+            add_decayed_weights(self.weight_decay, self.mask),
+            scale_by_learning_rate(self.learning_rate),
+        )

@@ -1,0 +1,243 @@
+"""Pieces shared by the Kronecker-factored preconditioners (Shampoo, SOAP).
+
+A leaf's matrices come from Muon's dimension numbers (see
+:class:`gradax.MuonDimensionNumbers`): the reduction (fan-in) and output
+(fan-out) axes form a matrix, every other axis is a batch of independent
+matrices, each with its own factors. A matrix may also be cut into blocks,
+each one more batch entry. Under a mesh with Explicit axes the matrix axes
+are gathered and the batch axes stay sharded, so every device works on its
+own matrices; the factors' batch axes are sharded like the weight's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .._sharding import explicit_sharding
+from ..orthogonal._common import is_spec_leaf, restore, work_dtype
+from ..orthogonal.dimensions import _axes, matrix_view
+from ..orthogonal.routing import full_dimension_numbers
+
+P = jax.sharding.PartitionSpec
+
+
+class Plan(NamedTuple):
+    """How one leaf is preconditioned (static)."""
+
+    to_matrices: Callable[[jax.Array], jax.Array]  # leaf -> (*batch, rows, cols)
+    from_matrices: Callable[[jax.Array], jax.Array]
+    batch_axes: tuple[int, ...]  # the leaf's axes that index its matrices
+    rows: int
+    cols: int
+    left: int  # block size of the row factor; 0: no factor on that side
+    right: int  # block size of the column factor; 0: none
+
+    @property
+    def factored(self) -> bool:
+        return bool(self.left or self.right)
+
+
+def _plan(shape, dims, block_size, max_dim, vector) -> Plan:
+    if dims is None:
+        n = shape[0] if len(shape) == 1 else 0
+        if vector and 1 < n <= max_dim:
+            return Plan(
+                lambda x: x.reshape(n, 1), lambda y: y.reshape(n), (), n, 1, n, 0
+            )
+        return Plan(lambda x: x, lambda y: y, (), 0, 0, 0, 0)
+    view = matrix_view(shape, dims)
+    used = _axes(dims.reduction_axis, len(shape)) + _axes(dims.output_axis, len(shape))
+    batch_axes = tuple(a for a in range(len(shape)) if a not in used)
+    rows, cols = view.fan_in, view.fan_out
+
+    def side(n):
+        return 0 if not 1 < n <= max_dim else min(n, block_size)
+
+    return Plan(
+        view.to_matrices,
+        view.from_matrices,
+        batch_axes,
+        rows,
+        cols,
+        side(rows),
+        side(cols),
+    )
+
+
+def plans(spec, tree, *, block_size=None, max_dim=None, vector=False):
+    """One :class:`Plan` per leaf of ``tree`` and the tree's definition.
+
+    ``spec`` is a dimension-number spec as Muon takes it ("auto", None, one
+    MuonDimensionNumbers, a tree or a function). A side longer than
+    ``max_dim`` gets no factor; one longer than ``block_size`` is cut into
+    blocks. With ``vector``, a 1-D leaf is an ``(n, 1)`` matrix.
+    """
+    inf = float("inf")
+    dims = full_dimension_numbers(spec, tree, default_2d_only=True)
+    flat_dims, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
+    leaves = treedef.flatten_up_to(tree)
+    out = [
+        _plan(tuple(x.shape), d, block_size or inf, max_dim or inf, vector)
+        for d, x in zip(flat_dims, leaves, strict=True)
+    ]
+    return out, treedef
+
+
+def n_blocks(plan: Plan) -> tuple[int, int]:
+    return (-(-plan.rows // plan.left) if plan.left else 1), (
+        -(-plan.cols // plan.right) if plan.right else 1
+    )
+
+
+def _reshape(x: jax.Array, shape: tuple[int, ...], batch: int) -> jax.Array:
+    """Reshape the axes after the first ``batch``, which keep their sharding."""
+    sharding = explicit_sharding(x)
+    if sharding is None:
+        return x.reshape(shape)
+    spec = tuple(sharding.spec)[:batch]
+    return jnp.reshape(
+        x, shape, out_sharding=P(*spec, *[None] * (len(shape) - len(spec)))
+    )
+
+
+def to_blocks(x: jax.Array, plan: Plan) -> jax.Array:
+    """``(*batch, rows, cols)`` to ``(*batch, nr, nc, br, bc)``, zero-padded.
+
+    Unchanged when the matrix is one block.
+    """
+    nr, nc = n_blocks(plan)
+    if (nr, nc) == (1, 1):
+        return x
+    br, bc = plan.left or plan.rows, plan.right or plan.cols
+    pad = [(0, 0)] * (x.ndim - 2) + [(0, nr * br - plan.rows), (0, nc * bc - plan.cols)]
+    x = _reshape(jnp.pad(x, pad), (*x.shape[:-2], nr, br, nc, bc), x.ndim - 2)
+    return jnp.moveaxis(x, -3, -2)
+
+
+def from_blocks(y: jax.Array, plan: Plan) -> jax.Array:
+    """The inverse of :func:`to_blocks`."""
+    nr, nc = n_blocks(plan)
+    if (nr, nc) == (1, 1):
+        return y
+    y = jnp.moveaxis(y, -2, -3)
+    y = _reshape(y, (*y.shape[:-4], nr * y.shape[-3], -1), y.ndim - 4)
+    return y[..., : plan.rows, : plan.cols]
+
+
+def _kept_spec(x: Any, plan: Plan) -> tuple[Any, ...] | None:
+    sharding = explicit_sharding(x)
+    if sharding is None:
+        return None
+    spec = tuple(sharding.spec) + (None,) * (x.ndim - len(sharding.spec))
+    return tuple(s if a in plan.batch_axes else None for a, s in enumerate(spec))
+
+
+def gather(x: jax.Array, plan: Plan) -> tuple[jax.Array, Any]:
+    """``x`` with its matrix axes unsharded (Explicit axes), and its sharding.
+
+    Batch axes keep their sharding, so no device sees another's matrices.
+    """
+    kept = _kept_spec(x, plan)
+    sharding = explicit_sharding(x)
+    if kept is None or not plan.factored or kept == tuple(sharding.spec):
+        return x, None
+    return jax.sharding.reshard(x, P(*kept)), sharding
+
+
+def ungather(x: jax.Array, sharding: Any) -> jax.Array:
+    """Give ``x`` back the sharding :func:`gather` took away."""
+    return restore(x, sharding)
+
+
+def factor_zeros(param: Any, plan: Plan, size: int, dtype: Any = None) -> jax.Array:
+    """Zeros ``(*batch, [nr, nc,] size, size)`` sharded like ``param``'s batch."""
+    batch = tuple(param.shape[a] for a in plan.batch_axes)
+    blocks = n_blocks(plan)
+    shape = batch + (blocks if blocks != (1, 1) else ()) + (size, size)
+    dtype = dtype or work_dtype(param.dtype)
+    kept = _kept_spec(param, plan)
+    if kept is None:
+        return jnp.zeros(shape, dtype)
+    spec = tuple(kept[a] for a in plan.batch_axes)
+    spec += (None,) * (len(shape) - len(spec))
+    mesh = explicit_sharding(param).mesh
+    return jnp.zeros(shape, dtype, out_sharding=jax.NamedSharding(mesh, P(*spec)))
+
+
+def mm(spec: str, *arrays: jax.Array) -> jax.Array:
+    return jnp.einsum(spec, *arrays, precision=jax.lax.Precision.HIGHEST)
+
+
+def gram(x: jax.Array, side: str) -> jax.Array:
+    """``X X^H`` (side "left") or ``X^H X`` ("right") of each matrix."""
+    if side == "left":
+        return mm("...ik,...jk->...ij", x, jnp.conj(x))
+    return mm("...ki,...kj->...ij", jnp.conj(x), x)
+
+
+def inverse_root(stat: jax.Array, exponent: float, epsilon: Any) -> jax.Array:
+    """``(S + epsilon * lambda_max I)^(-1/exponent)`` of Hermitian PSD ``S``.
+
+    Eigenvalues below ``eigh``'s resolution (``n * eps(dtype) * lambda_max``)
+    are taken as zero, so the damping, not rounding, sets the scale of a
+    rank-deficient ``S`` in its null space.
+    """
+    w, v = jnp.linalg.eigh(stat)
+    top = jnp.maximum(w[..., -1:], 1e-16)
+    resolution = stat.shape[-1] * jnp.finfo(w.dtype).eps
+    w = jnp.where(w > resolution * top, w, 0)
+    damping = epsilon * top
+    scale = ((w + damping) ** (-1.0 / exponent)).astype(v.dtype)
+    return mm("...ij,...j,...kj->...ik", v, scale, jnp.conj(v))
+
+
+def eigenbasis(stat: jax.Array) -> jax.Array:
+    """Eigenvectors of Hermitian ``S`` as columns, largest eigenvalue first."""
+    return jnp.linalg.eigh(stat)[1][..., ::-1]
+
+
+def _qr(a: jax.Array) -> jax.Array:
+    sharding = explicit_sharding(a)
+    if sharding is None or all(s is None for s in sharding.spec):
+        return jnp.linalg.qr(a)[0]
+    # QR of a batch sharded along Explicit axes trips a sharding rule inside
+    # JAX's QR; each device factors its own matrices instead.
+    spec = sharding.spec
+    local = jax.shard_map(
+        lambda m: jnp.linalg.qr(m)[0],
+        mesh=sharding.mesh,
+        in_specs=spec,
+        out_specs=spec,
+    )
+    return local(a)
+
+
+def refresh_basis(stat: jax.Array, q: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """One power iteration and QR from ``q``, columns by estimated eigenvalue.
+
+    Returns the new basis and the order (descending ``diag(Q^H S Q)``) that
+    was applied to the old columns.
+    """
+    estimate = jnp.real(mm("...ij,...ik,...kj->...j", jnp.conj(q), stat, q))
+    order = jnp.argsort(estimate, axis=-1, descending=True)
+    q = jnp.take_along_axis(q, order[..., None, :], axis=-1)
+    return _qr(mm("...ij,...jk->...ik", stat, q)), order
+
+
+def rotate(x: jax.Array, left: Any, right: Any, *, back: bool = False) -> jax.Array:
+    """``Q_L^H X Q_R`` (or, with ``back``, ``Q_L X Q_R^H``); None is identity."""
+    if left is not None:
+        if back:
+            x = mm("...ij,...jk->...ik", left, x)
+        else:
+            x = mm("...ij,...ik->...jk", jnp.conj(left), x)
+    if right is not None:
+        if back:
+            x = mm("...ik,...jk->...ij", x, jnp.conj(right))
+        else:
+            x = mm("...ij,...jk->...ik", x, right)
+    return x

@@ -1,0 +1,313 @@
+"""MARS: variance-reduced AdamW and Lion (Yuan et al., 2024)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._core import (
+    Alias,
+    EmptyState,
+    GradientTransformation,
+    safe_increment,
+    zero_count,
+)
+from .._hyper import check_decay, check_nonnegative
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.momentum import _canonical_dtype
+from .adam import adam_ratio
+
+_TYPES = ("mars-adamw", "mars-lion")
+
+
+class MarsState(NamedTuple):
+    """State of :class:`scale_by_mars`."""
+
+    count: jax.Array  # int32 scalar
+    mu: Any  # first moment, like params (mu_dtype)
+    nu: Any  # second moment, like params; None on mars-lion's MARS leaves
+    last_grad: Any  # previous gradient on the MARS leaves, None on the others
+
+
+def _on_mars_path(x: Any, optimize_1d: bool) -> bool:
+    """Whether a leaf takes the MARS rule (2-D, or any with optimize_1d)."""
+    return optimize_1d or len(x.shape) == 2
+
+
+def _is_zero(value: Any) -> bool:
+    return isinstance(value, (int, float)) and value == 0
+
+
+def _squared_norm(x: jax.Array) -> jax.Array:
+    if jnp.iscomplexobj(x):
+        return jnp.sum(jnp.real(jnp.conj(x) * x))
+    return jnp.sum(x * x)
+
+
+def _clipped_correction(g: jax.Array, g_prev: jax.Array, b1: Any, gamma: Any):
+    """``c = g + gamma b1/(1-b1) (g - g_prev)``, divided by ``max(||c||, 1)``."""
+    c = g + (gamma * (b1 / (1 - b1))) * (g - g_prev)
+    norm = jnp.sqrt(_squared_norm(c))
+    # c / ||c|| where ||c|| > 1, else c unchanged (a division by 1 is exact).
+    return c / jnp.maximum(norm, 1).astype(norm.dtype)
+
+
+def _check_mars(tx: Any) -> None:
+    check_decay("b1", tx.b1)
+    check_decay("b2", tx.b2)
+    check_nonnegative("eps", tx.eps)
+    check_nonnegative("gamma", tx.gamma)
+    check_decay("b1_1d", tx.b1_1d)
+    check_decay("b2_1d", tx.b2_1d)
+    if tx.mars_type == "mars-shampoo":
+        raise ValueError(
+            "mars_type='mars-shampoo' is not implemented in gradax; choose one "
+            f"of {_TYPES} (or see gradax.muon for orthogonalized updates)"
+        )
+    if tx.mars_type not in _TYPES:
+        raise ValueError(f"mars_type must be one of {_TYPES}, got {tx.mars_type!r}")
+
+
+class scale_by_mars(GradientTransformation):
+    """MARS's direction (no learning rate, no weight decay).
+
+    See :class:`mars` for the update rule.
+
+    Args:
+      b1: decay of the first moment on MARS leaves, in [0, 1).
+      b2: decay of the second moment on MARS leaves, in [0, 1).
+      eps: added to the denominator outside the square root, >= 0.
+      gamma: strength of the gradient correction, >= 0.
+      mu_dtype: dtype of the first moment (default: the parameters').
+      mars_type: ``"mars-adamw"`` or ``"mars-lion"``. Keyword-only.
+      optimize_1d: use MARS on every leaf; by default only 2-D leaves take
+        MARS and the others take AdamW with ``b1_1d``, ``b2_1d``. Keyword-only.
+      b1_1d: AdamW's first-moment decay on the other leaves, in [0, 1).
+      b2_1d: AdamW's second-moment decay on the other leaves, in [0, 1).
+    """
+
+    b1: Any = 0.95
+    b2: Any = 0.99
+    eps: Any = 1e-8
+    gamma: Any = 0.025
+    mu_dtype: Any = static_field(None)
+    mars_type: str = static_field("mars-adamw", kw_only=True)
+    optimize_1d: bool = static_field(False, kw_only=True)
+    b1_1d: Any = dataclasses.field(default=0.9, kw_only=True)
+    b2_1d: Any = dataclasses.field(default=0.95, kw_only=True)
+
+    def _check(self):
+        _check_mars(self)
+
+    def init(self, params):
+        lion = self.mars_type == "mars-lion"
+
+        def nu(p):
+            return None if lion and self._mars(p) else jnp.zeros_like(p)
+
+        def last_grad(p):
+            return jnp.zeros_like(p) if self._mars(p) else None
+
+        return MarsState(
+            count=zero_count(),
+            mu=gtree.zeros_like(params, dtype=_canonical_dtype(self.mu_dtype)),
+            nu=jax.tree.map(nu, params),
+            last_grad=jax.tree.map(last_grad, params),
+        )
+
+    def _mars(self, x: Any) -> bool:
+        return _on_mars_path(x, self.optimize_1d)
+
+    def update(self, updates, state, params=None, **extra_args):
+        count = safe_increment(state.count)
+        eps = self.eps
+
+        def leaf(g, m, v, g_prev):
+            if g_prev is None:  # AdamW on the raw gradient.
+                b1, b2, c = self.b1_1d, self.b2_1d, g
+            else:
+                b1, b2 = self.b1, self.b2
+                c = _clipped_correction(g, g_prev, b1, self.gamma)
+            m = gtree.update_moment(c, m, b1, 1)
+            if v is None:  # mars-lion: the sign of the new first moment.
+                return jnp.sign(m), m, None
+            v = gtree.update_moment_per_elem_norm(c, v, b2, 2)
+            m_hat = gtree.bias_correction(m, b1, count)
+            v_hat = gtree.bias_correction(v, b2, count)
+            return adam_ratio(m_hat, v_hat, eps, 0.0), m, v
+
+        grads, treedef = jax.tree.flatten(updates)
+        parts = zip(
+            grads,
+            treedef.flatten_up_to(state.mu),
+            treedef.flatten_up_to(state.nu),
+            treedef.flatten_up_to(state.last_grad),
+            strict=True,
+        )
+        outs = [leaf(*part) for part in parts]
+        new_updates, mu, nu = (
+            treedef.unflatten([out[i] for out in outs]) for i in range(3)
+        )
+        last_grad = jax.tree.map(
+            lambda g, old: None if old is None else g,
+            updates,
+            state.last_grad,
+            is_leaf=lambda x: x is None,
+        )
+        return new_updates, MarsState(count, mu, nu, last_grad)
+
+
+class _mars_step(GradientTransformation):
+    """``-lr (u + wd p)`` on MARS leaves, ``-lr_1d (u + wd_1d p)`` on others."""
+
+    learning_rate: Any
+    weight_decay: Any
+    learning_rate_1d: Any
+    weight_decay_1d: Any
+    optimize_1d: bool = static_field(False, kw_only=True)
+
+    def init(self, params):
+        del params
+        return EmptyState()
+
+    def update(self, updates, state, params=None, **extra_args):
+        lr_1d = self.learning_rate_1d
+        if lr_1d is None:
+            lr_1d = self.learning_rate
+
+        def leaf(u, p):
+            if _on_mars_path(u, self.optimize_1d):
+                lr, wd = self.learning_rate, self.weight_decay
+            else:
+                lr, wd = lr_1d, self.weight_decay_1d
+            if not _is_zero(wd):
+                if p is None:
+                    raise ValueError("mars needs params passed to update")
+                u = u + wd * p
+            return -lr * u
+
+        if params is None:
+            return jax.tree.map(lambda u: leaf(u, None), updates), state
+        return jax.tree.map(leaf, updates, params), state
+
+
+class mars(Alias):
+    r"""MARS: AdamW or Lion on a variance-reduced, clipped gradient.
+
+    MARS (Make vAriance Reduction Shine), approximate form: the previous
+    step's gradient stands in for the gradient at the previous parameters
+    on the current batch. On each MARS leaf, with :math:`g_0 = 0`:
+
+    .. math::
+      c_t = g_t + \gamma \frac{b_1}{1 - b_1} (g_t - g_{t-1}),\quad
+      \tilde c_t = c_t / \max(\lVert c_t \rVert_2, 1),\\
+      m_t = b_1 m_{t-1} + (1 - b_1) \tilde c_t,\quad
+      v_t = b_2 v_{t-1} + (1 - b_2) \tilde c_t^2,\\
+      u_t = -\eta_t \Big(\frac{m_t / (1 - b_1^t)}
+            {\sqrt{v_t / (1 - b_2^t)} + \epsilon}
+            + \lambda \theta_{t-1}\Big)
+
+    (``"mars-adamw"``), or :math:`u_t = -\eta_t (\mathrm{sign}(m_t) + \lambda
+    \theta_{t-1})` (``"mars-lion"``). The norm is taken per leaf (each
+    parameter tensor), as in the authors' code. MARS leaves are the 2-D
+    parameters; every other leaf (scalars, vectors, 3-D and higher) takes
+    plain AdamW on :math:`g_t` with ``b1_1d``, ``b2_1d``, learning rate
+    ``learning_rate_1d`` and weight decay ``weight_decay_1d``, unless
+    ``optimize_1d=True`` sends every leaf through MARS. This follows the
+    authors' reference implementation, which tests ``ndim == 2``.
+
+    The MARS-Shampoo variant of the paper is not implemented (gradax's
+    :class:`muon` covers orthogonalized updates), nor the exact form that
+    evaluates a second gradient per step, nor the reference's ``amsgrad``.
+
+    Differences from the reference: ``learning_rate_1d`` is its own number
+    or schedule (the reference keeps the ratio ``lr_1d / lr`` and so applies
+    the main learning-rate schedule to it); ``None`` means
+    ``learning_rate``, the reference's default ratio of 1. The first step
+    uses :math:`g_0 = 0` as the reference does (timm's port uses
+    :math:`g_0 = g_1` instead and sends every leaf of 2 or more dimensions
+    through MARS). Not in optax.
+
+    Args:
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      b1: decay of the first moment on MARS leaves, in [0, 1).
+      b2: decay of the second moment on MARS leaves, in [0, 1).
+      eps: :math:`\epsilon`, >= 0.
+      weight_decay: :math:`\lambda >= 0` on MARS leaves.
+      gamma: :math:`\gamma >= 0`, the strength of the gradient correction
+        (0 gives AdamW, or Lion with one momentum, on the clipped gradient).
+      mu_dtype: dtype of the first moment.
+      mars_type: ``"mars-adamw"`` or ``"mars-lion"``. Keyword-only.
+      optimize_1d: MARS on every leaf, not only the 2-D ones. Keyword-only.
+      b1_1d: AdamW's first-moment decay on the other leaves (the reference's
+        ``betas_1d[0]``). Keyword-only.
+      b2_1d: AdamW's second-moment decay on the other leaves
+        (``betas_1d[1]``). Keyword-only.
+      learning_rate_1d: AdamW's learning rate on the other leaves; None:
+        ``learning_rate``. Keyword-only.
+      weight_decay_1d: AdamW's weight decay on the other leaves, >= 0 (the
+        reference's default 0.1). Keyword-only.
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> params = {"w": jnp.ones((2, 2)), "b": jnp.zeros(2)}
+      >>> tx = gradax.mars(0.1)
+      >>> grads = {"w": jnp.full((2, 2), 0.1), "b": jnp.ones(2)}
+      >>> updates, state = tx.update(grads, tx.init(params), params)
+      >>> gradax.apply_updates(params, updates)["w"]
+      Array([[0.9, 0.9],
+             [0.9, 0.9]], dtype=float32)
+
+    References:
+      Yuan et al., MARS: Unleashing the Power of Variance Reduction for
+      Training Large Models, 2024 (arXiv:2411.10438).
+    """
+
+    learning_rate: Any = 3e-3
+    b1: Any = 0.95
+    b2: Any = 0.99
+    eps: Any = 1e-8
+    weight_decay: Any = 0.0
+    gamma: Any = 0.025
+    mu_dtype: Any = static_field(None)
+    mars_type: str = static_field("mars-adamw", kw_only=True)
+    optimize_1d: bool = static_field(False, kw_only=True)
+    b1_1d: Any = dataclasses.field(default=0.9, kw_only=True)
+    b2_1d: Any = dataclasses.field(default=0.95, kw_only=True)
+    learning_rate_1d: Any = dataclasses.field(default=None, kw_only=True)
+    weight_decay_1d: Any = dataclasses.field(default=0.1, kw_only=True)
+
+    def _check(self):
+        _check_mars(self)
+        check_nonnegative("weight_decay", self.weight_decay)
+        check_nonnegative("weight_decay_1d", self.weight_decay_1d)
+
+    def build(self):
+        return chain(
+            scale_by_mars(
+                self.b1,
+                self.b2,
+                self.eps,
+                self.gamma,
+                self.mu_dtype,
+                mars_type=self.mars_type,
+                optimize_1d=self.optimize_1d,
+                b1_1d=self.b1_1d,
+                b2_1d=self.b2_1d,
+            ),
+            _mars_step(
+                self.learning_rate,
+                self.weight_decay,
+                self.learning_rate_1d,
+                self.weight_decay_1d,
+                optimize_1d=self.optimize_1d,
+            ),
+        )

@@ -1,0 +1,89 @@
+"""optimistic_adam: optax's first interface to optimistic Adam."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._core import Alias
+from .._hyper import check_decay, check_nonnegative
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..transforms.scaling import scale_by_learning_rate
+from .adam import scale_by_adam
+from .optimistic import scale_by_optimistic_gradient
+
+
+class optimistic_adam(Alias):
+    r"""Optimistic Adam with the learning rate inside the optimistic step.
+
+    With :math:`r_t` the Adam direction of :class:`adam` (Nesterov by
+    default) and optimism :math:`o` (default: :math:`\eta`):
+
+    .. math::
+      u_t = -\big(\eta\, r_t + o\,(r_t - r_{t-1})\big),
+
+    with :math:`r_0 = r_1`. Prefer :class:`optimistic_adam_v2`, whose
+    learning rate scales both terms and whose ``alpha``, ``beta`` are the
+    weights of :class:`optimistic_gradient_descent`; this is the older
+    interface that optax 0.2.8 still exports (deprecated there).
+
+    Differences from optax: ``learning_rate`` and ``optimism`` may be
+    schedules (optax raises for a schedule); no deprecation warning.
+
+    Args:
+      learning_rate: :math:`\eta`, the weight of the current direction.
+      optimism: :math:`o`, the weight of its change; None for :math:`\eta`.
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      eps: added to the denominator outside the square root, >= 0.
+      eps_root: added inside the square root, >= 0.
+      mu_dtype: dtype of the first moment.
+      nesterov: use Nesterov momentum in Adam.
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.optimistic_adam(0.1, optimism=0.0, nesterov=False)
+      >>> u, _ = tx.update(jnp.array([2.0, -4.0]), tx.init(jnp.zeros(2)))
+      >>> u.round(4)
+      Array([-0.1,  0.1], dtype=float32)
+
+    References:
+      Daskalakis et al., Training GANs with Optimism, ICLR 2018
+      (arXiv:1711.00141).
+    """
+
+    learning_rate: Any
+    optimism: Any = None
+    b1: Any = 0.9
+    b2: Any = 0.999
+    eps: Any = 1e-8
+    eps_root: Any = 0.0
+    mu_dtype: Any = static_field(None)
+    nesterov: bool = static_field(True, kw_only=True)
+
+    def _check(self):
+        check_decay("b1", self.b1)
+        check_decay("b2", self.b2)
+        check_nonnegative("eps", self.eps)
+        check_nonnegative("eps_root", self.eps_root)
+        check_nonnegative("learning_rate", self.learning_rate)
+        if self.optimism is not None:
+            check_nonnegative("optimism", self.optimism)
+
+    def build(self):
+        optimism = self.learning_rate if self.optimism is None else self.optimism
+        return chain(
+            scale_by_adam(
+                self.b1,
+                self.b2,
+                self.eps,
+                self.eps_root,
+                self.mu_dtype,
+                nesterov=self.nesterov,
+            ),
+            scale_by_optimistic_gradient(alpha=self.learning_rate, beta=optimism),
+            scale_by_learning_rate(1.0),
+        )

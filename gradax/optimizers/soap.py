@@ -1,0 +1,307 @@
+"""SOAP: Adam in the eigenbasis of Shampoo's preconditioner."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._hyper import check_decay, check_nonnegative, check_positive_int, check_range
+from .._pytree import static_field
+from ..combinators.chain import chain
+from ..orthogonal._common import match_sharding, real_dtype, work_dtype
+from ..transforms.scaling import scale_by_learning_rate
+from . import _kronecker as kron
+
+
+class SoapState(NamedTuple):
+    """State of :class:`scale_by_soap`."""
+
+    count: jax.Array  # int32 scalar: updates so far (the first makes none)
+    mu: Any  # first moment, like the params, in the original space
+    nu: Any  # second moment in the eigenbasis, like the params (real dtype)
+    stats: Any  # per factored leaf (L, R): (*batch, m, m), (*batch, n, n) or None
+    bases: Any  # per factored leaf (Q_L, Q_R), eigenbases of (L, R), or None
+
+
+def _check_soap(tx: Any) -> None:
+    check_decay("b1", tx.b1)
+    check_decay("b2", tx.b2)
+    check_range("shampoo_beta", tx.shampoo_beta, high=1.0, high_open=True)
+    check_nonnegative("eps", tx.eps)
+    check_nonnegative("weight_decay", tx.weight_decay)
+    check_positive_int("precondition_frequency", tx.precondition_frequency)
+    check_positive_int("max_precond_dim", tx.max_precond_dim)
+
+
+class scale_by_soap(GradientTransformation):
+    """SOAP's direction, with its step size and weight decay. See :class:`soap`.
+
+    Args:
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      shampoo_beta: decay of the factors ``L, R``, in [0, 1); negative: ``b2``.
+      eps: added to ``sqrt(v)``, >= 0.
+      weight_decay: decoupled weight decay :math:`\\lambda`, >= 0 (needs params).
+      precondition_frequency: refresh the eigenbases every this many updates.
+      max_precond_dim: a side longer than this gets no rotation.
+      precondition_1d: rotate vectors too (one factor).
+      normalize_grads: divide each matrix's direction by its RMS.
+      correct_bias: Adam's bias correction in the step size.
+      weight_dimension_numbers: which leaves are (stacks of) matrices, as in
+        :class:`gradax.scale_by_muon`: "auto" (2-D; 3-D as stacked; 4-D as
+        conv), None (2-D only), dimension numbers, a tree or a function.
+    """
+
+    b1: Any = 0.95
+    b2: Any = 0.95
+    shampoo_beta: Any = -1.0
+    eps: Any = 1e-8
+    weight_decay: Any = 0.0
+    precondition_frequency: int = static_field(10)
+    max_precond_dim: int = static_field(10000)
+    precondition_1d: bool = static_field(False, kw_only=True)
+    normalize_grads: bool = static_field(False, kw_only=True)
+    correct_bias: bool = static_field(True, kw_only=True)
+    weight_dimension_numbers: Any = static_field("auto", kw_only=True)
+
+    def _check(self):
+        _check_soap(self)
+
+    def _plans(self, tree):
+        return kron.plans(
+            self.weight_dimension_numbers,
+            tree,
+            max_dim=self.max_precond_dim,
+            vector=self.precondition_1d,
+        )
+
+    def init(self, params):
+        plans, treedef = self._plans(params)
+        leaves = treedef.flatten_up_to(params)
+
+        def factors(plan, p):
+            if not plan.factored:
+                return None
+            return tuple(
+                kron.factor_zeros(p, plan, n) if n else None
+                for n in (plan.left, plan.right)
+            )
+
+        stats = [factors(s, p) for s, p in zip(plans, leaves, strict=True)]
+        bases = [factors(s, p) for s, p in zip(plans, leaves, strict=True)]
+        return SoapState(
+            zero_count(),
+            jax.tree.map(jnp.zeros_like, params),
+            jax.tree.map(lambda p: jnp.zeros_like(p, real_dtype(p.dtype)), params),
+            jax.tree.unflatten(treedef, stats),
+            jax.tree.unflatten(treedef, bases),
+        )
+
+    def update(self, updates, state, params=None, **extra_args):
+        plans, treedef = self._plans(updates)
+        if params is not None:
+            param_leaves = treedef.flatten_up_to(params)
+        elif not isinstance(self.weight_decay, (int, float)) or self.weight_decay:
+            raise ValueError("scale_by_soap with weight_decay needs params")
+        else:
+            param_leaves = [None] * len(plans)
+        count = state.count
+        t = jnp.maximum(count, 1).astype(jnp.float32)
+        scale = 1.0
+        if self.correct_bias:
+            scale = jnp.sqrt(1 - self.b2**t) / (1 - self.b1**t)
+        columns = zip(
+            plans,
+            treedef.flatten_up_to(updates),
+            param_leaves,
+            treedef.flatten_up_to(state.mu),
+            treedef.flatten_up_to(state.nu),
+            treedef.flatten_up_to(state.stats),
+            treedef.flatten_up_to(state.bases),
+            strict=True,
+        )
+        outs = [self._leaf(*c, count, scale) for c in columns]
+        new = [jax.tree.unflatten(treedef, list(x)) for x in zip(*outs, strict=True)]
+        direction, mu, nu, stats, bases = new
+        return direction, SoapState(safe_increment(count), mu, nu, stats, bases)
+
+    def _leaf(self, plan, g, p, mu, nu, stats, bases, count, scale):
+        b1, b2, first = self.b1, self.b2, count == 0
+        sb = jnp.where(jnp.asarray(self.shampoo_beta) < 0, b2, self.shampoo_beta)
+        dtype = work_dtype(g.dtype)
+        (gm, nu_m, mu_m), shardings = zip(
+            *(kron.gather(x, plan) for x in (g, nu, mu)), strict=True
+        )
+        gm = plan.to_matrices(gm).astype(dtype)
+        nu_m = plan.to_matrices(nu_m).astype(real_dtype(dtype))
+        mu_m = plan.to_matrices(mu_m).astype(dtype)
+        q = bases if bases is not None else (None, None)
+        rotated = kron.rotate(gm, *q)
+        new_mu = b1 * mu_m + (1 - b1) * gm
+        new_nu = b2 * nu_m + (1 - b2) * jnp.abs(rotated) ** 2
+        ratio = kron.rotate(new_mu, *q) / (jnp.sqrt(new_nu) + self.eps).astype(dtype)
+        d = scale * kron.rotate(ratio, *q, back=True)
+        if self.normalize_grads:
+            axes = (-2, -1) if plan.factored else None
+            rms = jnp.sqrt(jnp.mean(jnp.abs(d) ** 2, axis=axes, keepdims=True))
+            d = d / (1e-30 + rms)
+        if plan.factored:
+            sides = ("left", "right")
+            stats = tuple(
+                None if s is None else sb * s + (1 - sb) * kron.gram(gm, side)
+                for s, side in zip(stats, sides, strict=True)
+            )
+            refresh = (count > 0) & (count % self.precondition_frequency == 0)
+            branch = jnp.where(first, 1, jnp.where(refresh, 2, 0))
+            bases, new_nu = jax.lax.switch(
+                branch,
+                [
+                    lambda: (bases, new_nu),
+                    lambda: (_initial_bases(stats, bases), new_nu),
+                    lambda: _refreshed(stats, bases, new_nu),
+                ],
+            )
+        d = jnp.where(first, 0, d)
+        new_mu = jnp.where(first, mu_m, new_mu)
+        new_nu = jnp.where(first, nu_m, new_nu)
+        d, new_mu, new_nu = (
+            kron.ungather(plan.from_matrices(x), s)
+            for x, s in zip((d, new_mu, new_nu), shardings, strict=True)
+        )
+        if p is not None:
+            d = d + jnp.where(first, 0, self.weight_decay) * p
+        return (
+            d,
+            match_sharding(new_mu, mu),
+            match_sharding(new_nu, nu),
+            stats,
+            bases,
+        )
+
+
+def _initial_bases(stats, bases):
+    return tuple(
+        None if s is None else match_sharding(kron.eigenbasis(s), q)
+        for s, q in zip(stats, bases, strict=True)
+    )
+
+
+def _refreshed(stats, bases, nu):
+    out = []
+    for axis, s, q in zip((-2, -1), stats, bases, strict=True):
+        if s is None:
+            out.append(None)
+            continue
+        new_q, order = kron.refresh_basis(s, q)
+        out.append(match_sharding(new_q, q))
+        index = order[..., :, None] if axis == -2 else order[..., None, :]
+        nu = jnp.take_along_axis(nu, index, axis=axis)
+    return tuple(out), nu
+
+
+class soap(Alias):
+    r"""SOAP: Adam in the eigenbasis of Shampoo's preconditioner.
+
+    For each matrix :math:`G_t` (fan-in x fan-out; stacked weights give one
+    per slice) with factors :math:`L, R` and eigenbases :math:`Q_L, Q_R`,
+    update :math:`t \ge 2`, :math:`s = t - 1`:
+
+    .. math::
+      M_t = b_1 M_{t-1} + (1 - b_1) G_t,\quad
+      V_t = b_2 V_{t-1} + (1 - b_2) |Q_L^H G_t Q_R|^2,\\
+      D_t = Q_L \frac{Q_L^H M_t Q_R}{\sqrt{V_t} + \epsilon} Q_R^H,\quad
+      u_t = -\eta_t \Big(\frac{\sqrt{1 - b_2^s}}{1 - b_1^s} D_t
+            + \lambda \theta_{t-1}\Big),\\
+      L_t = \beta L_{t-1} + (1 - \beta) G_t G_t^H,\quad
+      R_t = \beta R_{t-1} + (1 - \beta) G_t^H G_t.
+
+    The first update only sets :math:`L_1, R_1` and :math:`Q_L, Q_R` (from
+    ``eigh``) and returns zeros, so no gradient is ever rotated by a basis
+    built from itself. When :math:`s` is a multiple of
+    ``precondition_frequency``, each basis is refreshed after the step by one
+    power iteration, ``Q <- qr(L Q')``, with ``Q'`` the old columns sorted by
+    the estimated eigenvalues ``diag(Q^H L Q)``, and :math:`V` is permuted to
+    match. A side longer than ``max_precond_dim`` is not rotated; vectors and
+    scalars get plain Adam with the same step counting (unless
+    ``precondition_1d``). Numbers follow the reference implementation, except
+    that the weight decay uses :math:`\theta_{t-1}` (AdamW's) where the
+    reference decays the already updated weight (a difference of order
+    :math:`\eta^2\lambda`), and ``normalize_grads`` works per matrix. Where a
+    factor has repeated eigenvalues (the first gradient of an ``m x n`` matrix
+    leaves a null space of dimension ``|m - n|``) its eigenbasis is not unique,
+    and, as in the reference, the numbers depend on the one ``eigh`` returns.
+
+    Args:
+      learning_rate: :math:`\eta`, a number or schedule.
+      b1: :math:`b_1` in [0, 1).
+      b2: :math:`b_2` in [0, 1).
+      shampoo_beta: :math:`\beta` in [0, 1); negative means ``b2``.
+      eps: :math:`\epsilon` >= 0.
+      weight_decay: :math:`\lambda` >= 0.
+      precondition_frequency: refresh the bases every this many updates.
+      max_precond_dim: sides longer than this get no rotation.
+      precondition_1d: rotate 1-D leaves too (one factor).
+      normalize_grads: divide each matrix's direction by its RMS.
+      correct_bias: Adam's bias correction of the step size.
+      weight_dimension_numbers: which leaves are (stacks of) matrices:
+        "auto" (2-D matrices, 3-D stacks along the first axis, 4-D conv
+        kernels ``(h, w, c_in, c_out)``), None (2-D only), or dimension numbers
+        as :class:`gradax.muon` takes them.
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> params = {"w": jnp.ones((3, 4)), "b": jnp.zeros(4)}
+      >>> tx = gradax.soap(3e-3)
+      >>> state = tx.init(params)
+      >>> grads = {"w": jnp.arange(12.0).reshape(3, 4), "b": jnp.ones(4)}
+      >>> updates, state = tx.update(grads, state, params)  # first: zeros
+      >>> float(jnp.abs(updates["w"]).max())
+      0.0
+      >>> updates, state = tx.update(grads, state, params)
+      >>> state[0].bases["w"][0].shape, updates["w"].shape
+      ((3, 3), (3, 4))
+
+    References:
+      Vyas et al., SOAP: Improving and Stabilizing Shampoo using Adam, 2024
+      (arXiv:2409.11321).
+    """
+
+    learning_rate: Any = 3e-3
+    b1: Any = 0.95
+    b2: Any = 0.95
+    shampoo_beta: Any = -1.0
+    eps: Any = 1e-8
+    weight_decay: Any = 0.01
+    precondition_frequency: int = static_field(10)
+    max_precond_dim: int = static_field(10000)
+    precondition_1d: bool = static_field(False, kw_only=True)
+    normalize_grads: bool = static_field(False, kw_only=True)
+    correct_bias: bool = static_field(True, kw_only=True)
+    weight_dimension_numbers: Any = static_field("auto", kw_only=True)
+
+    def _check(self):
+        _check_soap(self)
+
+    def build(self):
+        return chain(
+            scale_by_soap(
+                self.b1,
+                self.b2,
+                self.shampoo_beta,
+                self.eps,
+                self.weight_decay,
+                self.precondition_frequency,
+                self.max_precond_dim,
+                precondition_1d=self.precondition_1d,
+                normalize_grads=self.normalize_grads,
+                correct_bias=self.correct_bias,
+                weight_dimension_numbers=self.weight_dimension_numbers,
+            ),
+            scale_by_learning_rate(self.learning_rate),
+        )

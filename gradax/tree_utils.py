@@ -1,0 +1,82 @@
+"""``optax.tree_utils``: the functions of :mod:`gradax.tree` under their
+older ``tree_``-prefixed names (``tree_utils.tree_get`` is ``tree.get``).
+
+Kept so code written against ``optax.tree_utils`` runs unchanged; new code
+should use :mod:`gradax.tree`.
+"""
+
+from .tree import NamedTupleKey as NamedTupleKey
+from .tree import add as tree_add
+from .tree import add_scale as tree_add_scale
+from .tree import allclose as tree_allclose
+from .tree import batch_shape as tree_batch_shape
+from .tree import bias_correction as tree_bias_correction
+from .tree import cast as tree_cast
+from .tree import cast_like as tree_cast_like
+from .tree import clip as tree_clip
+from .tree import conj as tree_conj
+from .tree import div as tree_div
+from .tree import dtype as tree_dtype
+from .tree import full_like as tree_full_like
+from .tree import get as tree_get
+from .tree import get_all_with_path as tree_get_all_with_path
+from .tree import map_params as tree_map_params
+from .tree import max as tree_max
+from .tree import min as tree_min
+from .tree import mul as tree_mul
+from .tree import norm as tree_norm
+from .tree import ones_like as tree_ones_like
+from .tree import random_like as tree_random_like
+from .tree import real as tree_real
+from .tree import scale as tree_scale
+from .tree import set as tree_set
+from .tree import size as tree_size
+from .tree import split_key_like as tree_split_key_like
+from .tree import sub as tree_sub
+from .tree import sum as tree_sum
+from .tree import unwrap_random_key_data as tree_unwrap_random_key_data
+from .tree import update_infinity_moment as tree_update_infinity_moment
+from .tree import update_moment as tree_update_moment
+from .tree import update_moment_per_elem_norm as tree_update_moment_per_elem_norm
+from .tree import vdot as tree_vdot
+from .tree import where as tree_where
+from .tree import zeros_like as tree_zeros_like
+
+__all__ = [
+    "NamedTupleKey",
+    "tree_add",
+    "tree_add_scale",
+    "tree_allclose",
+    "tree_batch_shape",
+    "tree_bias_correction",
+    "tree_cast",
+    "tree_cast_like",
+    "tree_clip",
+    "tree_conj",
+    "tree_div",
+    "tree_dtype",
+    "tree_full_like",
+    "tree_get",
+    "tree_get_all_with_path",
+    "tree_map_params",
+    "tree_max",
+    "tree_min",
+    "tree_mul",
+    "tree_norm",
+    "tree_ones_like",
+    "tree_random_like",
+    "tree_real",
+    "tree_scale",
+    "tree_set",
+    "tree_size",
+    "tree_split_key_like",
+    "tree_sub",
+    "tree_sum",
+    "tree_unwrap_random_key_data",
+    "tree_update_infinity_moment",
+    "tree_update_moment",
+    "tree_update_moment_per_elem_norm",
+    "tree_vdot",
+    "tree_where",
+    "tree_zeros_like",
+]
