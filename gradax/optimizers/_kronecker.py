@@ -168,6 +168,25 @@ def factor_zeros(param: Any, plan: Plan, size: int, dtype: Any = None) -> jax.Ar
     return jnp.zeros(shape, dtype, out_sharding=jax.NamedSharding(mesh, P(*spec)))
 
 
+def factor_tree(plans: list[Plan], treedef: Any, params: Any) -> Any:
+    """Zero factor matrices ``(left, right)`` for each factored leaf, else None.
+
+    A side that is not preconditioned (too long, or a vector's) holds None.
+    """
+
+    def factors(plan, p):
+        if not plan.factored:
+            return None
+        return tuple(
+            factor_zeros(p, plan, n) if n else None for n in (plan.left, plan.right)
+        )
+
+    leaves = treedef.flatten_up_to(params)
+    return jax.tree.unflatten(
+        treedef, [factors(s, p) for s, p in zip(plans, leaves, strict=True)]
+    )
+
+
 def mm(spec: str, *arrays: jax.Array) -> jax.Array:
     return jnp.einsum(spec, *arrays, precision=jax.lax.Precision.HIGHEST)
 

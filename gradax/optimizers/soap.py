@@ -80,24 +80,12 @@ class scale_by_soap(GradientTransformation):
 
     def init(self, params):
         plans, treedef = self._plans(params)
-        leaves = treedef.flatten_up_to(params)
-
-        def factors(plan, p):
-            if not plan.factored:
-                return None
-            return tuple(
-                kron.factor_zeros(p, plan, n) if n else None
-                for n in (plan.left, plan.right)
-            )
-
-        stats = [factors(s, p) for s, p in zip(plans, leaves, strict=True)]
-        bases = [factors(s, p) for s, p in zip(plans, leaves, strict=True)]
         return SoapState(
             zero_count(),
             jax.tree.map(jnp.zeros_like, params),
             jax.tree.map(lambda p: jnp.zeros_like(p, real_dtype(p.dtype)), params),
-            jax.tree.unflatten(treedef, stats),
-            jax.tree.unflatten(treedef, bases),
+            kron.factor_tree(plans, treedef, params),
+            kron.factor_tree(plans, treedef, params),
         )
 
     def update(self, updates, state, params=None, **extra_args):

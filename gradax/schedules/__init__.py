@@ -5,6 +5,7 @@ argument and ``grad`` can differentiate through it), while the steps where it
 changes are static.
 """
 
+from .._lazy import reexport_lazily
 from .basic import constant_schedule as constant_schedule
 from .basic import exponential_decay as exponential_decay
 from .basic import linear_schedule as linear_schedule
@@ -25,7 +26,8 @@ from .onecycle import linear_onecycle_schedule as linear_onecycle_schedule
 # The other ``optax.schedules`` names (``inject_hyperparams`` and the schedule
 # types), resolved lazily from the top-level package: the combinators that
 # define them import this package.
-_FROM_GRADAX = frozenset(
+__getattr__, __dir__ = reexport_lazily(
+    __name__,
     (
         "InjectHyperparamsState",
         "InjectStatefulHyperparamsState",
@@ -34,17 +36,5 @@ _FROM_GRADAX = frozenset(
         "WrappedSchedule",
         "inject_hyperparams",
         "inject_stateful_hyperparams",
-    )
+    ),
 )
-
-
-def __getattr__(name: str):
-    if name in _FROM_GRADAX:
-        import gradax
-
-        return getattr(gradax, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_FROM_GRADAX})

@@ -1,10 +1,13 @@
 """Building blocks: small transformations that optimizers are made of."""
 
+from .._lazy import reexport_lazily
+
 # ``optax.transforms`` names, so ``optax.transforms.masked`` code keeps working
 # after ``import gradax as optax``. They are resolved lazily from the top-level
 # package: importing the combinators here would be circular (they import
 # building blocks from this package).
-_FROM_GRADAX = frozenset(
+__getattr__, __dir__ = reexport_lazily(
+    __name__,
     (
         "AddNoiseState",
         "ApplyIfFiniteState",
@@ -52,17 +55,5 @@ _FROM_GRADAX = frozenset(
         "unitwise_clip",
         "unitwise_norm",
         "zero_nans",
-    )
+    ),
 )
-
-
-def __getattr__(name: str):
-    if name in _FROM_GRADAX:
-        import gradax
-
-        return getattr(gradax, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_FROM_GRADAX})
