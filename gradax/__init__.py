@@ -4,22 +4,6 @@ from . import contrib as contrib
 from . import microbatching as microbatching
 from . import tree as tree
 from . import tree_utils as tree_utils
-from ._core import Alias as Alias
-from ._core import EmptyState as EmptyState
-from ._core import GradientTransformation as GradientTransformation
-from ._core import GradientTransformationExtraArgs as GradientTransformationExtraArgs
-from ._core import OptState as OptState
-from ._core import Params as Params
-from ._core import ScheduleState as ScheduleState
-from ._core import Updates as Updates
-from ._core import apply_updates as apply_updates
-from ._core import identity as identity
-from ._core import incremental_update as incremental_update
-from ._core import periodic_update as periodic_update
-from ._core import set_to_zero as set_to_zero
-from ._core import stateless as stateless
-from ._core import stateless_with_tree_map as stateless_with_tree_map
-from ._core import with_extra_args_support as with_extra_args_support
 from ._distributions import multi_normal as multi_normal
 from ._hyper import FunctionSchedule as FunctionSchedule
 from ._hyper import Schedule as Schedule
@@ -28,8 +12,23 @@ from ._numerics import safe_increment as safe_increment
 from ._numerics import safe_int32_increment as safe_int32_increment
 from ._numerics import safe_norm as safe_norm
 from ._numerics import safe_root_mean_squares as safe_root_mean_squares
+from ._protocol import Alias as Alias
+from ._protocol import EmptyState as EmptyState
+from ._protocol import GradientTransformation as GradientTransformation
+from ._protocol import (
+    GradientTransformationExtraArgs as GradientTransformationExtraArgs,
+)
+from ._protocol import OptState as OptState
+from ._protocol import Params as Params
+from ._protocol import ScheduleState as ScheduleState
+from ._protocol import Updates as Updates
+from ._protocol import with_extra_args_support as with_extra_args_support
 from ._pytree import Module as Module
 from ._pytree import static_field as static_field
+from ._simple import identity as identity
+from ._simple import set_to_zero as set_to_zero
+from ._simple import stateless as stateless
+from ._simple import stateless_with_tree_map as stateless_with_tree_map
 from ._types import AddDecayedWeightsState as AddDecayedWeightsState
 from ._types import MaskOrFn as MaskOrFn
 from ._types import MultiTransformState as MultiTransformState
@@ -40,6 +39,9 @@ from ._types import TransformInitFn as TransformInitFn
 from ._types import TransformUpdateExtraArgsFn as TransformUpdateExtraArgsFn
 from ._types import TransformUpdateFn as TransformUpdateFn
 from ._types import init_empty_state as init_empty_state
+from ._updates import apply_updates as apply_updates
+from ._updates import incremental_update as incremental_update
+from ._updates import periodic_update as periodic_update
 from .combinators.chain import chain as chain
 from .combinators.chain import named_chain as named_chain
 from .combinators.conditional import ApplyIfFiniteState as ApplyIfFiniteState

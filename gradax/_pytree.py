@@ -14,17 +14,9 @@ from typing import Any
 import jax
 import numpy as np
 
-_STATIC = "gradax_static"
+from ._declare import is_static, spec_of, static_field, validate
 
-
-def static_field(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
-    """A dataclass field stored in the tree definition instead of the leaves."""
-    metadata = dict(kwargs.pop("metadata", {}), **{_STATIC: True})
-    return dataclasses.field(default=default, metadata=metadata, **kwargs)
-
-
-def _is_static(f: dataclasses.Field) -> bool:
-    return bool(f.metadata.get(_STATIC, False))
+__all__ = ["Module", "static_field"]
 
 
 def _safe_equal(a: Any, b: Any) -> bool:
@@ -95,6 +87,26 @@ class _Static:
         return repr(self.value)
 
 
+def _keep_declarations_of_redefined_fields(cls: type) -> None:
+    """A subclass that only changes a field's default keeps its declaration.
+
+    ``class nadam(adam): nesterov: bool = True`` must stay static and
+    keyword-only, and ``b1: float = 0.95`` keep adam's valid range.
+    """
+    inherited = getattr(cls, "__dataclass_fields__", {})
+    for name in cls.__dict__.get("__annotations__", {}):
+        parent = inherited.get(name)
+        value = cls.__dict__.get(name, dataclasses.MISSING)
+        if parent is None or isinstance(value, dataclasses.Field):
+            continue
+        if value is dataclasses.MISSING:
+            continue
+        redefined = dataclasses.field(
+            default=value, metadata=parent.metadata, kw_only=parent.kw_only
+        )
+        setattr(cls, name, redefined)
+
+
 class Module:
     """Base of all gradax objects: a frozen dataclass registered as a pytree.
 
@@ -105,10 +117,11 @@ class Module:
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
+        _keep_declarations_of_redefined_fields(cls)
         dataclasses.dataclass(frozen=True, eq=False, repr=False)(cls)
         fields = dataclasses.fields(cls)
-        data = tuple(f.name for f in fields if not _is_static(f))
-        static = tuple(f.name for f in fields if _is_static(f))
+        data = tuple(f.name for f in fields if not is_static(f))
+        static = tuple(f.name for f in fields if is_static(f))
         cls._data_fields = data
         cls._static_fields = static
         keys = tuple(jax.tree_util.GetAttrKey(name) for name in data)
@@ -136,14 +149,39 @@ class Module:
         )
 
     def __post_init__(self) -> None:
+        self._convert_fields()
+        for f in dataclasses.fields(self):
+            spec = spec_of(f)
+            if spec is not None:
+                validate(f.name, getattr(self, f.name), spec)
         self._check()
 
+    def _convert_fields(self) -> None:
+        """Bring field values to canonical form before validation (subclasses)."""
+
     def _check(self) -> None:
-        """Validate arguments at construction; subclasses override."""
+        """Relations between arguments that no single declaration can state.
+
+        Each field's own valid values are declared with the field (see
+        ``gradax._declare.hyper``); only cross-field rules belong here.
+        """
 
     def replace(self, **changes: Any) -> Module:
-        """A copy with some fields changed, validated like a new object."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed, validated like a new object.
+
+        Works for every module, including those whose ``__init__`` takes
+        other arguments than their fields (``chain(*transforms)``).
+        """
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - names)
+        if unknown:
+            raise TypeError(
+                f"{self._public_name()}.replace got unknown field(s) {unknown}; "
+                f"its fields are {sorted(names)}"
+            )
+        obj = self._with_fields(**changes)
+        obj.__post_init__()
+        return obj
 
     def _with_fields(self, **values: Any) -> Module:
         """A copy with fields set directly, skipping validation (for tracers)."""

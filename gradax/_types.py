@@ -12,7 +12,7 @@ from typing import Any, Union
 
 import jax
 
-from ._core import EmptyState, OptState, Params, ScheduleState, Updates
+from ._protocol import EmptyState, OptState, Params, ScheduleState, Updates
 from .combinators.masked import PartitionState
 
 MaskOrFn = Union[Any, Callable[[Params], Any], None]  # noqa: UP007 - a runtime alias

@@ -14,8 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core import GradientTransformation, match_state
 from .._hyper import is_schedule
+from .._protocol import GradientTransformation
+from .._state_guard import match_state
 
 
 def _zeros_like_shapes(shapes: Any) -> Any:

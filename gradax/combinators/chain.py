@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core import GradientTransformation, as_transformation
+from .._protocol import GradientTransformation, as_transformation
 from .._pytree import static_field
 
 
@@ -34,10 +34,10 @@ class chain(GradientTransformation):
     def __repr__(self) -> str:
         return f"chain({', '.join(repr(tx) for tx in self.transforms)})"
 
-    def init(self, params):
+    def init_state(self, params):
         return tuple(tx.init(params) for tx in self.transforms)
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         new_state = []
         for tx, inner in zip(self.transforms, state, strict=True):
             updates, inner = tx.update(updates, inner, params, **extra_args)
@@ -83,13 +83,13 @@ class named_chain(GradientTransformation):
         )
         return f"named_chain({', '.join(parts)})"
 
-    def init(self, params):
+    def init_state(self, params):
         return {
             n: tx.init(params)
             for n, tx in zip(self.names, self.transforms, strict=True)
         }
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         new_state = {}
         for name, tx in zip(self.names, self.transforms, strict=True):
             updates, new_state[name] = tx.update(

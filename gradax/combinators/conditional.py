@@ -8,13 +8,9 @@ from typing import Any, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
-from .._core import (
-    GradientTransformation,
-    as_transformation,
-    safe_increment,
-    zero_count,
-)
-from .._hyper import check_range
+from .._declare import Range, hyper
+from .._numerics import safe_increment
+from .._protocol import GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
 from ._wrapping import all_finite, cond_update
 
@@ -88,12 +84,12 @@ class conditionally_transform(_Conditional):
       Array([10., 10.], dtype=float32)
     """
 
-    def init(self, params):
+    def init_state(self, params):
         return ConditionallyTransformState(
             inner_state=self.inner.init(params), step=zero_count()
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         new_updates, inner_state = cond_update(
             self._should_transform(state.step, extra_args),
             self.inner,
@@ -136,12 +132,12 @@ class conditionally_mask(_Conditional):
       Array([10., 10.], dtype=float32)
     """
 
-    def init(self, params):
+    def init_state(self, params):
         return ConditionallyMaskState(
             step=zero_count(), inner_state=self.inner.init(params)
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         new_updates, inner_state = cond_update(
             self._should_transform(state.step, extra_args),
             self.inner,
@@ -192,16 +188,13 @@ class apply_if_finite(GradientTransformation):
     """
 
     inner: GradientTransformation
-    max_consecutive_errors: Any
+    max_consecutive_errors: Any = hyper(valid=Range(0))
 
     def __post_init__(self):
         object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
         super().__post_init__()
 
-    def _check(self):
-        check_range("max_consecutive_errors", self.max_consecutive_errors, 0)
-
-    def init(self, params):
+    def init_state(self, params):
         return ApplyIfFiniteState(
             notfinite_count=zero_count(),
             last_finite=jnp.array(True),
@@ -209,7 +202,7 @@ class apply_if_finite(GradientTransformation):
             inner_state=self.inner.init(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         finite = all_finite(updates)
         notfinite_count = jnp.where(
             finite,

@@ -12,15 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._core import (
-    GradientTransformation,
-    as_transformation,
-    is_weakly_typed,
-    safe_increment,
-    zero_count,
-)
 from .._hyper import Schedule, StatefulSchedule, as_hyperparameter
+from .._numerics import safe_increment
+from .._protocol import GradientTransformation, as_transformation, zero_count
 from .._pytree import Module, static_field
+from .._state_guard import is_weakly_typed
 
 
 class InjectStatefulHyperparamsState(NamedTuple):
@@ -93,7 +89,7 @@ class InjectHyperparams(GradientTransformation):
     def _inner(self, hyperparams: dict[str, Any]) -> GradientTransformation:
         return as_transformation(self.factory(**self.others, **hyperparams))
 
-    def init(self, params):
+    def init_state(self, params):
         dtype = self._dtype(params)
         count = zero_count()
         states = {
@@ -110,7 +106,7 @@ class InjectHyperparams(GradientTransformation):
             inner_state=self._inner(hyperparams).init(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         dtype = self._dtype(params if params is not None else updates)
         hyperparams = {
             k: _convert_floats(v, dtype) for k, v in state.hyperparams.items()

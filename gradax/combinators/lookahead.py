@@ -8,14 +8,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._core import (
-    GradientTransformation,
-    as_transformation,
-    check_same_structure,
-    zero_count,
-)
-from .._hyper import check_range
+from .._declare import Range, hyper
+from .._protocol import GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
+from .._treecheck import check_same_structure
 from ._wrapping import check_count
 
 _logger = logging.getLogger("gradax")
@@ -94,8 +90,8 @@ class lookahead(GradientTransformation):
     """
 
     fast_optimizer: GradientTransformation
-    sync_period: Any
-    slow_step_size: Any
+    sync_period: Any = hyper()
+    slow_step_size: Any = hyper(valid=Range(0.0, 1.0))
     reset_state: bool = static_field(False)
 
     def __post_init__(self):
@@ -108,9 +104,8 @@ class lookahead(GradientTransformation):
 
     def _check(self):
         check_count("sync_period", self.sync_period)
-        check_range("slow_step_size", self.slow_step_size, 0.0, 1.0)
 
-    def init(self, params):
+    def init_state(self, params):
         fast = getattr(params, "fast", None)
         if fast is None:
             _logger.warning(
@@ -132,7 +127,7 @@ class lookahead(GradientTransformation):
         check_same_structure(params.slow, params.fast, "params.slow", "params.fast")
         return params.fast
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             self._params_like_updates(params)  # raises the explanatory error
         fast, slow = params.fast, params.slow

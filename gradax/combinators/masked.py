@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from .._core import GradientTransformation, as_transformation
+from .._protocol import GradientTransformation, as_transformation
 from .._pytree import static_field
 
 
@@ -90,11 +90,11 @@ class masked(GradientTransformation):
     def _mask_for(self, tree: Any) -> Any:
         return self.mask(tree) if callable(self.mask) else self.mask
 
-    def init(self, params):
+    def init_state(self, params):
         masked_params = mask_tree(params, self._mask_for(params))
         return MaskedState(inner_state=self.inner.init(masked_params))
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         mask = self._mask_for(updates)
         masked_updates = mask_tree(updates, mask)
         masked_params = None if params is None else mask_tree(params, mask)
@@ -181,7 +181,7 @@ class partition(GradientTransformation):
             mask_compatible_extra_args=self.mask_compatible_extra_args,
         )
 
-    def init(self, params):
+    def init_state(self, params):
         labels = self._labels_for(params)
         return PartitionState(
             inner_states={
@@ -190,7 +190,7 @@ class partition(GradientTransformation):
             }
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         labels = self._labels_for(updates)
         new_states = {}
         for label in self.transforms:

@@ -9,13 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import (
-    GradientTransformation,
-    as_transformation,
-    safe_increment,
-    zero_count,
-)
+from .._declare import hyper
 from .._hyper import resolve
+from .._numerics import safe_increment
+from .._protocol import GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
 from ._wrapping import check_count, cond_update
 
@@ -170,7 +167,7 @@ class MultiSteps(GradientTransformation):
     """
 
     opt: GradientTransformation
-    every_k_schedule: Any
+    every_k_schedule: Any = hyper()
     use_grad_mean: bool = static_field(True)
     should_skip_update_fn: Callable[..., Any] | None = static_field(None)
     accumulator_dtype: Any = static_field(jnp.float32)
@@ -208,7 +205,7 @@ class MultiSteps(GradientTransformation):
             dtype = jnp.result_type(dtype, jnp.complex64)
         return jnp.zeros_like(param, dtype=dtype)
 
-    def init(self, params):
+    def init_state(self, params):
         gradient_step = zero_count()
         _, skip_state = self._skip_fn()(gtree.zeros_like(params), gradient_step, params)
         return MultiStepsState(
@@ -219,7 +216,7 @@ class MultiSteps(GradientTransformation):
             skip_state=skip_state,
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         k = resolve(self.every_k_schedule, state.gradient_step)
         skip, skip_state = self._skip_fn()(updates, state.gradient_step, params)
         skip = jnp.asarray(skip)

@@ -10,16 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._core import (
-    Alias,
-    GradientTransformation,
-    as_transformation,
-    safe_increment,
-    set_to_zero,
-    zero_count,
-)
+from .._declare import hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
 from .._sharding import ravel, reshape_like
+from .._simple import set_to_zero
 from ._wrapping import check_count
 from .masked import masked, partition
 
@@ -76,10 +72,10 @@ class flatten(GradientTransformation):
         object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
         super().__post_init__()
 
-    def init(self, params):
+    def init_state(self, params):
         return self.inner.init(_as_vector(params))
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         flat_updates = _as_vector(updates)
         flat_params = None if params is None else _as_vector(params)
         try:
@@ -234,15 +230,15 @@ class apply_every(GradientTransformation):
       Array([2., 2.], dtype=float32)
     """
 
-    k: Any = 1
+    k: Any = hyper(1)
 
     def _check(self):
         check_count("k", self.k)
 
-    def init(self, params):
+    def init_state(self, params):
         return ApplyEvery(count=zero_count(), grad_acc=gtree.zeros_like(params))
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         phase = state.count % self.k
         keep = phase != 0
         grad_acc = jax.tree.map(

@@ -8,20 +8,14 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..optimizers.adabelief import ScaleByBeliefState
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
-
-
-def _check_acprop(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_decay("b2", tx.b2)
-    check_nonnegative("eps", tx.eps)
-    check_nonnegative("eps_root", tx.eps_root)
 
 
 class scale_by_acprop(GradientTransformation):
@@ -35,22 +29,19 @@ class scale_by_acprop(GradientTransformation):
         (must be positive to differentiate through the update).
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-16
-    eps_root: Any = 1e-16
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-16, NONNEGATIVE)
+    eps_root: Any = hyper(1e-16, NONNEGATIVE)
 
-    def _check(self):
-        _check_acprop(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByBeliefState(
             count=zero_count(),
             mu=gtree.zeros_like(params),
             nu=gtree.zeros_like(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         b2, eps, eps_root = self.b2, self.eps, self.eps_root
         mu = gtree.update_moment(updates, state.mu, self.b1, 1)
         # The deviation from the *previous* mean, as in the authors' code.
@@ -115,17 +106,13 @@ class acprop(Alias):
       Gradient Methods, NeurIPS 2021 (arXiv:2110.05454).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-16
-    eps_root: Any = 1e-16
-    weight_decay: Any = 0.0
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-16, NONNEGATIVE)
+    eps_root: Any = hyper(1e-16, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mask: Any = static_field(None)
-
-    def _check(self):
-        _check_acprop(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -27,15 +28,6 @@ class ScaleByAdemamixState(NamedTuple):
     nu: Any  # second moment, like params (mu_dtype)
 
 
-def _check_ademamix(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_decay("b2", tx.b2)
-    check_decay("b3", tx.b3)
-    check_nonnegative("alpha", tx.alpha)
-    check_nonnegative("eps", tx.eps)
-    check_nonnegative("eps_root", tx.eps_root)
-
-
 class scale_by_ademamix(GradientTransformation):
     """The AdEMAMix direction, without learning rate. See :class:`ademamix`.
 
@@ -49,18 +41,15 @@ class scale_by_ademamix(GradientTransformation):
       mu_dtype: dtype of the three moments (default: the parameters').
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.999
-    b3: Any = 0.9999
-    alpha: Any = 6.0
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    b3: Any = hyper(0.9999, DECAY)
+    alpha: Any = hyper(6.0, NONNEGATIVE)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
 
-    def _check(self):
-        _check_ademamix(self)
-
-    def init(self, params):
+    def init_state(self, params):
         dtype = canonical_dtype(self.mu_dtype)
         return ScaleByAdemamixState(
             count=zero_count(),
@@ -70,7 +59,7 @@ class scale_by_ademamix(GradientTransformation):
             nu=gtree.zeros_like(params, dtype),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         # b3 and alpha schedules are evaluated at the update count, which is
         # count_m2 too: both start at zero and advance together.
         m1 = gtree.update_moment(updates, state.m1, self.b1, 1)
@@ -144,20 +133,16 @@ class ademamix(Alias):
       Older, 2024 (arXiv:2409.03137).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    b3: Any = 0.9999
-    alpha: Any = 5.0
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    b3: Any = hyper(0.9999, DECAY)
+    alpha: Any = hyper(5.0, NONNEGATIVE)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
-    weight_decay: Any = 0.0
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mask: Any = static_field(None)
-
-    def _check(self):
-        _check_ademamix(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(
@@ -183,14 +168,6 @@ class ScaleBySimplifiedAdEMAMixState(NamedTuple):
     n: Any  # second moment, like params
 
 
-def _check_simplified(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_decay("b2", tx.b2)
-    check_nonnegative("alpha", tx.alpha)
-    check_nonnegative("eps", tx.eps)
-    check_nonnegative("eps_root", tx.eps_root)
-
-
 class scale_by_simplified_ademamix(GradientTransformation):
     """The simplified AdEMAMix direction. See :class:`simplified_ademamix`.
 
@@ -202,21 +179,18 @@ class scale_by_simplified_ademamix(GradientTransformation):
       eps_root: added inside the square root, >= 0.
     """
 
-    b1: Any = 0.99
-    b2: Any = 0.95
-    alpha: Any = 0.0
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
+    b1: Any = hyper(0.99, DECAY)
+    b2: Any = hyper(0.95, DECAY)
+    alpha: Any = hyper(0.0, NONNEGATIVE)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
 
-    def _check(self):
-        _check_simplified(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleBySimplifiedAdEMAMixState(
             t=zero_count(), m=gtree.zeros_like(params), n=gtree.zeros_like(params)
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         b1, b2, alpha = self.b1, self.b2, self.alpha
         eps, eps_root = self.eps, self.eps_root
         m = jax.tree.map(lambda g, m: g + b1 * m, updates, state.m)
@@ -274,18 +248,14 @@ class simplified_ademamix(Alias):
       and Accelerated SGD Variants, 2025 (arXiv:2502.02431).
     """
 
-    learning_rate: Any
-    b1: Any = 0.99
-    b2: Any = 0.95
-    alpha: Any = 0.0
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
-    weight_decay: Any = 0.0
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.99, DECAY)
+    b2: Any = hyper(0.95, DECAY)
+    alpha: Any = hyper(0.0, NONNEGATIVE)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mask: Any = static_field(None)
-
-    def _check(self):
-        _check_simplified(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

@@ -9,8 +9,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..optimizers.adam import ScaleByAdamState
@@ -21,12 +22,6 @@ from ._util import canonical_dtype
 def _quarter_power(count: jax.Array) -> jax.Array:
     """The default clipping bound of ADOPT at step ``count``: ``count**0.25``."""
     return count**0.25
-
-
-def _check_adopt(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_decay("b2", tx.b2)
-    check_nonnegative("eps", tx.eps)
 
 
 class scale_by_adopt(GradientTransformation):
@@ -42,9 +37,9 @@ class scale_by_adopt(GradientTransformation):
       clip_value_fn: the clipping bound as a function of the step count.
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.9999
-    eps: Any = 1e-6
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.9999, DECAY)
+    eps: Any = hyper(1e-6, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(False, kw_only=True)
     use_clipping: bool = static_field(True, kw_only=True)
@@ -52,17 +47,14 @@ class scale_by_adopt(GradientTransformation):
         _quarter_power, kw_only=True
     )
 
-    def _check(self):
-        _check_adopt(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByAdamState(
             count=zero_count(),
             mu=gtree.zeros_like(params, canonical_dtype(self.mu_dtype)),
             nu=gtree.zeros_like(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         first = state.count == 0
         # Step 0 only fills the second moment; the first moment stays zero.
         b1 = jnp.where(first, 1, self.b1)
@@ -135,19 +127,16 @@ class adopt(Alias):
       :math:`\beta_2` with the Optimal Rate, NeurIPS 2024 (arXiv:2411.02853).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.9999
-    eps: Any = 1e-6
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.9999, DECAY)
+    eps: Any = hyper(1e-6, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(False, kw_only=True)
     use_clipping: bool = static_field(True, kw_only=True)
     clip_value_fn: Callable[[jax.Array], jax.Array] = static_field(
         _quarter_power, kw_only=True
     )
-
-    def _check(self):
-        _check_adopt(self)
 
     def build(self):
         return chain(

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation
-from .._hyper import check_nonnegative, check_positive
+from .._declare import NONNEGATIVE, POSITIVE, hyper
+from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -35,14 +35,10 @@ class scale_by_cocob(GradientTransformation):
       eps: the initial :math:`L`, > 0.
     """
 
-    alpha: Any = 100.0
-    eps: Any = 1e-8
+    alpha: Any = hyper(100.0, POSITIVE)
+    eps: Any = hyper(1e-8, POSITIVE)
 
-    def _check(self):
-        check_positive("alpha", self.alpha)
-        check_positive("eps", self.eps)
-
-    def init(self, params):
+    def init_state(self, params):
         zeros = gtree.zeros_like(params)
         return COCOBState(
             init_particles=jax.tree.map(jnp.array, params),
@@ -52,7 +48,7 @@ class scale_by_cocob(GradientTransformation):
             reward=zeros,
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "scale_by_cocob")
         alpha = self.alpha
         scale = jax.tree.map(
@@ -136,16 +132,11 @@ class cocob(Alias):
       Through Coin Betting, NeurIPS 2017 (arXiv:1705.07795).
     """
 
-    learning_rate: Any = 1.0
-    alpha: Any = 100.0
-    eps: Any = 1e-8
-    weight_decay: Any = 0.0
+    learning_rate: Any = hyper(1.0)
+    alpha: Any = hyper(100.0, POSITIVE)
+    eps: Any = hyper(1e-8, POSITIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mask: Any = static_field(None)
-
-    def _check(self):
-        check_positive("alpha", self.alpha)
-        check_positive("eps", self.eps)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

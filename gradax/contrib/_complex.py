@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._core import GradientTransformation, as_transformation
+from .._protocol import GradientTransformation, as_transformation
 
 
 class SplitRealAndImaginaryArrays(NamedTuple):
@@ -73,11 +73,11 @@ class split_real_and_imaginary(GradientTransformation):
         object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
         super().__post_init__()
 
-    def init(self, params):
+    def init_state(self, params):
         split = jax.tree.map(_split, params)
         return SplitRealAndImaginaryState(self.inner.init(split))
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         split_updates = jax.tree.map(_split, updates)
         split_params = jax.tree.map(_split, params)
         new_updates, inner_state = self.inner.update(

@@ -8,8 +8,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative, check_positive
+from .._declare import NONNEGATIVE, POSITIVE, hyper
+from .._hyper import check_decay
+from .._numerics import safe_increment
+from .._protocol import GradientTransformation, zero_count
 from ._util import require_params
 
 
@@ -72,22 +74,19 @@ class dadapt_adamw(GradientTransformation):
       ICML 2023 (arXiv:2301.07733).
     """
 
-    learning_rate: Any = 1.0
-    betas: Any = (0.9, 0.999)
-    eps: Any = 1e-8
-    estim_lr0: Any = 1e-6
-    weight_decay: Any = 0.0
+    learning_rate: Any = hyper(1.0)
+    betas: Any = hyper((0.9, 0.999))
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    estim_lr0: Any = hyper(1e-6, POSITIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
 
     def _check(self):
         if not (isinstance(self.betas, (tuple, list)) and len(self.betas) == 2):
             raise ValueError(f"betas must be a pair (beta1, beta2), got {self.betas!r}")
         check_decay("betas[0]", self.betas[0])
         check_decay("betas[1]", self.betas[1])
-        check_nonnegative("eps", self.eps)
-        check_positive("estim_lr0", self.estim_lr0)
-        check_nonnegative("weight_decay", self.weight_decay)
 
-    def init(self, params):
+    def init_state(self, params):
         dtype = jnp.finfo(gtree.dtype(params, "lowest")).dtype
         return DAdaptAdamWState(
             exp_avg=gtree.zeros_like(params),
@@ -98,7 +97,7 @@ class dadapt_adamw(GradientTransformation):
             count=zero_count(),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "dadapt_adamw")
         beta1, beta2 = self.betas
         eps, wd = self.eps, self.weight_decay

@@ -8,9 +8,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, identity
+from .._declare import NONNEGATIVE, hyper
 from .._hyper import check_nonnegative, check_positive
+from .._protocol import Alias, GradientTransformation
 from .._pytree import Module, static_field
+from .._simple import identity
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
@@ -32,7 +34,7 @@ class DogInitStep(Module):
     """
 
     kind: str = static_field()
-    value: Any = 1e-6
+    value: Any = hyper(1e-6, schedule=False)
 
     def _check(self):
         if self.kind not in _INIT_STEP_KINDS:
@@ -83,17 +85,14 @@ class scale_by_dog(GradientTransformation):
       eps: added under the square root, >= 0.
     """
 
-    init_step: Any
-    eps: Any = 1e-8
+    init_step: Any = hyper()
+    eps: Any = hyper(1e-8, NONNEGATIVE)
 
     def __post_init__(self):
         object.__setattr__(self, "init_step", _as_init_step(self.init_step))
         super().__post_init__()
 
-    def _check(self):
-        check_nonnegative("eps", self.eps)
-
-    def init(self, params):
+    def init_state(self, params):
         dtype = _real_dtype(params)
         kind, value = self.init_step
         if kind == "distance":
@@ -109,7 +108,7 @@ class scale_by_dog(GradientTransformation):
             sum_sq_norm_grads=jnp.zeros([], dtype),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "scale_by_dog")
         dist = gtree.norm(gtree.sub(state.init_params, params))
         max_dist = jnp.maximum(state.max_dist, dist)
@@ -172,10 +171,10 @@ class dog(Alias):
       Dynamic Step Size Schedule, ICML 2023 (arXiv:2302.12022).
     """
 
-    learning_rate: Any = 1.0
-    init_step: Any = ("heuristic", 1e-6)
-    eps: Any = 1e-8
-    weight_decay: Any = None
+    learning_rate: Any = hyper(1.0)
+    init_step: Any = hyper(("heuristic", 1e-6))
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(None)
     mask: Any = static_field(None)
 
     def __post_init__(self):
@@ -183,7 +182,6 @@ class dog(Alias):
         super().__post_init__()
 
     def _check(self):
-        check_nonnegative("eps", self.eps)
         if self.weight_decay is not None:
             check_nonnegative("weight_decay", self.weight_decay)
 
@@ -213,15 +211,14 @@ class scale_by_dowg(GradientTransformation):
       eps: added to the denominator, >= 0.
     """
 
-    init_estim_sq_dist: Any = None
-    eps: Any = 1e-4
+    init_estim_sq_dist: Any = hyper(None)
+    eps: Any = hyper(0.0001, NONNEGATIVE)
 
     def _check(self):
-        check_nonnegative("eps", self.eps)
         if self.init_estim_sq_dist is not None:
             check_positive("init_estim_sq_dist", self.init_estim_sq_dist)
 
-    def init(self, params):
+    def init_state(self, params):
         dtype = _real_dtype(params)
         start = self.eps if self.init_estim_sq_dist is None else self.init_estim_sq_dist
         return DoWGState(
@@ -230,7 +227,7 @@ class scale_by_dowg(GradientTransformation):
             estim_sq_dist=jnp.asarray(start, dtype=dtype),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "scale_by_dowg")
         sq_dist = gtree.norm(gtree.sub(state.init_params, params), squared=True)
         estim_sq_dist = jnp.maximum(state.estim_sq_dist, sq_dist)
@@ -288,14 +285,13 @@ class dowg(Alias):
       Parameter-Free Gradient Descent Method, NeurIPS 2023 (arXiv:2305.16284).
     """
 
-    learning_rate: Any = 1.0
-    init_estim_sq_dist: Any = None
-    eps: Any = 1e-4
-    weight_decay: Any = None
+    learning_rate: Any = hyper(1.0)
+    init_estim_sq_dist: Any = hyper(None)
+    eps: Any = hyper(0.0001, NONNEGATIVE)
+    weight_decay: Any = hyper(None)
     mask: Any = static_field(None)
 
     def _check(self):
-        check_nonnegative("eps", self.eps)
         if self.init_estim_sq_dist is not None:
             check_positive("init_estim_sq_dist", self.init_estim_sq_dist)
         if self.weight_decay is not None:

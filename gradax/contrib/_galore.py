@@ -10,8 +10,9 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_nonnegative, check_positive_int
+from .._declare import NONNEGATIVE, POSITIVE_INT, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from .._sharding import explicit_sharding
 from ..combinators.chain import chain
@@ -107,7 +108,6 @@ def _check_galore(tx: Any) -> None:
         raise TypeError(f"rank must be an int, got {tx.rank!r}")
     if tx.rank <= 0:
         raise ValueError(f"rank must be positive, got {tx.rank!r}")
-    check_positive_int("update_proj_gap", tx.update_proj_gap)
 
 
 class scale_by_galore(GradientTransformation):
@@ -128,8 +128,8 @@ class scale_by_galore(GradientTransformation):
     """
 
     rank: int = static_field(128)
-    update_proj_gap: int = static_field(200)
-    scale: Any = 1.0
+    update_proj_gap: int = hyper(200, POSITIVE_INT, static=True)
+    scale: Any = hyper(1.0)
     base_optimizer: Any = None
     weight_dimension_numbers: Any = static_field(None)
 
@@ -156,7 +156,7 @@ class scale_by_galore(GradientTransformation):
         ]
         return leaves, views, treedef
 
-    def init(self, params):
+    def init_state(self, params):
         leaves, views, treedef = self._views(params)
         projectors, proxies = [], []
         for p, view in zip(leaves, views, strict=True):
@@ -172,7 +172,7 @@ class scale_by_galore(GradientTransformation):
             projector=treedef.unflatten(projectors),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         leaves, views, treedef = self._views(updates)
         refresh = state.count % self.update_proj_gap == 0
         old_projectors = treedef.flatten_up_to(state.projector)
@@ -272,18 +272,17 @@ class galore(Alias):
       Projection, ICML 2024 (arXiv:2403.03507).
     """
 
-    learning_rate: Any
+    learning_rate: Any = hyper()
     rank: int = static_field(128)
-    update_proj_gap: int = static_field(200)
-    scale: Any = 1.0
+    update_proj_gap: int = hyper(200, POSITIVE_INT, static=True)
+    scale: Any = hyper(1.0)
     base_optimizer: Any = None
-    weight_decay: Any = 0.0
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mask: Any = static_field(None)
     weight_dimension_numbers: Any = static_field(None)
 
     def _check(self):
         _check_galore(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from ..combinators.chain import chain
 from ..transforms.weight_decay import add_decayed_weights
 from ._util import require_params
@@ -24,12 +25,6 @@ class MadgradState(NamedTuple):
     x0: Any  # the parameters at init
 
 
-def _check_madgrad(tx: Any) -> None:
-    check_nonnegative("learning_rate", tx.learning_rate)
-    check_decay("momentum", tx.momentum)
-    check_nonnegative("eps", tx.eps)
-
-
 class scale_by_madgrad(GradientTransformation):
     """The MADGRAD step, learning rate included. See :class:`madgrad`.
 
@@ -42,14 +37,11 @@ class scale_by_madgrad(GradientTransformation):
       eps: :math:`\\epsilon`, >= 0.
     """
 
-    learning_rate: Any
-    momentum: Any = 0.9
-    eps: Any = 1e-6
+    learning_rate: Any = hyper(valid=NONNEGATIVE)
+    momentum: Any = hyper(0.9, DECAY)
+    eps: Any = hyper(1e-6, NONNEGATIVE)
 
-    def _check(self):
-        _check_madgrad(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return MadgradState(
             count=zero_count(),
             grad_sum_sq=gtree.zeros_like(params),
@@ -57,7 +49,7 @@ class scale_by_madgrad(GradientTransformation):
             x0=jax.tree.map(jnp.array, params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "scale_by_madgrad")
         eps, momentum = self.eps, self.momentum
         weight = (self.learning_rate + eps) * jnp.sqrt(state.count + 1)
@@ -120,14 +112,10 @@ class madgrad(Alias):
       2021 (arXiv:2101.11075).
     """
 
-    learning_rate: Any
-    momentum: Any = 0.9
-    weight_decay: Any = 0.0
-    eps: Any = 1e-6
-
-    def _check(self):
-        _check_madgrad(self)
-        check_nonnegative("weight_decay", self.weight_decay)
+    learning_rate: Any = hyper(valid=NONNEGATIVE)
+    momentum: Any = hyper(0.9, DECAY)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
+    eps: Any = hyper(1e-6, NONNEGATIVE)
 
     def build(self):
         return chain(

@@ -8,14 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import (
-    GradientTransformation,
-    as_transformation,
-    safe_increment,
-    zero_count,
-)
-from .._hyper import check_nonnegative, check_positive, check_positive_int
-from .._pytree import static_field
+from .._declare import NONNEGATIVE, POSITIVE, POSITIVE_INT, hyper
+from .._numerics import safe_increment
+from .._protocol import GradientTransformation, as_transformation, zero_count
 from ._util import require_params
 
 
@@ -78,10 +73,10 @@ class mechanize(GradientTransformation):
     """
 
     base_optimizer: Any
-    weight_decay: Any = 1e-2
-    eps: Any = 1e-8
-    s_init: Any = 1e-6
-    num_betas: int = static_field(6)
+    weight_decay: Any = hyper(0.01, NONNEGATIVE)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    s_init: Any = hyper(1e-6, POSITIVE)
+    num_betas: int = hyper(6, POSITIVE_INT, static=True)
 
     def __post_init__(self):
         object.__setattr__(
@@ -91,13 +86,7 @@ class mechanize(GradientTransformation):
         )
         super().__post_init__()
 
-    def _check(self):
-        check_nonnegative("weight_decay", self.weight_decay)
-        check_nonnegative("eps", self.eps)
-        check_positive("s_init", self.s_init)
-        check_positive_int("num_betas", self.num_betas)
-
-    def init(self, params):
+    def init_state(self, params):
         dtype = jnp.finfo(gtree.dtype(params, "lowest")).dtype
         zeros = jnp.zeros([self.num_betas], dtype)
         return MechanicState(
@@ -110,7 +99,7 @@ class mechanize(GradientTransformation):
             x0=jax.tree.map(jnp.array, params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "mechanize")
         wd, eps, s_init = self.weight_decay, self.eps, self.s_init
         base_updates, base_state = self.base_optimizer.update(

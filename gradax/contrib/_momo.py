@@ -9,8 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._core import GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
 from ._util import require_params, require_value
 
@@ -86,18 +87,13 @@ class momo(GradientTransformation):
       for Adaptive Learning Rates, ICML 2024 (arXiv:2305.07583).
     """
 
-    learning_rate: Any = 1.0
-    beta: Any = 0.9
-    lower_bound: Any = 0.0
-    weight_decay: Any = 0.0
+    learning_rate: Any = hyper(1.0, NONNEGATIVE)
+    beta: Any = hyper(0.9, DECAY)
+    lower_bound: Any = hyper(0.0)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     adapt_lower_bound: bool = static_field(False)
 
-    def _check(self):
-        check_nonnegative("learning_rate", self.learning_rate)
-        check_decay("beta", self.beta)
-        check_nonnegative("weight_decay", self.weight_decay)
-
-    def init(self, params):
+    def init_state(self, params):
         dtype = _real_dtype(params)
         return MomoState(
             exp_avg=gtree.zeros_like(params),
@@ -107,7 +103,7 @@ class momo(GradientTransformation):
             count=zero_count(),
         )
 
-    def update(self, updates, state, params=None, *, value=None, **extra_args):
+    def update_state(self, updates, state, params=None, *, value=None, **extra_args):
         require_params(params, "momo")
         require_value(value, "momo")
         alpha, wd, lower = self.learning_rate, self.weight_decay, self.lower_bound
@@ -211,22 +207,15 @@ class momo_adam(GradientTransformation):
       for Adaptive Learning Rates, ICML 2024 (arXiv:2305.07583).
     """
 
-    learning_rate: Any = 1e-2
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    lower_bound: Any = 0.0
-    weight_decay: Any = 0.0
+    learning_rate: Any = hyper(0.01, NONNEGATIVE)
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    lower_bound: Any = hyper(0.0)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     adapt_lower_bound: bool = static_field(False)
 
-    def _check(self):
-        check_nonnegative("learning_rate", self.learning_rate)
-        check_decay("b1", self.b1)
-        check_decay("b2", self.b2)
-        check_nonnegative("eps", self.eps)
-        check_nonnegative("weight_decay", self.weight_decay)
-
-    def init(self, params):
+    def init_state(self, params):
         dtype = _real_dtype(params)
         return MomoAdamState(
             exp_avg=gtree.zeros_like(params),
@@ -237,7 +226,7 @@ class momo_adam(GradientTransformation):
             count=zero_count(),
         )
 
-    def update(self, updates, state, params=None, *, value=None, **extra_args):
+    def update_state(self, updates, state, params=None, *, value=None, **extra_args):
         require_params(params, "momo_adam")
         require_value(value, "momo_adam")
         alpha, wd, lower = self.learning_rate, self.weight_decay, self.lower_bound

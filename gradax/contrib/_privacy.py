@@ -7,9 +7,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._core import Alias, GradientTransformation, identity
-from .._hyper import check_decay, check_nonnegative
+from .._declare import NONNEGATIVE, hyper
+from .._hyper import check_decay
+from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
+from .._simple import identity
 from ..combinators.chain import chain
 from ..transforms.clipping import per_example_global_norm_clip
 from ..transforms.momentum import trace
@@ -74,21 +76,19 @@ class differentially_private_aggregate(GradientTransformation):
       (arXiv:1607.00133).
     """
 
-    l2_norm_clip: Any
-    noise_multiplier: Any
+    l2_norm_clip: Any = hyper(valid=NONNEGATIVE)
+    noise_multiplier: Any = hyper(valid=NONNEGATIVE)
     key: Any = None
     seed: Any = static_field(None, kw_only=True)
 
     def _check(self):
-        check_nonnegative("l2_norm_clip", self.l2_norm_clip)
-        check_nonnegative("noise_multiplier", self.noise_multiplier)
         if self.seed is not None and self.key is not None:
             raise ValueError(
                 "differentially_private_aggregate takes key or seed, not both; "
                 f"got key={self.key!r} and seed={self.seed!r}"
             )
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         if self.key is not None:
             key = self.key
@@ -96,7 +96,7 @@ class differentially_private_aggregate(GradientTransformation):
             key = 0 if self.seed is None else self.seed
         return DifferentiallyPrivateAggregateState(rng_key=_as_key(key))
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         leaves, treedef = jax.tree.flatten(updates)
         batch_size = leaves[0].shape[0]
         clipped, _ = per_example_global_norm_clip(leaves, self.l2_norm_clip)
@@ -153,16 +153,14 @@ class dpsgd(Alias):
       (arXiv:1607.00133).
     """
 
-    learning_rate: Any
-    l2_norm_clip: Any
-    noise_multiplier: Any
+    learning_rate: Any = hyper()
+    l2_norm_clip: Any = hyper(valid=NONNEGATIVE)
+    noise_multiplier: Any = hyper(valid=NONNEGATIVE)
     seed: int = static_field()
-    momentum: Any = None
+    momentum: Any = hyper(None)
     nesterov: bool = static_field(False)
 
     def _check(self):
-        check_nonnegative("l2_norm_clip", self.l2_norm_clip)
-        check_nonnegative("noise_multiplier", self.noise_multiplier)
         if self.momentum is not None:
             check_decay("momentum", self.momentum)
 

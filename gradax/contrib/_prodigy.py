@@ -8,8 +8,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import GradientTransformation, safe_increment, zero_count
+from .._declare import hyper
 from .._hyper import check_decay, check_nonnegative, check_positive
+from .._numerics import safe_increment
+from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
 from ._util import require_params
 
@@ -49,7 +51,7 @@ class _ProdigyBase(GradientTransformation):
     def _check(self):
         _check_prodigy(self)
 
-    def init(self, params):
+    def init_state(self, params):
         dtype = _real_dtype(params)
         return ProdigyState(
             exp_avg=gtree.zeros_like(params),
@@ -160,16 +162,16 @@ class prodigy(_ProdigyBase):
       Parameter-Free Learner, ICML 2024 (arXiv:2306.06101).
     """
 
-    learning_rate: Any = 1.0
-    betas: Any = (0.9, 0.999)
-    beta3: Any = None
-    eps: Any = 1e-8
-    estim_lr0: Any = 1e-6
-    estim_lr_coef: Any = 1.0
-    weight_decay: Any = 0.0
+    learning_rate: Any = hyper(1.0)
+    betas: Any = hyper((0.9, 0.999))
+    beta3: Any = hyper(None)
+    eps: Any = hyper(1e-8)
+    estim_lr0: Any = hyper(1e-6)
+    estim_lr_coef: Any = hyper(1.0)
+    weight_decay: Any = hyper(0.0)
     safeguard_warmup: bool = static_field(False)
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "prodigy")
         return self._step(self.learning_rate, updates, state, params)
 
@@ -194,15 +196,15 @@ class scale_by_prodigy(_ProdigyBase):
       safeguard_warmup: leave the learning rate out of :math:`s_t`.
     """
 
-    betas: Any = (0.9, 0.999)
-    beta3: Any = None
-    eps: Any = 1e-8
-    estim_lr0: Any = 1e-6
-    estim_lr_coef: Any = 1.0
-    weight_decay: Any = 0.0
+    betas: Any = hyper((0.9, 0.999))
+    beta3: Any = hyper(None)
+    eps: Any = hyper(1e-8)
+    estim_lr0: Any = hyper(1e-6)
+    estim_lr_coef: Any = hyper(1.0)
+    weight_decay: Any = hyper(0.0)
     safeguard_warmup: bool = static_field(False)
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "scale_by_prodigy")
         new_updates, state = self._step(1.0, updates, state, params)
         return jax.tree.map(jnp.negative, new_updates), state

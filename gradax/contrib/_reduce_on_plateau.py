@@ -8,8 +8,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import GradientTransformation, match_state, safe_increment
-from .._hyper import _concrete_values, check_nonnegative, check_range
+from .._declare import NONNEGATIVE, Range, hyper
+from .._hyper import _concrete_values
+from .._numerics import safe_increment
+from .._protocol import GradientTransformation
+from .._state_guard import match_state
 from ._util import require_value
 
 
@@ -67,22 +70,15 @@ class reduce_on_plateau(GradientTransformation):
       PyTorch's ``torch.optim.lr_scheduler.ReduceLROnPlateau``.
     """
 
-    factor: Any = 0.1
-    patience: Any = 10
-    rtol: Any = 1e-4
-    atol: Any = 0.0
-    cooldown: Any = 0
-    accumulation_size: Any = 1
-    min_scale: Any = 0.0
+    factor: Any = hyper(0.1, Range(0.0, 1.0, low_open=True, high_open=True))
+    patience: Any = hyper(10, NONNEGATIVE)
+    rtol: Any = hyper(0.0001, Range(0.0, 1.0))
+    atol: Any = hyper(0.0, NONNEGATIVE)
+    cooldown: Any = hyper(0, NONNEGATIVE)
+    accumulation_size: Any = hyper(1, Range(1.0))
+    min_scale: Any = hyper(0.0, NONNEGATIVE)
 
     def _check(self):
-        check_range("factor", self.factor, 0.0, 1.0, low_open=True, high_open=True)
-        check_range("rtol", self.rtol, 0.0, 1.0)
-        check_nonnegative("atol", self.atol)
-        check_nonnegative("patience", self.patience)
-        check_nonnegative("cooldown", self.cooldown)
-        check_range("accumulation_size", self.accumulation_size, 1.0)
-        check_nonnegative("min_scale", self.min_scale)
         rtol, atol = _concrete_values(self.rtol), _concrete_values(self.atol)
         if rtol is not None and atol is not None and not (rtol > 0 or atol > 0):
             raise ValueError(
@@ -90,7 +86,7 @@ class reduce_on_plateau(GradientTransformation):
                 f"rtol={self.rtol!r} and atol={self.atol!r}"
             )
 
-    def init(self, params):
+    def init_state(self, params):
         highest = _real_dtype(params, "highest")
         return ReduceLROnPlateauState(
             scale=jnp.ones([], _real_dtype(params, "lowest")),
@@ -122,7 +118,7 @@ class reduce_on_plateau(GradientTransformation):
         )
         return match_state(new_state, state, "reduce_on_plateau")
 
-    def update(self, updates, state, params=None, *, value=None, **extra_args):
+    def update_state(self, updates, state, params=None, *, value=None, **extra_args):
         require_value(value, "reduce_on_plateau")
         count = safe_increment(state.count)
         avg = state.avg_value

@@ -9,14 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import (
-    EmptyState,
-    GradientTransformation,
-    apply_updates,
-    as_transformation,
-)
-from .._hyper import check_positive_int
+from .._declare import POSITIVE_INT, hyper
+from .._protocol import EmptyState, GradientTransformation, as_transformation
 from .._pytree import static_field
+from .._updates import apply_updates
 
 NormalizeState = EmptyState
 
@@ -34,11 +30,11 @@ class normalize(GradientTransformation):
       Array([0.6, 0.8], dtype=float32)
     """
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return NormalizeState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         g_norm = gtree.norm(updates)
         return jax.tree.map(lambda g: g / g_norm, updates), state
 
@@ -123,7 +119,7 @@ class sam(GradientTransformation):
 
     optimizer: Any
     adv_optimizer: Any
-    sync_period: int = static_field(2)
+    sync_period: int = hyper(2, POSITIVE_INT, static=True)
     reset_state: bool = static_field(True)
     opaque_mode: bool = static_field(False)
     batch_axis_name: str | None = static_field(None)
@@ -139,10 +135,7 @@ class sam(GradientTransformation):
         )
         super().__post_init__()
 
-    def _check(self):
-        check_positive_int("sync_period", self.sync_period)
-
-    def init(self, params):
+    def init_state(self, params):
         return SAMState(
             steps_since_sync=jnp.zeros([], jnp.int32),
             opt_state=self.optimizer.init(params),
@@ -150,7 +143,7 @@ class sam(GradientTransformation):
             cache=None if self.opaque_mode else jax.tree.map(jnp.array, params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         grad_fn = extra_args.pop("grad_fn", None)
         if self.opaque_mode:
             return self._opaque_update(updates, state, params, grad_fn, extra_args)

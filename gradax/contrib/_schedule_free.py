@@ -8,14 +8,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import (
-    Alias,
-    GradientTransformation,
-    as_transformation,
-    safe_increment,
-    zero_count,
-)
-from .._hyper import check_decay, check_nonnegative, check_range, resolve
+from .._declare import DECAY, NONNEGATIVE, Range, hyper
+from .._hyper import check_nonnegative, resolve
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..optimizers.sgd import sgd
@@ -39,13 +35,6 @@ class ScheduleFreeState(NamedTuple):
 
 def _real_dtype(params: Any) -> Any:
     return jnp.finfo(gtree.dtype(params, "lowest")).dtype
-
-
-def _check_schedule_free(tx: Any) -> None:
-    check_nonnegative("learning_rate", tx.learning_rate)
-    # b1 = 0 would divide by zero when recovering x from y and z.
-    check_range("b1", tx.b1, 0.0, 1.0, low_open=True)
-    check_nonnegative("weight_lr_power", tx.weight_lr_power)
 
 
 class schedule_free(GradientTransformation):
@@ -101,9 +90,9 @@ class schedule_free(GradientTransformation):
     """
 
     base_optimizer: Any
-    learning_rate: Any
-    b1: Any = 0.9
-    weight_lr_power: Any = 2.0
+    learning_rate: Any = hyper(valid=NONNEGATIVE)
+    b1: Any = hyper(0.9, Range(0.0, 1.0, low_open=True))
+    weight_lr_power: Any = hyper(2.0, NONNEGATIVE)
     state_dtype: Any = static_field(None)
 
     _self_resolved = ("learning_rate",)
@@ -116,10 +105,7 @@ class schedule_free(GradientTransformation):
         )
         super().__post_init__()
 
-    def _check(self):
-        _check_schedule_free(self)
-
-    def init(self, params):
+    def init_state(self, params):
         dtype = _real_dtype(params)
         z = gtree.cast(params, canonical_dtype(self.state_dtype))
         return ScheduleFreeState(
@@ -131,7 +117,7 @@ class schedule_free(GradientTransformation):
             z=jax.tree.map(jnp.array, z),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "schedule_free")
         b1 = self.b1
         lr = jnp.asarray(
@@ -241,17 +227,16 @@ class schedule_free_sgd(Alias):
       (arXiv:2405.15682).
     """
 
-    learning_rate: Any = 1.0
+    learning_rate: Any = hyper(1.0, NONNEGATIVE)
     warmup_steps: int | None = static_field(None)
-    b1: Any = 0.9
-    weight_decay: Any = None
-    weight_lr_power: Any = 2.0
+    b1: Any = hyper(0.9, Range(0.0, 1.0, low_open=True))
+    weight_decay: Any = hyper(None)
+    weight_lr_power: Any = hyper(2.0, NONNEGATIVE)
     state_dtype: Any = static_field(None)
 
     _self_resolved = ("learning_rate",)
 
     def _check(self):
-        _check_schedule_free(self)
         if self.weight_decay is not None:
             check_nonnegative("weight_decay", self.weight_decay)
 
@@ -300,22 +285,16 @@ class schedule_free_adamw(Alias):
       (arXiv:2405.15682).
     """
 
-    learning_rate: Any = 0.0025
+    learning_rate: Any = hyper(0.0025, NONNEGATIVE)
     warmup_steps: int | None = static_field(None)
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    weight_decay: Any = 0.0
-    weight_lr_power: Any = 2.0
+    b1: Any = hyper(0.9, Range(0.0, 1.0, low_open=True))
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
+    weight_lr_power: Any = hyper(2.0, NONNEGATIVE)
     state_dtype: Any = static_field(None)
 
     _self_resolved = ("learning_rate",)
-
-    def _check(self):
-        _check_schedule_free(self)
-        check_decay("b2", self.b2)
-        check_nonnegative("eps", self.eps)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         lr = _with_warmup(self.learning_rate, self.warmup_steps)

@@ -8,16 +8,12 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import (
-    Alias,
-    GradientTransformation,
-    as_transformation,
-    match_state,
-    safe_increment,
-    zero_count,
-)
-from .._hyper import check_decay, check_nonnegative, check_positive
+from .._declare import DECAY, NONNEGATIVE, POSITIVE, hyper
+from .._hyper import check_positive
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
+from .._state_guard import match_state
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
@@ -59,14 +55,14 @@ class hutchinson_estimator_diag_hessian(GradientTransformation):
       for Laplacian smoothing splines, 1989.
     """
 
-    random_seed: Any = None
+    random_seed: Any = hyper(None)
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         key = jax.random.PRNGKey(0) if self.random_seed is None else self.random_seed
         return HutchinsonState(key=jnp.asarray(key))
 
-    def update(self, updates, state, params=None, obj_fn=None, **extra_args):
+    def update_state(self, updates, state, params=None, obj_fn=None, **extra_args):
         del updates
         require_params(params, "hutchinson_estimator_diag_hessian")
         if obj_fn is None:
@@ -91,13 +87,8 @@ class SophiaState(NamedTuple):
 
 
 def _check_sophia(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_decay("b2", tx.b2)
-    check_nonnegative("eps", tx.eps)
-    check_nonnegative("gamma", tx.gamma)
     if tx.clip_threshold is not None:
         check_positive("clip_threshold", tx.clip_threshold)
-    check_positive("update_interval", tx.update_interval)
 
 
 class scale_by_sophia(GradientTransformation):
@@ -118,16 +109,16 @@ class scale_by_sophia(GradientTransformation):
       print_win_rate_every_n_steps: how often ``verbose`` prints.
     """
 
-    b1: Any = 0.965
-    b2: Any = 0.99
-    eps: Any = 1e-8
-    gamma: Any = 0.01
-    clip_threshold: Any = 1.0
-    update_interval: Any = 10
+    b1: Any = hyper(0.965, DECAY)
+    b2: Any = hyper(0.99, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    gamma: Any = hyper(0.01, NONNEGATIVE)
+    clip_threshold: Any = hyper(1.0)
+    update_interval: Any = hyper(10, POSITIVE)
     hessian_diagonal_fn: Any = hutchinson_estimator_diag_hessian()
     mu_dtype: Any = static_field(None)
     verbose: bool = static_field(False)
-    print_win_rate_every_n_steps: Any = 0
+    print_win_rate_every_n_steps: Any = hyper(0)
 
     def __post_init__(self):
         object.__setattr__(
@@ -140,7 +131,7 @@ class scale_by_sophia(GradientTransformation):
     def _check(self):
         _check_sophia(self)
 
-    def init(self, params):
+    def init_state(self, params):
         return SophiaState(
             count=zero_count(),
             mu=gtree.zeros_like(params, canonical_dtype(self.mu_dtype)),
@@ -148,7 +139,7 @@ class scale_by_sophia(GradientTransformation):
             hessian_fn_state=self.hessian_diagonal_fn.init(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "scale_by_sophia")
         b1, gamma, eps = self.b1, self.gamma, self.eps
         count = safe_increment(state.count)
@@ -248,19 +239,19 @@ class sophia(Alias):
       Language Model Pre-training, ICLR 2024 (arXiv:2305.14342).
     """
 
-    learning_rate: Any
-    b1: Any = 0.965
-    b2: Any = 0.99
-    eps: Any = 1e-8
-    weight_decay: Any = 1e-4
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.965, DECAY)
+    b2: Any = hyper(0.99, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0001, NONNEGATIVE)
     weight_decay_mask: Any = static_field(None)
-    gamma: Any = 0.01
-    clip_threshold: Any = 1.0
-    update_interval: Any = 10
+    gamma: Any = hyper(0.01, NONNEGATIVE)
+    clip_threshold: Any = hyper(1.0)
+    update_interval: Any = hyper(10, POSITIVE)
     hessian_diagonal_fn: Any = hutchinson_estimator_diag_hessian()
     mu_dtype: Any = static_field(None)
     verbose: bool = static_field(False)
-    print_win_rate_every_n_steps: Any = 0
+    print_win_rate_every_n_steps: Any = hyper(0)
 
     def __post_init__(self):
         object.__setattr__(
@@ -272,7 +263,6 @@ class sophia(Alias):
 
     def _check(self):
         _check_sophia(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import GradientTransformation
-from .._hyper import check_nonnegative, check_positive, check_range
+from .._declare import NONNEGATIVE, POSITIVE, Range, hyper
+from .._protocol import GradientTransformation
 from .._pytree import static_field
 from . import _common as common
 
@@ -97,29 +97,17 @@ class scale_by_backtracking_linesearch(GradientTransformation):
       2019 (arXiv:1905.09997); Nocedal and Wright, Numerical Optimization, 1999.
     """
 
-    max_backtracking_steps: Any
-    slope_rtol: Any = 1e-4
-    decrease_factor: Any = 0.8
-    increase_factor: Any = 1.5
-    max_learning_rate: Any = 1.0
-    atol: Any = 0.0
-    rtol: Any = 0.0
+    max_backtracking_steps: Any = hyper(valid=NONNEGATIVE)
+    slope_rtol: Any = hyper(0.0001, NONNEGATIVE)
+    decrease_factor: Any = hyper(0.8, Range(0.0, 1.0, low_open=True, high_open=True))
+    increase_factor: Any = hyper(1.5, POSITIVE)
+    max_learning_rate: Any = hyper(1.0, POSITIVE)
+    atol: Any = hyper(0.0, NONNEGATIVE)
+    rtol: Any = hyper(0.0, NONNEGATIVE)
     store_grad: bool = static_field(False)
     verbose: bool = static_field(False)
 
-    def _check(self):
-        check_nonnegative("max_backtracking_steps", self.max_backtracking_steps)
-        check_nonnegative("slope_rtol", self.slope_rtol)
-        check_range(
-            "decrease_factor", self.decrease_factor, 0.0, 1.0,
-            low_open=True, high_open=True,
-        )  # fmt: skip
-        check_positive("increase_factor", self.increase_factor)
-        check_positive("max_learning_rate", self.max_learning_rate)
-        check_nonnegative("atol", self.atol)
-        check_nonnegative("rtol", self.rtol)
-
-    def init(self, params):
+    def init_state(self, params):
         dtype = common.state_dtype(params)
         inf = jnp.asarray(jnp.inf, dtype)
         return ScaleByBacktrackingLinesearchState(
@@ -129,7 +117,7 @@ class scale_by_backtracking_linesearch(GradientTransformation):
             info=BacktrackingLinesearchInfo(jnp.zeros([], jnp.int32), inf),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         name = type(self).__name__
         value, grad, value_fn, fn_kwargs = common.line_search_inputs(name, extra_args)
         if params is None:

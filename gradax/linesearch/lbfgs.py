@@ -8,9 +8,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, identity, safe_increment
-from .._hyper import check_positive_int
+from .._declare import POSITIVE_INT, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
+from .._simple import identity
 from ..combinators.chain import chain
 from ..transforms.scaling import scale, scale_by_learning_rate
 from . import _common as common
@@ -73,13 +75,10 @@ class scale_by_lbfgs(GradientTransformation):
         (else from the identity).
     """
 
-    memory_size: int = static_field(10)
+    memory_size: int = hyper(10, POSITIVE_INT, static=True)
     scale_init_precond: bool = static_field(True)
 
-    def _check(self):
-        check_positive_int("memory_size", self.memory_size)
-
-    def init(self, params):
+    def init_state(self, params):
         dtype = common.state_dtype(params)
 
         def stacked(p):
@@ -94,7 +93,7 @@ class scale_by_lbfgs(GradientTransformation):
             weights_memory=jnp.zeros([self.memory_size], dtype),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             raise TypeError("scale_by_lbfgs.update needs params")
         dtype = common.state_dtype(params)
@@ -195,15 +194,12 @@ class lbfgs(Alias):
       Numerical Optimization, 1999, Algorithms 7.4, 7.5.
     """
 
-    learning_rate: Any = None
-    memory_size: int = static_field(10)
+    learning_rate: Any = hyper(None)
+    memory_size: int = hyper(10, POSITIVE_INT, static=True)
     scale_init_precond: bool = static_field(True)
     linesearch: Any = scale_by_zoom_linesearch(
         max_linesearch_steps=20, initial_guess_strategy="one"
     )
-
-    def _check(self):
-        check_positive_int("memory_size", self.memory_size)
 
     def build(self):
         if self.learning_rate is None:

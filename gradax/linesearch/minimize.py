@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import apply_updates
 from .._hyper import check_nonnegative
+from .._updates import apply_updates
 from . import _common as common
 from .lbfgs import lbfgs
 

@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import GradientTransformation
+from .._declare import NONNEGATIVE, POSITIVE, hyper
 from .._hyper import check_nonnegative, check_positive
+from .._protocol import GradientTransformation
 from .._pytree import static_field
 from . import _common as common
 
@@ -172,35 +173,29 @@ class scale_by_zoom_linesearch(GradientTransformation):
       (doi:10.1145/1132973.1132979).
     """
 
-    max_linesearch_steps: Any
-    max_learning_rate: Any = None
-    tol: Any = 0.0
-    increase_factor: Any = 2.0
-    slope_rtol: Any = 1e-4
-    curv_rtol: Any = 0.9
-    approx_dec_rtol: Any = 1e-6
-    stepsize_precision: Any = 1e-5
+    max_linesearch_steps: Any = hyper(valid=NONNEGATIVE)
+    max_learning_rate: Any = hyper(None)
+    tol: Any = hyper(0.0, NONNEGATIVE)
+    increase_factor: Any = hyper(2.0, POSITIVE)
+    slope_rtol: Any = hyper(0.0001, NONNEGATIVE)
+    curv_rtol: Any = hyper(0.9, NONNEGATIVE)
+    approx_dec_rtol: Any = hyper(1e-6)
+    stepsize_precision: Any = hyper(1e-5, NONNEGATIVE)
     initial_guess_strategy: str = static_field("keep")
     verbose: bool = static_field(False)
 
     def _check(self):
-        check_nonnegative("max_linesearch_steps", self.max_linesearch_steps)
         if self.max_learning_rate is not None:
             check_positive("max_learning_rate", self.max_learning_rate)
-        check_nonnegative("tol", self.tol)
-        check_positive("increase_factor", self.increase_factor)
-        check_nonnegative("slope_rtol", self.slope_rtol)
-        check_nonnegative("curv_rtol", self.curv_rtol)
         if self.approx_dec_rtol is not None:
             check_nonnegative("approx_dec_rtol", self.approx_dec_rtol)
-        check_nonnegative("stepsize_precision", self.stepsize_precision)
         if self.initial_guess_strategy not in ("one", "keep"):
             raise ValueError(
                 "initial_guess_strategy must be 'one' or 'keep', got "
                 f"{self.initial_guess_strategy!r}"
             )
 
-    def init(self, params):
+    def init_state(self, params):
         dtype = common.state_dtype(params)
         inf = jnp.asarray(jnp.inf, dtype)
         return ScaleByZoomLinesearchState(
@@ -210,7 +205,7 @@ class scale_by_zoom_linesearch(GradientTransformation):
             info=ZoomLinesearchInfo(jnp.zeros([], jnp.int32), inf, inf),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         name = type(self).__name__
         value, grad, value_fn, fn_kwargs = common.line_search_inputs(name, extra_args)
         if params is None:

@@ -7,12 +7,14 @@ from typing import Any, NamedTuple
 import jax
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
-from .adam import _check_adam, adam_ratio, debiased_first_moment
+from .adam import adam_ratio, debiased_first_moment
 
 
 class ScaleByBeliefState(NamedTuple):
@@ -39,24 +41,21 @@ class scale_by_belief(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-16
-    eps_root: Any = 1e-16
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-16, NONNEGATIVE)
+    eps_root: Any = hyper(1e-16, NONNEGATIVE)
     nesterov: bool = static_field(False, kw_only=True)
     cautious: bool = static_field(False, kw_only=True)
 
-    def _check(self):
-        _check_adam(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByBeliefState(
             count=zero_count(),
             mu=gtree.zeros_like(params),
             nu=gtree.zeros_like(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         b1, b2, eps_root = self.b1, self.b2, self.eps_root
         mu = gtree.update_moment(updates, state.mu, b1, 1)
         surprise = gtree.sub(updates, mu)
@@ -114,16 +113,13 @@ class adabelief(Alias):
       Observed Gradients, NeurIPS 2020 (arXiv:2010.07468).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-16
-    eps_root: Any = 1e-16
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-16, NONNEGATIVE)
+    eps_root: Any = hyper(1e-16, NONNEGATIVE)
     nesterov: bool = static_field(False, kw_only=True)
     cautious: bool = static_field(False, kw_only=True)
-
-    def _check(self):
-        _check_adam(self)
 
     def build(self):
         return chain(

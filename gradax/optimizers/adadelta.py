@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -23,11 +23,6 @@ class ScaleByAdaDeltaState(NamedTuple):
     e_x: Any  # moving average of squared updates, like params
 
 
-def _check_adadelta(tx: Any) -> None:
-    check_decay("rho", tx.rho)
-    check_nonnegative("eps", tx.eps)
-
-
 class scale_by_adadelta(GradientTransformation):
     """Rescales updates by Adadelta's ratio of moving averages (no learning rate).
 
@@ -38,18 +33,15 @@ class scale_by_adadelta(GradientTransformation):
       eps: added inside both square roots, >= 0.
     """
 
-    rho: Any = 0.9
-    eps: Any = 1e-6
+    rho: Any = hyper(0.9, DECAY)
+    eps: Any = hyper(1e-6, NONNEGATIVE)
 
-    def _check(self):
-        _check_adadelta(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByAdaDeltaState(
             e_g=gtree.zeros_like(params), e_x=gtree.zeros_like(params)
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         rho, eps = self.rho, self.eps
         e_g = gtree.update_moment(updates, state.e_g, rho, 2)
         new_updates = jax.tree.map(
@@ -100,15 +92,11 @@ class adadelta(Alias):
       (arXiv:1212.5701).
     """
 
-    learning_rate: Any = None
-    rho: Any = 0.9
-    eps: Any = 1e-6
-    weight_decay: Any = 0.0
+    learning_rate: Any = hyper(None)
+    rho: Any = hyper(0.9, DECAY)
+    eps: Any = hyper(1e-6, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     weight_decay_mask: Any = static_field(None)
-
-    def _check(self):
-        _check_adadelta(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

@@ -9,8 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_nonnegative, check_positive_int, check_range
+from .._declare import NONNEGATIVE, POSITIVE_INT, Range, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.clipping import _abs_sq, clip_by_block_rms
@@ -75,21 +76,16 @@ class scale_by_factored_rms(GradientTransformation):
     """
 
     factored: bool = static_field(True)
-    decay_rate: Any = 0.8
-    step_offset: Any = 0
-    min_dim_size_to_factor: int = static_field(128)
-    epsilon: Any = 1e-30
+    decay_rate: Any = hyper(0.8, NONNEGATIVE)
+    step_offset: Any = hyper(0)
+    min_dim_size_to_factor: int = hyper(128, POSITIVE_INT, static=True)
+    epsilon: Any = hyper(1e-30, NONNEGATIVE)
     decay_rate_fn: Callable[[Any, Any], Any] = static_field(_decay_rate_pow)
-
-    def _check(self):
-        check_nonnegative("decay_rate", self.decay_rate)
-        check_positive_int("min_dim_size_to_factor", self.min_dim_size_to_factor)
-        check_nonnegative("epsilon", self.epsilon)
 
     def _dims(self, shape: tuple[int, ...]) -> tuple[int, int] | None:
         return _factored_dims(shape, self.factored, self.min_dim_size_to_factor)
 
-    def init(self, params):
+    def init_state(self, params):
         def placeholder(p):
             return jnp.zeros((1,), p.dtype)
 
@@ -110,7 +106,7 @@ class scale_by_factored_rms(GradientTransformation):
             v=treedef.unflatten([v for _, _, v in parts]),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             raise ValueError("scale_by_factored_rms needs params passed to update")
         decay = self.decay_rate_fn(state.count - self.step_offset, self.decay_rate)
@@ -205,26 +201,18 @@ class adafactor(Alias):
       Memory Cost, ICML 2018 (arXiv:1804.04235).
     """
 
-    learning_rate: Any = None
-    min_dim_size_to_factor: int = static_field(128)
-    decay_rate: Any = 0.8
-    decay_offset: Any = 0
+    learning_rate: Any = hyper(None)
+    min_dim_size_to_factor: int = hyper(128, POSITIVE_INT, static=True)
+    decay_rate: Any = hyper(0.8, NONNEGATIVE)
+    decay_offset: Any = hyper(0)
     multiply_by_parameter_scale: bool = static_field(True)
-    clipping_threshold: Any = 1.0
-    momentum: Any = None
+    clipping_threshold: Any = hyper(1.0, NONNEGATIVE)
+    momentum: Any = hyper(None, Range(0.0, 1.0))
     dtype_momentum: Any = static_field(jnp.float32)
-    weight_decay_rate: Any = None
-    eps: Any = 1e-30
+    weight_decay_rate: Any = hyper(None, NONNEGATIVE)
+    eps: Any = hyper(1e-30, NONNEGATIVE)
     factored: bool = static_field(True)
     weight_decay_mask: Any = static_field(None)
-
-    def _check(self):
-        check_positive_int("min_dim_size_to_factor", self.min_dim_size_to_factor)
-        check_nonnegative("decay_rate", self.decay_rate)
-        check_nonnegative("clipping_threshold", self.clipping_threshold)
-        check_range("momentum", self.momentum, 0.0, 1.0)
-        check_nonnegative("weight_decay_rate", self.weight_decay_rate)
-        check_nonnegative("eps", self.eps)
 
     def build(self):
         stages = [

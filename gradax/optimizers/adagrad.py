@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core import Alias
+from .._declare import NONNEGATIVE, hyper
+from .._protocol import Alias
 from ..combinators.chain import chain
-from ..transforms.rms import _check_rss, scale_by_rss
+from ..transforms.rms import scale_by_rss
 from ..transforms.scaling import scale_by_learning_rate
 
 
@@ -40,12 +41,9 @@ class adagrad(Alias):
       Stochastic Optimization, JMLR 2011.
     """
 
-    learning_rate: Any
-    initial_accumulator_value: Any = 0.1
-    eps: Any = 1e-7
-
-    def _check(self):
-        _check_rss(self)
+    learning_rate: Any = hyper()
+    initial_accumulator_value: Any = hyper(0.1, NONNEGATIVE)
+    eps: Any = hyper(1e-7, NONNEGATIVE)
 
     def build(self):
         return chain(

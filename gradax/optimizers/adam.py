@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution, decayed_weights
@@ -47,13 +48,6 @@ def adam_ratio(mu_hat: Any, nu_hat: Any, eps: Any, eps_root: Any) -> Any:
     )
 
 
-def _check_adam(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_decay("b2", tx.b2)
-    check_nonnegative("eps", tx.eps)
-    check_nonnegative("eps_root", tx.eps_root)
-
-
 class scale_by_adam(GradientTransformation):
     """Rescales updates by Adam's moment estimates (no learning rate).
 
@@ -72,26 +66,23 @@ class scale_by_adam(GradientTransformation):
         (see :func:`gradax.transforms.cautious.caution`). Not in optax.
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(False, kw_only=True)
     nu_dtype: Any = static_field(None, kw_only=True)
     cautious: bool = static_field(False, kw_only=True)
 
-    def _check(self):
-        _check_adam(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByAdamState(
             count=zero_count(),
             mu=gtree.zeros_like(params, dtype=self.mu_dtype),
             nu=gtree.zeros_like(params, dtype=self.nu_dtype),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         b1, b2 = self.b1, self.b2
         mu = gtree.update_moment(updates, state.mu, b1, 1)
         nu = gtree.update_moment_per_elem_norm(updates, state.nu, b2, 2)
@@ -167,18 +158,15 @@ class adam(Alias):
       with One Line of Code, 2024 (arXiv:2411.16085).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(False, kw_only=True)
     nu_dtype: Any = static_field(None, kw_only=True)
     cautious: bool = static_field(False, kw_only=True)
-
-    def _check(self):
-        _check_adam(self)
 
     def build(self):
         return chain(
@@ -229,22 +217,18 @@ class adamw(Alias):
       (arXiv:2510.12402).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
-    weight_decay: Any = 1e-4
+    weight_decay: Any = hyper(0.0001, NONNEGATIVE)
     mask: Any = static_field(None)
     nesterov: bool = static_field(False, kw_only=True)
     nu_dtype: Any = static_field(None, kw_only=True)
     cautious: bool = static_field(False, kw_only=True)
     cautious_weight_decay: bool = static_field(False, kw_only=True)
-
-    def _check(self):
-        _check_adam(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

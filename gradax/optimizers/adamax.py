@@ -7,19 +7,14 @@ from typing import Any
 import jax
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution, decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
 from .adam import ScaleByAdamState
-
-
-def _check_adamax(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_decay("b2", tx.b2)
-    check_nonnegative("eps", tx.eps)
 
 
 class scale_by_adamax(GradientTransformation):
@@ -36,22 +31,19 @@ class scale_by_adamax(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
     cautious: bool = static_field(False, kw_only=True)
 
-    def _check(self):
-        _check_adamax(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByAdamState(
             count=zero_count(),
             mu=gtree.zeros_like(params),
             nu=gtree.zeros_like(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         count = safe_increment(state.count)
         mu = gtree.update_moment(updates, state.mu, self.b1, 1)
         nu = gtree.update_infinity_moment(updates, state.nu, self.b2, self.eps)
@@ -98,14 +90,11 @@ class adamax(Alias):
       (arXiv:1412.6980), section 7.
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
     cautious: bool = static_field(False, kw_only=True)
-
-    def _check(self):
-        _check_adamax(self)
 
     def build(self):
         return chain(
@@ -153,18 +142,14 @@ class adamaxw(Alias):
       Regularization, 2019 (arXiv:1711.05101).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    weight_decay: Any = 1e-4
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0001, NONNEGATIVE)
     mask: Any = static_field(None)
     cautious: bool = static_field(False, kw_only=True)
     cautious_weight_decay: bool = static_field(False, kw_only=True)
-
-    def _check(self):
-        _check_adamax(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

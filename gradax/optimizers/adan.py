@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -26,14 +27,6 @@ class ScaleByAdanState(NamedTuple):
     t: jax.Array  # int32 scalar: number of updates so far
 
 
-def _check_adan(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_decay("b2", tx.b2)
-    check_decay("b3", tx.b3)
-    check_nonnegative("eps", tx.eps)
-    check_nonnegative("eps_root", tx.eps_root)
-
-
 class scale_by_adan(GradientTransformation):
     """Rescales updates by Adan's three moments (no learning rate).
 
@@ -47,16 +40,13 @@ class scale_by_adan(GradientTransformation):
       eps_root: added inside the square root, >= 0.
     """
 
-    b1: Any = 0.98
-    b2: Any = 0.92
-    b3: Any = 0.99
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
+    b1: Any = hyper(0.98, DECAY)
+    b2: Any = hyper(0.92, DECAY)
+    b3: Any = hyper(0.99, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
 
-    def _check(self):
-        _check_adan(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByAdanState(
             m=gtree.zeros_like(params),
             v=gtree.zeros_like(params),
@@ -65,7 +55,7 @@ class scale_by_adan(GradientTransformation):
             t=zero_count(),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         b1, b2, b3 = self.b1, self.b2, self.b3
         # No previous gradient at the first step: the difference is zero.
         diff = gtree.where(
@@ -134,18 +124,14 @@ class adan(Alias):
       Optimizing Deep Models, 2022 (arXiv:2208.06677).
     """
 
-    learning_rate: Any
-    b1: Any = 0.98
-    b2: Any = 0.92
-    b3: Any = 0.99
-    eps: Any = 1e-8
-    eps_root: Any = 1e-8
-    weight_decay: Any = 0.0
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.98, DECAY)
+    b2: Any = hyper(0.92, DECAY)
+    b3: Any = hyper(0.99, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mask: Any = static_field(None)
-
-    def _check(self):
-        _check_adan(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

@@ -8,13 +8,15 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.momentum import _canonical_dtype
 from ..transforms.scaling import scale_by_learning_rate
-from .adam import _check_adam, adam_ratio
+from .adam import adam_ratio
 
 
 class ScaleByAmsgradState(NamedTuple):
@@ -44,19 +46,16 @@ class scale_by_amsgrad(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     bias_correction_mu: bool = static_field(True)
     bias_correction_nu: bool = static_field(True)
     cautious: bool = static_field(False, kw_only=True)
 
-    def _check(self):
-        _check_adam(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByAmsgradState(
             count=zero_count(),
             mu=gtree.zeros_like(params, _canonical_dtype(self.mu_dtype)),
@@ -64,7 +63,7 @@ class scale_by_amsgrad(GradientTransformation):
             nu_max=gtree.zeros_like(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         b1, b2 = self.b1, self.b2
         mu = gtree.update_moment(updates, state.mu, b1, 1)
         nu = gtree.update_moment_per_elem_norm(updates, state.nu, b2, 2)
@@ -125,18 +124,15 @@ class amsgrad(Alias):
       (arXiv:1904.09237).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     bias_correction_mu: bool = static_field(True)
     bias_correction_nu: bool = static_field(True)
     cautious: bool = static_field(False, kw_only=True)
-
-    def _check(self):
-        _check_adam(self)
 
     def build(self):
         return chain(

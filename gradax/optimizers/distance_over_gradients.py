@@ -7,8 +7,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._core import GradientTransformation
-from .._hyper import check_nonnegative, check_positive
+from .._declare import NONNEGATIVE, POSITIVE, hyper
+from .._protocol import GradientTransformation
 from .._pytree import static_field
 
 
@@ -88,16 +88,12 @@ class scale_by_distance_over_gradients(GradientTransformation):
       Dynamic Step Size Schedule, ICML 2023 (arXiv:2302.12022).
     """
 
-    reps_rel: Any = 1e-6
-    eps: Any = 1e-8
+    reps_rel: Any = hyper(1e-6, POSITIVE)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
     param_dtype: Any = static_field(jnp.float32)
-    global_scale: Any = 1.0
+    global_scale: Any = hyper(1.0)
 
-    def _check(self):
-        check_positive("reps_rel", self.reps_rel)
-        check_nonnegative("eps", self.eps)
-
-    def init(self, params):
+    def init_state(self, params):
         reps_rel, param_dtype = self.reps_rel, self.param_dtype
         return ScaleByDistanceOverGradientsState(
             max_dist=jax.tree.map(
@@ -111,7 +107,7 @@ class scale_by_distance_over_gradients(GradientTransformation):
             ),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             raise ValueError(f"{self._public_name()} needs params passed to update")
         max_dist = jax.tree.map(

@@ -6,8 +6,8 @@ from typing import Any
 
 import jax
 
-from .._core import Alias, EmptyState, GradientTransformation
-from .._hyper import check_nonnegative
+from .._declare import NONNEGATIVE, hyper
+from .._protocol import Alias, EmptyState, GradientTransformation
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.trust_ratio import scale_by_trust_ratio
@@ -19,13 +19,13 @@ class _add_scaled_params(GradientTransformation):
     ``add_decayed_weights`` rejects the negative factor Fromage needs.
     """
 
-    factor: Any
+    factor: Any = hyper()
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             raise ValueError("fromage needs params passed to update")
         factor = self.factor
@@ -86,11 +86,8 @@ class fromage(Alias):
       stability of learning, NeurIPS 2020 (arXiv:2002.03432).
     """
 
-    learning_rate: Any
-    min_norm: Any = 1e-6
-
-    def _check(self):
-        check_nonnegative("min_norm", self.min_norm)
+    learning_rate: Any = hyper()
+    min_norm: Any = hyper(1e-6, NONNEGATIVE)
 
     def build(self):
         # Schedules are resolved before build() runs: learning_rate is a number.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core import Alias
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._protocol import Alias
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..combinators.masked import masked
@@ -13,7 +13,7 @@ from ..transforms.momentum import trace
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.trust_ratio import scale_by_trust_ratio
 from ..transforms.weight_decay import add_decayed_weights
-from .adam import _check_adam, scale_by_adam
+from .adam import scale_by_adam
 
 
 class lamb(Alias):
@@ -54,17 +54,13 @@ class lamb(Alias):
       in 76 minutes, ICLR 2020 (arXiv:1904.00962).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-6
-    eps_root: Any = 0.0
-    weight_decay: Any = 0.0
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-6, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mask: Any = static_field(None)
-
-    def _check(self):
-        _check_adam(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(
@@ -117,20 +113,14 @@ class lars(Alias):
       (arXiv:1708.03888).
     """
 
-    learning_rate: Any
-    weight_decay: Any = 0.0
+    learning_rate: Any = hyper()
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     weight_decay_mask: Any = static_field(True)
-    trust_coefficient: Any = 0.001
-    eps: Any = 0.0
+    trust_coefficient: Any = hyper(0.001, NONNEGATIVE)
+    eps: Any = hyper(0.0, NONNEGATIVE)
     trust_ratio_mask: Any = static_field(True)
-    momentum: Any = 0.9
+    momentum: Any = hyper(0.9, DECAY)
     nesterov: bool = static_field(False)
-
-    def _check(self):
-        check_nonnegative("weight_decay", self.weight_decay)
-        check_nonnegative("trust_coefficient", self.trust_coefficient)
-        check_nonnegative("eps", self.eps)
-        check_decay("momentum", self.momentum)
 
     def build(self):
         return chain(

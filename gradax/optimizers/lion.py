@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_nonnegative, check_range
+from .._declare import NONNEGATIVE, Range, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution, decayed_weights
@@ -25,11 +25,6 @@ class ScaleByLionState(NamedTuple):
 
     count: jax.Array  # int32 scalar
     mu: Any  # momentum, like params (mu_dtype)
-
-
-def _check_lion(tx: Any) -> None:
-    check_range("b1", tx.b1, 0.0, 1.0)
-    check_range("b2", tx.b2, 0.0, 1.0)
 
 
 class scale_by_lion(GradientTransformation):
@@ -49,26 +44,24 @@ class scale_by_lion(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.99
+    b1: Any = hyper(0.9, Range(0.0, 1.0))
+    b2: Any = hyper(0.99, Range(0.0, 1.0))
     mu_dtype: Any = static_field(None)
     mode: str = static_field("hard", kw_only=True)
-    smooth_beta: Any = dataclasses.field(default=1.0, kw_only=True)
+    smooth_beta: Any = hyper(1.0, NONNEGATIVE, kw_only=True)
     cautious: bool = static_field(False, kw_only=True)
 
     def _check(self):
-        _check_lion(self)
-        check_nonnegative("smooth_beta", self.smooth_beta)
         if self.mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {self.mode!r}")
 
-    def init(self, params):
+    def init_state(self, params):
         dtype = _canonical_dtype(self.mu_dtype)
         return ScaleByLionState(
             count=zero_count(), mu=gtree.zeros_like(params, dtype=dtype)
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         b1, beta, mode = self.b1, self.smooth_beta, self.mode
 
         def direction(g, m):
@@ -132,18 +125,14 @@ class lion(Alias):
       (arXiv:2510.12402).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.99
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, Range(0.0, 1.0))
+    b2: Any = hyper(0.99, Range(0.0, 1.0))
     mu_dtype: Any = static_field(None)
-    weight_decay: Any = 1e-3
+    weight_decay: Any = hyper(0.001, NONNEGATIVE)
     mask: Any = static_field(None)
     cautious: bool = static_field(False, kw_only=True)
     cautious_weight_decay: bool = static_field(False, kw_only=True)
-
-    def _check(self):
-        _check_lion(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

@@ -9,14 +9,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import (
-    Alias,
-    EmptyState,
-    GradientTransformation,
-    safe_increment,
-    zero_count,
-)
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, EmptyState, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.momentum import _canonical_dtype
@@ -58,12 +53,6 @@ def _clipped_correction(g: jax.Array, g_prev: jax.Array, b1: Any, gamma: Any):
 
 
 def _check_mars(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_decay("b2", tx.b2)
-    check_nonnegative("eps", tx.eps)
-    check_nonnegative("gamma", tx.gamma)
-    check_decay("b1_1d", tx.b1_1d)
-    check_decay("b2_1d", tx.b2_1d)
     if tx.mars_type == "mars-shampoo":
         raise ValueError(
             "mars_type='mars-shampoo' is not implemented in gradax; choose one "
@@ -91,20 +80,20 @@ class scale_by_mars(GradientTransformation):
       b2_1d: AdamW's second-moment decay on the other leaves, in [0, 1).
     """
 
-    b1: Any = 0.95
-    b2: Any = 0.99
-    eps: Any = 1e-8
-    gamma: Any = 0.025
+    b1: Any = hyper(0.95, DECAY)
+    b2: Any = hyper(0.99, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    gamma: Any = hyper(0.025, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     mars_type: str = static_field("mars-adamw", kw_only=True)
     optimize_1d: bool = static_field(False, kw_only=True)
-    b1_1d: Any = dataclasses.field(default=0.9, kw_only=True)
-    b2_1d: Any = dataclasses.field(default=0.95, kw_only=True)
+    b1_1d: Any = hyper(0.9, DECAY, kw_only=True)
+    b2_1d: Any = hyper(0.95, DECAY, kw_only=True)
 
     def _check(self):
         _check_mars(self)
 
-    def init(self, params):
+    def init_state(self, params):
         lion = self.mars_type == "mars-lion"
 
         def nu(p):
@@ -123,7 +112,7 @@ class scale_by_mars(GradientTransformation):
     def _mars(self, x: Any) -> bool:
         return _on_mars_path(x, self.optimize_1d)
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         count = safe_increment(state.count)
         eps = self.eps
 
@@ -165,17 +154,17 @@ class scale_by_mars(GradientTransformation):
 class _mars_step(GradientTransformation):
     """``-lr (u + wd p)`` on MARS leaves, ``-lr_1d (u + wd_1d p)`` on others."""
 
-    learning_rate: Any
-    weight_decay: Any
-    learning_rate_1d: Any
-    weight_decay_1d: Any
+    learning_rate: Any = hyper()
+    weight_decay: Any = hyper()
+    learning_rate_1d: Any = hyper()
+    weight_decay_1d: Any = hyper()
     optimize_1d: bool = static_field(False, kw_only=True)
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         lr_1d = self.learning_rate_1d
         if lr_1d is None:
             lr_1d = self.learning_rate
@@ -271,24 +260,24 @@ class mars(Alias):
       Training Large Models, 2024 (arXiv:2411.10438).
     """
 
-    learning_rate: Any = 3e-3
-    b1: Any = 0.95
-    b2: Any = 0.99
-    eps: Any = 1e-8
-    weight_decay: Any = 0.0
-    gamma: Any = 0.025
+    learning_rate: Any = hyper(0.003)
+    b1: Any = hyper(0.95, DECAY)
+    b2: Any = hyper(0.99, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
+    gamma: Any = hyper(0.025, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     mars_type: str = static_field("mars-adamw", kw_only=True)
     optimize_1d: bool = static_field(False, kw_only=True)
-    b1_1d: Any = dataclasses.field(default=0.9, kw_only=True)
-    b2_1d: Any = dataclasses.field(default=0.95, kw_only=True)
-    learning_rate_1d: Any = dataclasses.field(default=None, kw_only=True)
-    weight_decay_1d: Any = dataclasses.field(default=0.1, kw_only=True)
+    b1_1d: Any = hyper(0.9, DECAY, kw_only=True)
+    b2_1d: Any = hyper(0.95, DECAY, kw_only=True)
+    learning_rate_1d: Any = hyper(None, kw_only=True)
+    weight_decay_1d: Any = hyper(
+        dataclasses.field(default=0.1, kw_only=True), NONNEGATIVE
+    )
 
     def _check(self):
         _check_mars(self)
-        check_nonnegative("weight_decay", self.weight_decay)
-        check_nonnegative("weight_decay_1d", self.weight_decay_1d)
 
     def build(self):
         return chain(

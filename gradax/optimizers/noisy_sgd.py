@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core import Alias
-from .._hyper import check_nonnegative
+from .._declare import NONNEGATIVE, hyper
+from .._protocol import Alias
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.elementwise import add_noise
@@ -52,15 +52,13 @@ class noisy_sgd(Alias):
       Deep Networks, 2015 (arXiv:1511.06807).
     """
 
-    learning_rate: Any
-    eta: Any = 0.01
-    gamma: Any = 0.55
+    learning_rate: Any = hyper()
+    eta: Any = hyper(0.01, NONNEGATIVE)
+    gamma: Any = hyper(0.55, NONNEGATIVE)
     key: Any = None
     seed: int | None = static_field(None, kw_only=True)
 
     def _check(self):
-        check_nonnegative("eta", self.eta)
-        check_nonnegative("gamma", self.gamma)
         if self.seed is not None:
             if self.key is not None:
                 raise ValueError("noisy_sgd: give key or seed, not both")

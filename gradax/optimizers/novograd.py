@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.momentum import _canonical_dtype
@@ -22,14 +23,6 @@ class ScaleByNovogradState(NamedTuple):
     count: jax.Array  # int32 scalar
     mu: Any  # momentum, like params (mu_dtype)
     nu: Any  # per-leaf second moment: a scalar per leaf, in the leaf's dtype
-
-
-def _check_novograd(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_decay("b2", tx.b2)
-    check_nonnegative("eps", tx.eps)
-    check_nonnegative("eps_root", tx.eps_root)
-    check_nonnegative("weight_decay", tx.weight_decay)
 
 
 class scale_by_novograd(GradientTransformation):
@@ -46,24 +39,21 @@ class scale_by_novograd(GradientTransformation):
       mu_dtype: dtype of the momentum (default: the parameters').
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.25
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
-    weight_decay: Any = 0.0
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.25, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
 
-    def _check(self):
-        _check_novograd(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByNovogradState(
             count=zero_count(),
             mu=gtree.zeros_like(params, _canonical_dtype(self.mu_dtype)),
             nu=jax.tree.map(lambda p: jnp.zeros([], p.dtype), params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             raise ValueError("scale_by_novograd needs params passed to update")
         b1, b2 = self.b1, self.b2
@@ -124,15 +114,12 @@ class novograd(Alias):
       Moments for Training of Deep Networks, 2019 (arXiv:1905.11286).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.25
-    eps: Any = 1e-6
-    eps_root: Any = 0.0
-    weight_decay: Any = 0.0
-
-    def _check(self):
-        _check_novograd(self)
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.25, DECAY)
+    eps: Any = hyper(1e-6, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
 
     def build(self):
         return chain(

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -24,11 +24,6 @@ class ScaleByOptimisticGradientState(NamedTuple):
     previous_gradient: Any  # the last incoming update, like params
 
 
-def _check_optimism(tx: Any) -> None:
-    check_nonnegative("alpha", tx.alpha)
-    check_nonnegative("beta", tx.beta)
-
-
 class scale_by_optimistic_gradient(GradientTransformation):
     r"""The optimistic direction :math:`(\alpha + \beta) g_t - \beta g_{t-1}`.
 
@@ -40,19 +35,16 @@ class scale_by_optimistic_gradient(GradientTransformation):
       beta: :math:`\beta \ge 0`, the weight of the change since the last one.
     """
 
-    alpha: Any = 1.0
-    beta: Any = 1.0
+    alpha: Any = hyper(1.0, NONNEGATIVE)
+    beta: Any = hyper(1.0, NONNEGATIVE)
 
-    def _check(self):
-        _check_optimism(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByOptimisticGradientState(
             is_initial_step=jnp.array(True),
             previous_gradient=gtree.zeros_like(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         alpha, beta = self.alpha, self.beta
         first = state.is_initial_step
 
@@ -104,12 +96,9 @@ class optimistic_gradient_descent(Alias):
       (arXiv:1901.08511).
     """
 
-    learning_rate: Any
-    alpha: Any = 1.0
-    beta: Any = 1.0
-
-    def _check(self):
-        _check_optimism(self)
+    learning_rate: Any = hyper()
+    alpha: Any = hyper(1.0, NONNEGATIVE)
+    beta: Any = hyper(1.0, NONNEGATIVE)
 
     def build(self):
         return chain(
@@ -160,22 +149,15 @@ class optimistic_adam_v2(Alias):
       (arXiv:1711.00141).
     """
 
-    learning_rate: Any
-    alpha: Any = _keyword(1.0)
-    beta: Any = _keyword(1.0)
-    b1: Any = _keyword(0.9)
-    b2: Any = _keyword(0.999)
-    eps: Any = _keyword(1e-8)
-    eps_root: Any = _keyword(0.0)
+    learning_rate: Any = hyper()
+    alpha: Any = hyper(_keyword(1.0), NONNEGATIVE)
+    beta: Any = hyper(_keyword(1.0), NONNEGATIVE)
+    b1: Any = hyper(_keyword(0.9), DECAY)
+    b2: Any = hyper(_keyword(0.999), DECAY)
+    eps: Any = hyper(_keyword(1e-8), NONNEGATIVE)
+    eps_root: Any = hyper(_keyword(0.0), NONNEGATIVE)
     mu_dtype: Any = static_field(None, kw_only=True)
     nesterov: bool = static_field(True, kw_only=True)
-
-    def _check(self):
-        _check_optimism(self)
-        check_decay("b1", self.b1)
-        check_decay("b2", self.b2)
-        check_nonnegative("eps", self.eps)
-        check_nonnegative("eps_root", self.eps_root)
 
     def build(self):
         return chain(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core import Alias
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._hyper import check_nonnegative
+from .._protocol import Alias
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -55,21 +56,16 @@ class optimistic_adam(Alias):
       (arXiv:1711.00141).
     """
 
-    learning_rate: Any
-    optimism: Any = None
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
+    learning_rate: Any = hyper(valid=NONNEGATIVE)
+    optimism: Any = hyper(None)
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(True, kw_only=True)
 
     def _check(self):
-        check_decay("b1", self.b1)
-        check_decay("b2", self.b2)
-        check_nonnegative("eps", self.eps)
-        check_nonnegative("eps_root", self.eps_root)
-        check_nonnegative("learning_rate", self.learning_rate)
         if self.optimism is not None:
             check_nonnegative("optimism", self.optimism)
 

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._core import Alias, EmptyState, GradientTransformation
-from .._hyper import check_nonnegative
+from .._declare import NONNEGATIVE, hyper
+from .._protocol import Alias, EmptyState, GradientTransformation
 from .._pytree import static_field
 from ..combinators.chain import chain
 from .sgd import sgd
@@ -18,8 +18,6 @@ _VARIANTS = ("sps", "sps+")
 
 
 def _check_polyak(tx: Any) -> None:
-    check_nonnegative("max_learning_rate", tx.max_learning_rate)
-    check_nonnegative("eps", tx.eps)
     if tx.variant not in _VARIANTS:
         raise ValueError(f"variant must be one of {_VARIANTS}, got {tx.variant!r}")
 
@@ -41,19 +39,19 @@ class scale_by_polyak(GradientTransformation):
         ``value - f_min`` to 0.
     """
 
-    f_min: Any = 0.0
-    max_learning_rate: Any = 1.0
-    eps: Any = 0.0
+    f_min: Any = hyper(0.0)
+    max_learning_rate: Any = hyper(1.0, NONNEGATIVE)
+    eps: Any = hyper(0.0, NONNEGATIVE)
     variant: str = static_field("sps")
 
     def _check(self):
         _check_polyak(self)
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         value = extra_args.get("value")
         if value is None:
             raise TypeError(
@@ -117,10 +115,10 @@ class polyak_sgd(Alias):
       (arXiv:2307.14528).
     """
 
-    max_learning_rate: Any = 1.0
-    scaling: Any = 1.0
-    f_min: Any = 0.0
-    eps: Any = 0.0
+    max_learning_rate: Any = hyper(1.0, NONNEGATIVE)
+    scaling: Any = hyper(1.0)
+    f_min: Any = hyper(0.0)
+    eps: Any = hyper(0.0, NONNEGATIVE)
     variant: str = static_field("sps")
 
     def _check(self):

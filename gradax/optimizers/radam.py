@@ -8,12 +8,14 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
-from .adam import ScaleByAdamState, _check_adam, debiased_first_moment
+from .adam import ScaleByAdamState, debiased_first_moment
 
 
 class scale_by_radam(GradientTransformation):
@@ -34,25 +36,22 @@ class scale_by_radam(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
-    threshold: Any = 5.0
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
+    threshold: Any = hyper(5.0)
     nesterov: bool = static_field(False, kw_only=True)
     cautious: bool = static_field(False, kw_only=True)
 
-    def _check(self):
-        _check_adam(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByAdamState(
             count=zero_count(),
             mu=gtree.zeros_like(params),
             nu=gtree.zeros_like(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         b1, b2 = self.b1, self.b2
         rho_inf = 2.0 / (1.0 - b2) - 1.0
         mu = gtree.update_moment(updates, state.mu, b1, 1)
@@ -125,17 +124,14 @@ class radam(Alias):
       ICLR 2020 (arXiv:1908.03265).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    eps_root: Any = 0.0
-    threshold: Any = 5.0
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
+    threshold: Any = hyper(5.0)
     nesterov: bool = static_field(False, kw_only=True)
     cautious: bool = static_field(False, kw_only=True)
-
-    def _check(self):
-        _check_adam(self)
 
     def build(self):
         return chain(

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core import Alias, identity
+from .._declare import NONNEGATIVE, UNIT, hyper
 from .._hyper import check_decay
+from .._protocol import Alias
 from .._pytree import static_field
+from .._simple import identity
 from ..combinators.chain import chain
 from ..transforms.momentum import trace
-from ..transforms.rms import _check_rms, scale_by_rms, scale_by_stddev
+from ..transforms.rms import check_rms_decay, scale_by_rms, scale_by_stddev
 from ..transforms.scaling import scale_by_learning_rate
 
 
@@ -58,18 +60,18 @@ class rmsprop(Alias):
       (arXiv:1308.0850) for the centered form.
     """
 
-    learning_rate: Any
-    decay: Any = 0.9
-    eps: Any = 1e-8
-    initial_scale: Any = 0.0
+    learning_rate: Any = hyper()
+    decay: Any = hyper(0.9, UNIT)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    initial_scale: Any = hyper(0.0, NONNEGATIVE)
     eps_in_sqrt: bool = static_field(True)
     centered: bool = static_field(False)
-    momentum: Any = None
+    momentum: Any = hyper(None)
     nesterov: bool = static_field(False)
     bias_correction: bool = static_field(False)
 
     def _check(self):
-        _check_rms(self)
+        check_rms_decay(self)
         if self.momentum is not None:
             check_decay("momentum", self.momentum)
 

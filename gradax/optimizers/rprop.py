@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation
-from .._hyper import check_nonnegative, check_positive, check_range
+from .._declare import NONNEGATIVE, POSITIVE, Range, hyper
+from .._protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from ..transforms.scaling import scale
 
@@ -22,11 +22,6 @@ class ScaleByRpropState(NamedTuple):
 
 
 def _check_rprop(tx: Any) -> None:
-    check_nonnegative("learning_rate", tx.learning_rate)
-    check_range("eta_minus", tx.eta_minus, 0.0, 1.0, low_open=True)
-    check_range("eta_plus", tx.eta_plus, 1.0)
-    check_nonnegative("min_step_size", tx.min_step_size)
-    check_positive("max_step_size", tx.max_step_size)
     low, high = tx.min_step_size, tx.max_step_size
     if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
         raise ValueError(
@@ -55,23 +50,23 @@ class scale_by_rprop(GradientTransformation):
       max_step_size: largest step size, > 0.
     """
 
-    learning_rate: Any
-    eta_minus: Any = 0.5
-    eta_plus: Any = 1.2
-    min_step_size: Any = 1e-6
-    max_step_size: Any = 50.0
+    learning_rate: Any = hyper(valid=NONNEGATIVE)
+    eta_minus: Any = hyper(0.5, Range(0.0, 1.0, low_open=True))
+    eta_plus: Any = hyper(1.2, Range(1.0))
+    min_step_size: Any = hyper(1e-6, NONNEGATIVE)
+    max_step_size: Any = hyper(50.0, POSITIVE)
 
     def _check(self):
         _check_rprop(self)
 
-    def init(self, params):
+    def init_state(self, params):
         _reject_complex(params)
         return ScaleByRpropState(
             step_sizes=gtree.full_like(params, self.learning_rate),
             prev_updates=gtree.zeros_like(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         eta_minus, eta_plus = self.eta_minus, self.eta_plus
         low, high = self.min_step_size, self.max_step_size
 
@@ -151,11 +146,11 @@ class rprop(Alias):
       Hüsken, Improving the Rprop Learning Algorithm, 2000.
     """
 
-    learning_rate: Any
-    eta_minus: Any = 0.5
-    eta_plus: Any = 1.2
-    min_step_size: Any = 1e-6
-    max_step_size: Any = 50.0
+    learning_rate: Any = hyper(valid=NONNEGATIVE)
+    eta_minus: Any = hyper(0.5, Range(0.0, 1.0, low_open=True))
+    eta_plus: Any = hyper(1.2, Range(1.0))
+    min_step_size: Any = hyper(1e-6, NONNEGATIVE)
+    max_step_size: Any = hyper(50.0, POSITIVE)
 
     def _check(self):
         _check_rprop(self)

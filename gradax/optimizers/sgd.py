@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core import Alias, identity
+from .._declare import hyper
 from .._hyper import check_decay
+from .._protocol import Alias
 from .._pytree import static_field
+from .._simple import identity
 from ..combinators.chain import chain
 from ..transforms.momentum import trace
 from ..transforms.scaling import scale_by_learning_rate
@@ -48,8 +50,8 @@ class sgd(Alias):
       ICML 2013.
     """
 
-    learning_rate: Any
-    momentum: Any = None
+    learning_rate: Any = hyper()
+    momentum: Any = hyper(None)
     nesterov: bool = static_field(False)
     accumulator_dtype: Any = static_field(None)
 

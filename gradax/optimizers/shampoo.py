@@ -7,8 +7,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative, check_positive_int, check_range
+from .._declare import DECAY, NONNEGATIVE, NONNEGATIVE_INT, POSITIVE_INT, Range, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..orthogonal._common import match_sharding, real_dtype, work_dtype
@@ -31,17 +32,6 @@ class ShampooState(NamedTuple):
 
 
 def _check_shampoo(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_range("b2", tx.b2, 0.0, 1.0)
-    check_nonnegative("eps", tx.eps)
-    check_nonnegative("matrix_epsilon", tx.matrix_epsilon)
-    check_positive_int("block_size", tx.block_size)
-    check_positive_int(
-        "preconditioning_compute_steps", tx.preconditioning_compute_steps
-    )
-    check_positive_int(
-        "start_preconditioning_step", tx.start_preconditioning_step, allow_zero=True
-    )
     if tx.grafting_type not in GRAFTING_TYPES:
         raise ValueError(
             f"grafting_type must be one of {GRAFTING_TYPES}, got {tx.grafting_type!r}"
@@ -70,13 +60,17 @@ class scale_by_shampoo(GradientTransformation):
         conv), None (2-D only), dimension numbers, a tree or a function.
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    matrix_epsilon: Any = 1e-6
-    block_size: int = static_field(128, kw_only=True)
-    preconditioning_compute_steps: int = static_field(1, kw_only=True)
-    start_preconditioning_step: int = static_field(5, kw_only=True)
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, Range(0.0, 1.0))
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    matrix_epsilon: Any = hyper(1e-6, NONNEGATIVE)
+    block_size: int = hyper(128, POSITIVE_INT, static=True, kw_only=True)
+    preconditioning_compute_steps: int = hyper(
+        1, POSITIVE_INT, static=True, kw_only=True
+    )
+    start_preconditioning_step: int = hyper(
+        5, NONNEGATIVE_INT, static=True, kw_only=True
+    )
     grafting_type: str = static_field("rmsprop", kw_only=True)
     nesterov: bool = static_field(False, kw_only=True)
     weight_dimension_numbers: Any = static_field("auto", kw_only=True)
@@ -89,7 +83,7 @@ class scale_by_shampoo(GradientTransformation):
             self.weight_dimension_numbers, tree, block_size=self.block_size
         )
 
-    def init(self, params):
+    def init_state(self, params):
         plans, treedef = self._plans(params)
         return ShampooState(
             zero_count(),
@@ -99,7 +93,7 @@ class scale_by_shampoo(GradientTransformation):
             kron.factor_tree(plans, treedef, params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         plans, treedef = self._plans(updates)
         count = safe_increment(state.count)
         columns = zip(
@@ -264,22 +258,25 @@ class shampoo(Alias):
       Order Optimization for Deep Learning, 2020 (arXiv:2002.09018).
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-8
-    matrix_epsilon: Any = 1e-6
-    weight_decay: Any = 0.0
-    block_size: int = static_field(128, kw_only=True)
-    preconditioning_compute_steps: int = static_field(1, kw_only=True)
-    start_preconditioning_step: int = static_field(5, kw_only=True)
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, Range(0.0, 1.0))
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    matrix_epsilon: Any = hyper(1e-6, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
+    block_size: int = hyper(128, POSITIVE_INT, static=True, kw_only=True)
+    preconditioning_compute_steps: int = hyper(
+        1, POSITIVE_INT, static=True, kw_only=True
+    )
+    start_preconditioning_step: int = hyper(
+        5, NONNEGATIVE_INT, static=True, kw_only=True
+    )
     grafting_type: str = static_field("rmsprop", kw_only=True)
     nesterov: bool = static_field(False, kw_only=True)
     weight_dimension_numbers: Any = static_field("auto", kw_only=True)
 
     def _check(self):
         _check_shampoo(self)
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core import Alias
-from .._hyper import check_range
+from .._declare import Range, hyper
+from .._protocol import Alias
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.direction import scale_by_sign
@@ -39,7 +39,7 @@ class sign_sgd(Alias):
       Problems, ICML 2018 (arXiv:1802.04434).
     """
 
-    learning_rate: Any
+    learning_rate: Any = hyper()
 
     def build(self):
         return chain(scale_by_sign(), scale_by_learning_rate(self.learning_rate))
@@ -79,12 +79,9 @@ class signum(Alias):
       Problems, ICML 2018 (arXiv:1802.04434).
     """
 
-    learning_rate: Any
-    beta: Any = 0.9
+    learning_rate: Any = hyper()
+    beta: Any = hyper(0.9, Range(0.0, 1.0))
     accumulator_dtype: Any = static_field(None)
-
-    def _check(self):
-        check_range("beta", self.beta, 0.0, 1.0)
 
     def build(self):
         return chain(

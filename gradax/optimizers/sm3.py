@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation
-from .._hyper import check_decay, check_nonnegative, check_range
+from .._declare import DECAY, NONNEGATIVE, Range, hyper
+from .._protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from ..transforms.scaling import scale
 
@@ -68,22 +68,17 @@ class scale_by_sm3(GradientTransformation):
       eps: added to the accumulator under the square root, >= 0.
     """
 
-    b1: Any = 0.9
-    b2: Any = 1.0
-    eps: Any = 1e-8
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(1.0, Range(0.0, 1.0))
+    eps: Any = hyper(1e-8, NONNEGATIVE)
 
-    def _check(self):
-        check_decay("b1", self.b1)
-        check_range("b2", self.b2, 0.0, 1.0)
-        check_nonnegative("eps", self.eps)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleBySM3State(
             mu=jax.tree.map(_axis_accumulators, params),
             nu=gtree.zeros_like(params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         new_weight, b2, eps = _new_coefficient(self.b2), self.b2, self.eps
 
         def leaf(g, accumulators):
@@ -157,11 +152,8 @@ class sm3(Alias):
       (arXiv:1901.11150).
     """
 
-    learning_rate: Any
-    momentum: Any = 0.9
-
-    def _check(self):
-        check_decay("momentum", self.momentum)
+    learning_rate: Any = hyper()
+    momentum: Any = hyper(0.9, DECAY)
 
     def build(self):
         return chain(scale_by_sm3(self.momentum), scale(-self.learning_rate))

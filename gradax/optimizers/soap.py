@@ -7,8 +7,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative, check_positive_int, check_range
+from .._declare import DECAY, NONNEGATIVE, POSITIVE_INT, Range, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..orthogonal._common import match_sharding, real_dtype, work_dtype
@@ -24,16 +25,6 @@ class SoapState(NamedTuple):
     nu: Any  # second moment in the eigenbasis, like the params (real dtype)
     stats: Any  # per factored leaf (L, R): (*batch, m, m), (*batch, n, n) or None
     bases: Any  # per factored leaf (Q_L, Q_R), eigenbases of (L, R), or None
-
-
-def _check_soap(tx: Any) -> None:
-    check_decay("b1", tx.b1)
-    check_decay("b2", tx.b2)
-    check_range("shampoo_beta", tx.shampoo_beta, high=1.0, high_open=True)
-    check_nonnegative("eps", tx.eps)
-    check_nonnegative("weight_decay", tx.weight_decay)
-    check_positive_int("precondition_frequency", tx.precondition_frequency)
-    check_positive_int("max_precond_dim", tx.max_precond_dim)
 
 
 class scale_by_soap(GradientTransformation):
@@ -55,20 +46,17 @@ class scale_by_soap(GradientTransformation):
         conv), None (2-D only), dimension numbers, a tree or a function.
     """
 
-    b1: Any = 0.95
-    b2: Any = 0.95
-    shampoo_beta: Any = -1.0
-    eps: Any = 1e-8
-    weight_decay: Any = 0.0
-    precondition_frequency: int = static_field(10)
-    max_precond_dim: int = static_field(10000)
+    b1: Any = hyper(0.95, DECAY)
+    b2: Any = hyper(0.95, DECAY)
+    shampoo_beta: Any = hyper(-1.0, Range(high=1.0, high_open=True))
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
+    precondition_frequency: int = hyper(10, POSITIVE_INT, static=True)
+    max_precond_dim: int = hyper(10000, POSITIVE_INT, static=True)
     precondition_1d: bool = static_field(False, kw_only=True)
     normalize_grads: bool = static_field(False, kw_only=True)
     correct_bias: bool = static_field(True, kw_only=True)
     weight_dimension_numbers: Any = static_field("auto", kw_only=True)
-
-    def _check(self):
-        _check_soap(self)
 
     def _plans(self, tree):
         return kron.plans(
@@ -78,7 +66,7 @@ class scale_by_soap(GradientTransformation):
             vector=self.precondition_1d,
         )
 
-    def init(self, params):
+    def init_state(self, params):
         plans, treedef = self._plans(params)
         return SoapState(
             zero_count(),
@@ -88,7 +76,7 @@ class scale_by_soap(GradientTransformation):
             kron.factor_tree(plans, treedef, params),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         plans, treedef = self._plans(updates)
         if params is not None:
             param_leaves = treedef.flatten_up_to(params)
@@ -260,21 +248,18 @@ class soap(Alias):
       (arXiv:2409.11321).
     """
 
-    learning_rate: Any = 3e-3
-    b1: Any = 0.95
-    b2: Any = 0.95
-    shampoo_beta: Any = -1.0
-    eps: Any = 1e-8
-    weight_decay: Any = 0.01
-    precondition_frequency: int = static_field(10)
-    max_precond_dim: int = static_field(10000)
+    learning_rate: Any = hyper(0.003)
+    b1: Any = hyper(0.95, DECAY)
+    b2: Any = hyper(0.95, DECAY)
+    shampoo_beta: Any = hyper(-1.0, Range(high=1.0, high_open=True))
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(0.01, NONNEGATIVE)
+    precondition_frequency: int = hyper(10, POSITIVE_INT, static=True)
+    max_precond_dim: int = hyper(10000, POSITIVE_INT, static=True)
     precondition_1d: bool = static_field(False, kw_only=True)
     normalize_grads: bool = static_field(False, kw_only=True)
     correct_bias: bool = static_field(True, kw_only=True)
     weight_dimension_numbers: Any = static_field("auto", kw_only=True)
-
-    def _check(self):
-        _check_soap(self)
 
     def build(self):
         return chain(

@@ -8,14 +8,15 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import Alias, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.clipping import _abs_sq
 from ..transforms.scaling import scale_by_learning_rate
-from .adam import ScaleByAdamState, _check_adam, adam_ratio
+from .adam import ScaleByAdamState, adam_ratio
 
 
 class scale_by_yogi(GradientTransformation):
@@ -34,18 +35,14 @@ class scale_by_yogi(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-3
-    eps_root: Any = 0.0
-    initial_accumulator_value: Any = 1e-6
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(0.001, NONNEGATIVE)
+    eps_root: Any = hyper(0.0, NONNEGATIVE)
+    initial_accumulator_value: Any = hyper(1e-6, NONNEGATIVE)
     cautious: bool = static_field(False, kw_only=True)
 
-    def _check(self):
-        _check_adam(self)
-        check_nonnegative("initial_accumulator_value", self.initial_accumulator_value)
-
-    def init(self, params):
+    def init_state(self, params):
         start = self.initial_accumulator_value
         return ScaleByAdamState(
             count=zero_count(),
@@ -53,7 +50,7 @@ class scale_by_yogi(GradientTransformation):
             nu=gtree.full_like(params, start),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         b1, b2 = self.b1, self.b2
         mu = gtree.update_moment(updates, state.mu, b1, 1)
 
@@ -108,16 +105,11 @@ class yogi(Alias):
       Zaheer et al., Adaptive Methods for Nonconvex Optimization, NeurIPS 2018.
     """
 
-    learning_rate: Any
-    b1: Any = 0.9
-    b2: Any = 0.999
-    eps: Any = 1e-3
+    learning_rate: Any = hyper()
+    b1: Any = hyper(0.9, DECAY)
+    b2: Any = hyper(0.999, DECAY)
+    eps: Any = hyper(0.001, NONNEGATIVE)
     cautious: bool = static_field(False, kw_only=True)
-
-    def _check(self):
-        check_decay("b1", self.b1)
-        check_decay("b2", self.b2)
-        check_nonnegative("eps", self.eps)
 
     def build(self):
         return chain(

@@ -16,8 +16,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._core import GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
 from .._sharding import explicit_sharding
 from .dimensions import is_dimension_numbers, matrix_view, shape_scale
@@ -144,12 +145,14 @@ class NormalizedMuonBase(GradientTransformation):
 
     ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
     ns_steps: int = static_field(5)
-    beta: Any = 0.95
-    beta2: Any = 0.95
-    eps: Any = 1e-8
+    beta: Any = hyper(0.95)
+    beta2: Any = hyper(0.95, DECAY)
+    eps: Any = hyper(1e-8)
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(True, kw_only=True)
-    consistent_rms: Any = dataclasses.field(default=0.2, kw_only=True)
+    consistent_rms: Any = hyper(
+        dataclasses.field(default=0.2, kw_only=True), NONNEGATIVE
+    )
     preconditioning: str = static_field("frobenius", kw_only=True)
     weight_dimension_numbers: Any = static_field(None, kw_only=True)
     momentum: str = static_field("ema", kw_only=True)
@@ -159,8 +162,6 @@ class NormalizedMuonBase(GradientTransformation):
     distributed: Any = static_field("auto", kw_only=True)
 
     def _check(self):
-        check_decay("beta2", self.beta2)
-        check_nonnegative("consistent_rms", self.consistent_rms)
         self._muon()  # validates the Muon options
 
     def _muon(self) -> scale_by_muon:
@@ -180,7 +181,7 @@ class NormalizedMuonBase(GradientTransformation):
     ) -> tuple[jax.Array, jax.Array]:
         raise NotImplementedError
 
-    def init(self, params):
+    def init_state(self, params):
         inner = self._muon()
         dims = inner._dimension_numbers(params)
         nu = map_matrices(
@@ -188,7 +189,7 @@ class NormalizedMuonBase(GradientTransformation):
         )
         return self._state_class(zero_count(), inner.init(params).mu, nu)
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         inner = self._muon()
         mu, direction = inner._momentum(updates, state)
         dims = inner._dimension_numbers(updates)
@@ -217,30 +218,30 @@ class NormalizedMuonBase(GradientTransformation):
 class NormalizedMuonAliasBase(MuonGroups):
     """Fields and direction of the NorMuon and AdaMuon optimizers."""
 
-    learning_rate: Any
+    learning_rate: Any = hyper()
     ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
     ns_steps: int = static_field(5)
-    beta: Any = 0.95
-    beta2: Any = 0.95
-    eps: Any = 1e-8
-    weight_decay: Any = 0.0
+    beta: Any = hyper(0.95)
+    beta2: Any = hyper(0.95)
+    eps: Any = hyper(1e-8)
+    weight_decay: Any = hyper(0.0)
     weight_decay_mask: Any = static_field(None)
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(True, kw_only=True)
-    consistent_rms: Any = dataclasses.field(default=0.2, kw_only=True)
+    consistent_rms: Any = hyper(0.2, kw_only=True)
     preconditioning: str = static_field("frobenius", kw_only=True)
     momentum: str = static_field("ema", kw_only=True)
     bias_correction: bool = static_field(False, kw_only=True)
-    adam_b1: Any = dataclasses.field(default=0.9, kw_only=True)
-    adam_b2: Any = dataclasses.field(default=0.999, kw_only=True)
-    adam_eps_root: Any = dataclasses.field(default=0.0, kw_only=True)
-    adam_weight_decay: Any = dataclasses.field(default=0.0, kw_only=True)
-    adam_learning_rate: Any = dataclasses.field(default=None, kw_only=True)
+    adam_b1: Any = hyper(0.9, kw_only=True)
+    adam_b2: Any = hyper(0.999, kw_only=True)
+    adam_eps_root: Any = hyper(0.0, kw_only=True)
+    adam_weight_decay: Any = hyper(0.0, kw_only=True)
+    adam_learning_rate: Any = hyper(None, kw_only=True)
     muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
     cautious_weight_decay: bool = static_field(False, kw_only=True)
     method: str = static_field("auto", kw_only=True)
     precision: Any = static_field(None, kw_only=True)
-    adam_eps: Any = dataclasses.field(default=None, kw_only=True)
+    adam_eps: Any = hyper(None, kw_only=True)
     distributed: Any = static_field("auto", kw_only=True)
 
     # The direction is already RMS-aligned; build adds no shape factor.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any, NamedTuple
 
@@ -11,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._core import GradientTransformation
-from .._hyper import check_decay, check_nonnegative
+from .._declare import DECAY, NONNEGATIVE, hyper
+from .._protocol import GradientTransformation
 from .._pytree import static_field
 from ._common import (
     batch_shape,
@@ -74,18 +73,16 @@ class scale_by_dion(GradientTransformation):
     """
 
     rank: Any = static_field(1.0)
-    mu: Any = 0.95
-    eps: Any = 1e-8
+    mu: Any = hyper(0.95, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     seed: int = static_field(0, kw_only=True)
     weight_dimension_numbers: Any = static_field(None, kw_only=True)
 
     def _check(self):
         _check_rank(self.rank)
-        check_decay("mu", self.mu)
-        check_nonnegative("eps", self.eps)
 
-    def init(self, params):
+    def init_state(self, params):
         dims = matrix_dims(self.weight_dimension_numbers, params)
         key = jax.random.key(self.seed)
         flat, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
@@ -106,7 +103,7 @@ class scale_by_dion(GradientTransformation):
         )
         return DionState(gtree.zeros_like(params, dtype=self.mu_dtype), q)
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         dims = matrix_dims(self.weight_dimension_numbers, updates)
         mu, eps = self.mu, self.eps
 
@@ -197,23 +194,23 @@ class dion(MuonGroups):
       Updates, 2025 (arXiv:2504.05295).
     """
 
-    learning_rate: Any
+    learning_rate: Any = hyper()
     rank: Any = static_field(1.0)
-    mu: Any = 0.95
-    eps: Any = 1e-8
-    weight_decay: Any = 0.0
+    mu: Any = hyper(0.95)
+    eps: Any = hyper(1e-8)
+    weight_decay: Any = hyper(0.0)
     weight_decay_mask: Any = static_field(None)
     mu_dtype: Any = static_field(None)
     seed: int = static_field(0, kw_only=True)
     shape_scaling: str = static_field("spectral", kw_only=True)
-    adam_b1: Any = dataclasses.field(default=0.9, kw_only=True)
-    adam_b2: Any = dataclasses.field(default=0.999, kw_only=True)
-    adam_eps_root: Any = dataclasses.field(default=0.0, kw_only=True)
-    adam_weight_decay: Any = dataclasses.field(default=0.0, kw_only=True)
-    adam_learning_rate: Any = dataclasses.field(default=None, kw_only=True)
+    adam_b1: Any = hyper(0.9, kw_only=True)
+    adam_b2: Any = hyper(0.999, kw_only=True)
+    adam_eps_root: Any = hyper(0.0, kw_only=True)
+    adam_weight_decay: Any = hyper(0.0, kw_only=True)
+    adam_learning_rate: Any = hyper(None, kw_only=True)
     muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
     cautious_weight_decay: bool = static_field(False, kw_only=True)
-    adam_eps: Any = dataclasses.field(default=None, kw_only=True)
+    adam_eps: Any = hyper(None, kw_only=True)
 
     # Read by MuonGroups.build: AdamW without Nesterov; "rms" scaling uses 0.2.
     nesterov = False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any, NamedTuple
 
@@ -10,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import GradientTransformation
-from .._hyper import check_nonnegative, check_range
+from .._declare import NONNEGATIVE, Range, hyper
+from .._protocol import GradientTransformation
 from .._pytree import static_field
 from ._common import (
     map_matrices,
@@ -73,10 +72,10 @@ class scale_by_dion2(GradientTransformation):
     """
 
     fraction: float = static_field(0.25)
-    ef_decay: Any = 0.95
+    ef_decay: Any = hyper(0.95, Range(0.0, 1.0))
     ns_coeffs: Any = static_field("polar_express")
     ns_steps: int = static_field(5)
-    eps: Any = 1e-8
+    eps: Any = hyper(1e-8, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     select: str = static_field("auto", kw_only=True)
     preconditioning: str = static_field("frobenius", kw_only=True)
@@ -88,8 +87,6 @@ class scale_by_dion2(GradientTransformation):
     def _check(self):
         if isinstance(self.fraction, bool) or not 0 < self.fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {self.fraction!r}")
-        check_range("ef_decay", self.ef_decay, 0.0, 1.0)
-        check_nonnegative("eps", self.eps)
         if self.select not in SELECTIONS:
             raise ValueError(f"select must be one of {SELECTIONS}, got {self.select!r}")
         self._muon()
@@ -98,10 +95,10 @@ class scale_by_dion2(GradientTransformation):
         # Only its orthogonalization (coefficients, normalization) is used.
         return muon_direction(self)
 
-    def init(self, params):
+    def init_state(self, params):
         return Dion2State(gtree.zeros_like(params, dtype=self.mu_dtype))
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         dims = matrix_dims(self.weight_dimension_numbers, updates)
 
         def select(d, g, m):
@@ -215,13 +212,13 @@ class dion2(MuonGroups):
       Ahn et al., Dion2, 2025 (arXiv:2512.16928).
     """
 
-    learning_rate: Any
+    learning_rate: Any = hyper()
     fraction: float = static_field(0.25)
-    ef_decay: Any = 0.95
+    ef_decay: Any = hyper(0.95)
     ns_coeffs: Any = static_field("polar_express")
     ns_steps: int = static_field(5)
-    eps: Any = 1e-8
-    weight_decay: Any = 0.0
+    eps: Any = hyper(1e-8)
+    weight_decay: Any = hyper(0.0)
     weight_decay_mask: Any = static_field(None)
     mu_dtype: Any = static_field(None)
     select: str = static_field("auto", kw_only=True)
@@ -229,14 +226,14 @@ class dion2(MuonGroups):
     preconditioning: str = static_field("frobenius", kw_only=True)
     method: str = static_field("auto", kw_only=True)
     precision: Any = static_field(None, kw_only=True)
-    adam_b1: Any = dataclasses.field(default=0.9, kw_only=True)
-    adam_b2: Any = dataclasses.field(default=0.999, kw_only=True)
-    adam_eps_root: Any = dataclasses.field(default=0.0, kw_only=True)
-    adam_weight_decay: Any = dataclasses.field(default=0.0, kw_only=True)
-    adam_learning_rate: Any = dataclasses.field(default=None, kw_only=True)
+    adam_b1: Any = hyper(0.9, kw_only=True)
+    adam_b2: Any = hyper(0.999, kw_only=True)
+    adam_eps_root: Any = hyper(0.0, kw_only=True)
+    adam_weight_decay: Any = hyper(0.0, kw_only=True)
+    adam_learning_rate: Any = hyper(None, kw_only=True)
     muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
     cautious_weight_decay: bool = static_field(False, kw_only=True)
-    adam_eps: Any = dataclasses.field(default=None, kw_only=True)
+    adam_eps: Any = hyper(None, kw_only=True)
     distributed: Any = static_field("auto", kw_only=True)
 
     # Read by MuonGroups.build: AdamW without Nesterov; "rms" scaling uses 0.2.

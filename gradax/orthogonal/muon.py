@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, NamedTuple
 
 import jax
@@ -10,14 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._core import (
-    Alias,
-    EmptyState,
-    GradientTransformation,
-    safe_increment,
-    zero_count,
-)
+from .._declare import DECAY, NONNEGATIVE, hyper
 from .._hyper import check_decay, check_nonnegative
+from .._numerics import safe_increment
+from .._protocol import Alias, EmptyState, GradientTransformation, zero_count
 from .._pytree import static_field
 from .._sharding import explicit_sharding
 from ..combinators.chain import chain
@@ -95,8 +90,8 @@ class scale_by_muon(GradientTransformation):
 
     ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
     ns_steps: int = static_field(5)
-    beta: Any = 0.95
-    eps: Any = 1e-8
+    beta: Any = hyper(0.95, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(True, kw_only=True)
     adaptive: bool = static_field(False, kw_only=True)
@@ -109,8 +104,6 @@ class scale_by_muon(GradientTransformation):
     distributed: Any = static_field("auto", kw_only=True)
 
     def _check(self):
-        check_decay("beta", self.beta)
-        check_nonnegative("eps", self.eps)
         if self.preconditioning not in _PRECONDITIONING:
             raise ValueError(
                 f"preconditioning must be one of {sorted(_PRECONDITIONING)}, "
@@ -126,7 +119,7 @@ class scale_by_muon(GradientTransformation):
             self.weight_dimension_numbers, tree, default_2d_only=False
         )
 
-    def init(self, params):
+    def init_state(self, params):
         return MuonState(zero_count(), gtree.zeros_like(params, dtype=self.mu_dtype))
 
     def _momentum(self, updates, state):
@@ -216,7 +209,7 @@ class scale_by_muon(GradientTransformation):
             out = jax.sharding.reshard(out, sharding.spec)
         return out
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         mu, direction = self._momentum(updates, state)
         orthogonal = self.orthogonalize_tree(
             self._dimension_numbers(updates), direction
@@ -270,10 +263,10 @@ class scale_by_shape(GradientTransformation):
     """
 
     weight_dimension_numbers: Any = static_field(None)
-    consistent_rms: Any = None
+    consistent_rms: Any = hyper(None)
     shape_scaling: str | None = static_field(None, kw_only=True)
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
@@ -282,7 +275,7 @@ class scale_by_shape(GradientTransformation):
             return self.shape_scaling
         return "keller" if self.consistent_rms is None else "rms"
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         rule = self._rule()
         rms = self.consistent_rms
 
@@ -447,31 +440,31 @@ class muon(MuonGroups):
       (arXiv:2502.16982).
     """
 
-    learning_rate: Any
+    learning_rate: Any = hyper()
     ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
     ns_steps: int = static_field(5)
-    beta: Any = 0.95
-    eps: Any = 1e-8
-    weight_decay: Any = 0.0
+    beta: Any = hyper(0.95)
+    eps: Any = hyper(1e-8)
+    weight_decay: Any = hyper(0.0)
     weight_decay_mask: Any = static_field(None)
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(True, kw_only=True)
     adaptive: bool = static_field(False, kw_only=True)
     preconditioning: str = static_field("frobenius", kw_only=True)
-    adam_b1: Any = dataclasses.field(default=0.9, kw_only=True)
-    adam_b2: Any = dataclasses.field(default=0.999, kw_only=True)
-    adam_eps_root: Any = dataclasses.field(default=0.0, kw_only=True)
-    adam_weight_decay: Any = dataclasses.field(default=0.0, kw_only=True)
-    adam_learning_rate: Any = dataclasses.field(default=None, kw_only=True)
+    adam_b1: Any = hyper(0.9, kw_only=True)
+    adam_b2: Any = hyper(0.999, kw_only=True)
+    adam_eps_root: Any = hyper(0.0, kw_only=True)
+    adam_weight_decay: Any = hyper(0.0, kw_only=True)
+    adam_learning_rate: Any = hyper(None, kw_only=True)
     muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    consistent_rms: Any = dataclasses.field(default=None, kw_only=True)
+    consistent_rms: Any = hyper(None, kw_only=True)
     momentum: str = static_field("ema", kw_only=True)
     bias_correction: bool = static_field(True, kw_only=True)
     shape_scaling: str | None = static_field(None, kw_only=True)
     cautious_weight_decay: bool = static_field(False, kw_only=True)
     method: str = static_field("auto", kw_only=True)
     precision: Any = static_field(None, kw_only=True)
-    adam_eps: Any = dataclasses.field(default=None, kw_only=True)
+    adam_eps: Any = hyper(None, kw_only=True)
     distributed: Any = static_field("auto", kw_only=True)
 
     def _muon_direction(self) -> scale_by_muon:

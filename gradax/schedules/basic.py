@@ -7,6 +7,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from .._declare import hyper
 from .._hyper import check_nonnegative
 from .._pytree import static_field
 from ._util import ScheduleBase, concrete_scalar, logger, select, step_number
@@ -119,7 +120,7 @@ class constant_schedule(ScheduleBase):
       (0.1, 0.1)
     """
 
-    value: Any
+    value: Any = hyper(schedule=False)
 
     def _evaluate(self, count):
         return self.value
@@ -155,9 +156,9 @@ class polynomial_schedule(ScheduleBase):
       (0.25, 0.0)
     """
 
-    init_value: Any
-    end_value: Any
-    power: Any
+    init_value: Any = hyper(schedule=False)
+    end_value: Any = hyper(schedule=False)
+    power: Any = hyper(schedule=False)
     transition_steps: int = static_field()
     transition_begin: int = static_field(0)
 
@@ -205,8 +206,8 @@ class linear_schedule(ScheduleBase):
       [1.0, 0.5, 0.0, 0.0]
     """
 
-    init_value: Any
-    end_value: Any
+    init_value: Any = hyper(schedule=False)
+    end_value: Any = hyper(schedule=False)
     transition_steps: int = static_field()
     transition_begin: int = static_field(0)
 
@@ -262,7 +263,7 @@ class piecewise_constant_schedule(ScheduleBase):
       [1.0, 0.5, 0.5, 0.05000000074505806]
     """
 
-    init_value: Any
+    init_value: Any = hyper(schedule=False)
     boundaries_and_scales: dict[int, float] | None = None
 
     def __post_init__(self):
@@ -319,7 +320,7 @@ class piecewise_interpolate_schedule(ScheduleBase):
     """
 
     interpolate_type: str = static_field()
-    init_value: Any
+    init_value: Any = hyper(schedule=False)
     boundaries_and_scales: dict[int, float] | None = None
 
     def __post_init__(self):
@@ -385,12 +386,12 @@ class exponential_decay(ScheduleBase):
       [1.0, 0.5, 0.25, 0.20000000298023224]
     """
 
-    init_value: Any
+    init_value: Any = hyper(schedule=False)
     transition_steps: int = static_field()
-    decay_rate: Any
+    decay_rate: Any = hyper(schedule=False)
     transition_begin: int = static_field(0)
     staircase: bool = static_field(False)
-    end_value: Any = None
+    end_value: Any = hyper(None, schedule=False)
 
     _static_numbers = ("transition_steps", "transition_begin")
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from .._declare import hyper
 from .._pytree import static_field
 from ._util import ScheduleBase, concrete_scalar, join
 from .basic import polynomial_value
@@ -69,10 +70,10 @@ class cosine_decay_schedule(ScheduleBase):
       [1.0, 0.55, 0.1, 0.1]
     """
 
-    init_value: Any
+    init_value: Any = hyper(schedule=False)
     decay_steps: int = static_field()
-    alpha: Any = 0.0
-    exponent: Any = 1.0
+    alpha: Any = hyper(0.0, schedule=False)
+    exponent: Any = hyper(1.0, schedule=False)
 
     _static_numbers = ("decay_steps",)
 
@@ -121,12 +122,12 @@ class warmup_cosine_decay_schedule(ScheduleBase):
       [0.0, 0.5, 1.0, 0.55, 0.1, 0.1]
     """
 
-    init_value: Any
-    peak_value: Any
+    init_value: Any = hyper(schedule=False)
+    peak_value: Any = hyper(schedule=False)
     warmup_steps: int = static_field()
     decay_steps: int = static_field()
-    end_value: Any = 0.0
-    exponent: Any = 1.0
+    end_value: Any = hyper(0.0, schedule=False)
+    exponent: Any = hyper(1.0, schedule=False)
 
     _static_numbers = ("warmup_steps", "decay_steps")
 

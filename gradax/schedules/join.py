@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._declare import hyper
 from .._hyper import Schedule, as_hyperparameter
 from .._pytree import static_field
 from ._util import ScheduleBase, join, step_number
@@ -106,8 +107,8 @@ class warmup_constant_schedule(ScheduleBase):
       [0.0, 0.25, 1.0, 1.0]
     """
 
-    init_value: Any
-    peak_value: Any
+    init_value: Any = hyper(schedule=False)
+    peak_value: Any = hyper(schedule=False)
     warmup_steps: int = static_field()
 
     _static_numbers = ("warmup_steps",)
@@ -154,14 +155,14 @@ class warmup_exponential_decay_schedule(ScheduleBase):
       [0.0, 0.5, 1.0, 0.5, 0.25]
     """
 
-    init_value: Any
-    peak_value: Any
+    init_value: Any = hyper(schedule=False)
+    peak_value: Any = hyper(schedule=False)
     warmup_steps: int = static_field()
     transition_steps: int = static_field()
-    decay_rate: Any
+    decay_rate: Any = hyper(schedule=False)
     transition_begin: int = static_field(0)
     staircase: bool = static_field(False)
-    end_value: Any = None
+    end_value: Any = hyper(None, schedule=False)
 
     _static_numbers = ("warmup_steps", "transition_steps", "transition_begin")
 

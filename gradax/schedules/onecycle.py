@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._hyper import check_positive
+from .._declare import POSITIVE, hyper
 from .._pytree import static_field
 from ._util import ScheduleBase
 from .basic import piecewise_interpolate_value
@@ -15,8 +15,6 @@ def _check_onecycle(schedule) -> None:
         raise ValueError(
             f"transition_steps must be > 0, got {schedule.transition_steps!r}"
         )
-    check_positive("div_factor", schedule.div_factor)
-    check_positive("final_div_factor", schedule.final_div_factor)
 
 
 def _interpolate(count, kind, init_value, pairs):
@@ -69,11 +67,11 @@ class linear_onecycle_schedule(ScheduleBase):
     """
 
     transition_steps: int = static_field()
-    peak_value: Any
+    peak_value: Any = hyper(schedule=False)
     pct_start: float = static_field(0.3)
     pct_final: float = static_field(0.85)
-    div_factor: Any = 25.0
-    final_div_factor: Any = 1e4
+    div_factor: Any = hyper(25.0, POSITIVE, schedule=False)
+    final_div_factor: Any = hyper(10000.0, POSITIVE, schedule=False)
 
     _static_numbers = ("transition_steps", "pct_start", "pct_final")
 
@@ -125,10 +123,10 @@ class cosine_onecycle_schedule(ScheduleBase):
     """
 
     transition_steps: int = static_field()
-    peak_value: Any
+    peak_value: Any = hyper(schedule=False)
     pct_start: float = static_field(0.3)
-    div_factor: Any = 25.0
-    final_div_factor: Any = 1e4
+    div_factor: Any = hyper(25.0, POSITIVE, schedule=False)
+    final_div_factor: Any = hyper(10000.0, POSITIVE, schedule=False)
 
     _static_numbers = ("transition_steps", "pct_start")
 

@@ -7,8 +7,9 @@ from typing import Any, NamedTuple
 
 import jax
 
-from .._core import safe_increment, zero_count
 from .._hyper import StatefulSchedule
+from .._numerics import safe_increment
+from .._protocol import zero_count
 from .._pytree import static_field
 
 

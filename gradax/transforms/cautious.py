@@ -33,8 +33,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._core import Alias, EmptyState, GradientTransformation
-from .._hyper import check_nonnegative
+from .._declare import NONNEGATIVE, hyper
+from .._protocol import Alias, EmptyState, GradientTransformation
 from .._pytree import static_field
 from ..combinators.masked import masked
 from .weight_decay import add_decayed_weights
@@ -86,13 +86,13 @@ def caution(updates: Any, grads: Any) -> Any:
 
 
 class _cautious_decay(GradientTransformation):
-    weight_decay: Any
+    weight_decay: Any = hyper()
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             raise ValueError(
                 "add_cautious_decayed_weights needs params passed to update"
@@ -141,11 +141,8 @@ class add_cautious_decayed_weights(Alias):
       Chen et al., Cautious Weight Decay, 2025 (arXiv:2510.12402).
     """
 
-    weight_decay: Any = 0.0
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mask: Any = static_field(None)
-
-    def _check(self):
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         if self.mask is None:

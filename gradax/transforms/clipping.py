@@ -14,8 +14,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import EmptyState, GradientTransformation
+from .._declare import NONNEGATIVE, hyper
 from .._hyper import check_nonnegative
+from .._protocol import EmptyState, GradientTransformation
 from .._pytree import static_field
 
 ClipState = EmptyState
@@ -45,16 +46,13 @@ class clip(GradientTransformation):
       Array([-1. ,  0.5,  1. ], dtype=float32)
     """
 
-    max_delta: Any
+    max_delta: Any = hyper(valid=NONNEGATIVE)
 
-    def _check(self):
-        check_nonnegative("max_delta", self.max_delta)
-
-    def init(self, params):
+    def init_state(self, params):
         del params
         return ClipState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         return gtree.clip(updates, -self.max_delta, self.max_delta), state
 
 
@@ -77,16 +75,13 @@ class clip_by_block_rms(GradientTransformation):
       Array([0.84852815, 1.1313709 ], dtype=float32)
     """
 
-    threshold: Any
+    threshold: Any = hyper(valid=NONNEGATIVE)
 
-    def _check(self):
-        check_nonnegative("threshold", self.threshold)
-
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         threshold = self.threshold
 
         def shrink(u):
@@ -119,16 +114,13 @@ class clip_by_global_norm(GradientTransformation):
       ICML 2013 (arXiv:1211.5063).
     """
 
-    max_norm: Any
+    max_norm: Any = hyper(valid=NONNEGATIVE)
 
-    def _check(self):
-        check_nonnegative("max_norm", self.max_norm)
-
-    def init(self, params):
+    def init_state(self, params):
         del params
         return ClipByGlobalNormState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         max_norm = self.max_norm
         g_norm = gtree.norm(updates)
         keep = jnp.squeeze(g_norm < max_norm)
@@ -270,19 +262,15 @@ class adaptive_grad_clip(GradientTransformation):
       Normalization, 2021 (arXiv:2102.06171).
     """
 
-    clipping: Any
-    eps: Any = 1e-3
+    clipping: Any = hyper(valid=NONNEGATIVE)
+    eps: Any = hyper(0.001, NONNEGATIVE)
     axis: Any = static_field(None)
 
-    def _check(self):
-        check_nonnegative("clipping", self.clipping)
-        check_nonnegative("eps", self.eps)
-
-    def init(self, params):
+    def init_state(self, params):
         del params
         return AdaptiveGradClipState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             raise ValueError("adaptive_grad_clip needs params passed to update")
         clipping, eps, axis = self.clipping, self.eps, self.axis

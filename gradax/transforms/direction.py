@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import EmptyState, GradientTransformation
-from .._hyper import check_nonnegative
+from .._declare import NONNEGATIVE, hyper
+from .._protocol import EmptyState, GradientTransformation
 
 
 class scale_by_sign(GradientTransformation):
@@ -34,11 +34,11 @@ class scale_by_sign(GradientTransformation):
       Problems, ICML 2018 (arXiv:1802.04434).
     """
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         signs = jax.tree.map(
             lambda g: None if g is None else jnp.sign(g),
             updates,
@@ -69,17 +69,14 @@ class normalize_by_update_norm(GradientTransformation):
       {'a': Array([0.6], dtype=float32), 'b': Array([0.8], dtype=float32)}
     """
 
-    scale_factor: Any = 1.0
-    eps: Any = 1e-6
+    scale_factor: Any = hyper(1.0)
+    eps: Any = hyper(1e-6, NONNEGATIVE)
 
-    def _check(self):
-        check_nonnegative("eps", self.eps)
-
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         # Same order of operations as optax: (norm + eps) / s, then divide.
         divisor = (gtree.norm(updates) + self.eps) / self.scale_factor
         updates = jax.tree.map(

@@ -9,8 +9,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import EmptyState, GradientTransformation, safe_increment, zero_count
-from .._hyper import check_nonnegative
+from .._declare import NONNEGATIVE, hyper
+from .._numerics import safe_increment
+from .._protocol import EmptyState, GradientTransformation, zero_count
 from .._pytree import static_field
 
 NonNegativeParamsState = EmptyState
@@ -64,27 +65,25 @@ class add_noise(GradientTransformation):
       Deep Networks, 2015 (arXiv:1511.06807).
     """
 
-    eta: Any
-    gamma: Any
+    eta: Any = hyper(valid=NONNEGATIVE)
+    gamma: Any = hyper(valid=NONNEGATIVE)
     key: Any = None
     seed: int | None = static_field(None, kw_only=True)
 
     def _check(self):
-        check_nonnegative("eta", self.eta)
-        check_nonnegative("gamma", self.gamma)
         if self.seed is not None:
             if self.key is not None:
                 raise ValueError("add_noise: give key or seed, not both")
             if isinstance(self.seed, bool) or not isinstance(self.seed, int):
                 raise ValueError(f"seed must be an integer, got {self.seed!r}")
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         seed = self.seed if self.seed is not None else 0
         key = _as_key(self.key if self.key is not None else seed)
         return AddNoiseState(count=zero_count(), rng_key=key)
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         count = safe_increment(state.count)
         std = jnp.sqrt(self.eta / count**self.gamma)
         rng_key, sample_key = jax.random.split(state.rng_key)
@@ -131,11 +130,11 @@ class centralize(GradientTransformation):
       Deep Neural Networks, ECCV 2020 (arXiv:2004.01461).
     """
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         return jax.tree.map(_subtract_mean, updates), state
 
 
@@ -162,12 +161,12 @@ class zero_nans(GradientTransformation):
       (Array([1., 0.], dtype=float32), Array(True, dtype=bool))
     """
 
-    def init(self, params):
+    def init_state(self, params):
         return ZeroNansState(
             found_nan=jax.tree.map(lambda _: jnp.zeros([], jnp.bool_), params)
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         found = jax.tree.map(lambda g: jnp.any(jnp.isnan(g)), updates)
         updates = jax.tree.map(
             lambda g: jnp.where(jnp.isnan(g), jnp.zeros_like(g), g), updates
@@ -193,11 +192,11 @@ class keep_params_nonnegative(GradientTransformation):
       Array([-1., -1.], dtype=float32)
     """
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return NonNegativeParamsState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             raise ValueError("keep_params_nonnegative needs params passed to update")
         updates = jax.tree.map(

@@ -7,8 +7,9 @@ from typing import Any, NamedTuple
 import jax
 
 from .. import tree as gtree
-from .._core import GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_range
+from .._declare import DECAY, Range, hyper
+from .._numerics import safe_increment
+from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
 
 
@@ -59,18 +60,15 @@ class trace(GradientTransformation):
       momentum in deep learning, ICML 2013.
     """
 
-    decay: Any
+    decay: Any = hyper(valid=DECAY)
     nesterov: bool = static_field(False)
     accumulator_dtype: Any = static_field(None)
 
-    def _check(self):
-        check_decay("decay", self.decay)
-
-    def init(self, params):
+    def init_state(self, params):
         dtype = _canonical_dtype(self.accumulator_dtype)
         return TraceState(trace=gtree.zeros_like(params, dtype))
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         decay = self.decay
 
         def step(g, m):
@@ -127,18 +125,15 @@ class ema(GradientTransformation):
       Array([0.75, 0.75], dtype=float32)
     """
 
-    decay: Any
+    decay: Any = hyper(valid=Range(0.0, 1.0))
     debias: bool = static_field(True)
     accumulator_dtype: Any = static_field(None)
 
-    def _check(self):
-        check_range("decay", self.decay, 0.0, 1.0)
-
-    def init(self, params):
+    def init_state(self, params):
         dtype = _canonical_dtype(self.accumulator_dtype)
         return EmaState(count=zero_count(), ema=gtree.zeros_like(params, dtype))
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         new_ema = gtree.update_moment(updates, state.ema, self.decay, 1)
         count = safe_increment(state.count)
         if self.debias:

@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._core import Alias, EmptyState, GradientTransformation, as_transformation
-from .._hyper import check_range
+from .._declare import Range, hyper
+from .._protocol import Alias, EmptyState, GradientTransformation, as_transformation
 from .._pytree import static_field
 from ..combinators.chain import chain
 from .momentum import ema
@@ -53,10 +53,10 @@ class snapshot(GradientTransformation):
     measure_name: str = static_field()
     measure: Callable[[Any], Any] = static_field()
 
-    def init(self, params):
+    def init_state(self, params):
         return SnapshotState({self.measure_name: self.measure(params)})
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         del state, params
         return updates, SnapshotState({self.measure_name: self.measure(updates)})
 
@@ -67,11 +67,11 @@ class _measure(GradientTransformation):
     fn: Callable[[Any], Any] = static_field()
     floating: bool = static_field(False)
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         value = self.fn(updates)
         if self.floating:
             value = jax.tree.map(_as_floating, value)
@@ -157,7 +157,7 @@ class monitor(GradientTransformation):
         object.__setattr__(self, "names", tuple(converted))
         super().__post_init__()
 
-    def init(self, params):
+    def init_state(self, params):
         states = tuple(self.measures[name].init(params) for name in self.names)
         measurements = {}
         for name, inner in zip(self.names, states, strict=True):
@@ -170,7 +170,7 @@ class monitor(GradientTransformation):
             )
         return MonitorState(measurements, states)
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         measurements, states = {}, []
         for name, inner in zip(self.names, state.measure_states, strict=True):
             value, inner = self.measures[name].update(
@@ -186,8 +186,8 @@ class _measured_ema(ema):
 
     measure: Callable[[Any], Any] = static_field(kw_only=True)
 
-    def init(self, params):
-        return super().init(jax.tree.map(_as_floating, self.measure(params)))
+    def init_state(self, params):
+        return super().init_state(jax.tree.map(_as_floating, self.measure(params)))
 
 
 class measure_with_ema(Alias):
@@ -224,12 +224,9 @@ class measure_with_ema(Alias):
     """
 
     measure: Callable[[Any], Any] = static_field()
-    decay: Any
+    decay: Any = hyper(valid=Range(0.0, 1.0))
     debias: bool = static_field(True)
     accumulator_dtype: Any = static_field(None)
-
-    def _check(self):
-        check_range("decay", self.decay, 0.0, 1.0)
 
     def build(self):
         return chain(
@@ -242,7 +239,7 @@ class measure_with_ema(Alias):
             ),
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         # The ema stage sees measurements, not updates shaped like params.
         del params
         return self.build().update(updates, state, None, **extra_args)

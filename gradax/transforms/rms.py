@@ -12,8 +12,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core import GradientTransformation, safe_increment, zero_count
-from .._hyper import check_decay, check_nonnegative, check_range
+from .._declare import NONNEGATIVE, UNIT, hyper
+from .._hyper import check_decay
+from .._numerics import safe_increment
+from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
 from .clipping import _abs_sq
 
@@ -52,11 +54,6 @@ class ScaleByRStdDevWithCountState(NamedTuple):
     nu: Any  # like params
 
 
-def _check_rss(tx: Any) -> None:
-    check_nonnegative("initial_accumulator_value", tx.initial_accumulator_value)
-    check_nonnegative("eps", tx.eps)
-
-
 class scale_by_rss(GradientTransformation):
     """Divides updates by the root of the sum of all past squared updates.
 
@@ -67,18 +64,15 @@ class scale_by_rss(GradientTransformation):
       eps: added inside the square root, >= 0.
     """
 
-    initial_accumulator_value: Any = 0.1
-    eps: Any = 1e-7
+    initial_accumulator_value: Any = hyper(0.1, NONNEGATIVE)
+    eps: Any = hyper(1e-7, NONNEGATIVE)
 
-    def _check(self):
-        _check_rss(self)
-
-    def init(self, params):
+    def init_state(self, params):
         return ScaleByRssState(
             sum_of_squares=gtree.full_like(params, self.initial_accumulator_value)
         )
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         eps = self.eps
         sums = jax.tree.map(lambda g, t: _abs_sq(g) + t, updates, state.sum_of_squares)
         # Where nothing has accumulated the update is zero, not 0 / 0.
@@ -89,13 +83,10 @@ class scale_by_rss(GradientTransformation):
         return new_updates, ScaleByRssState(sum_of_squares=sums)
 
 
-def _check_rms(tx: Any) -> None:
+def check_rms_decay(tx: Any) -> None:
+    """With bias correction, ``decay = 1`` would divide by ``1 - 1**t = 0``."""
     if tx.bias_correction:
         check_decay("decay", tx.decay)
-    else:
-        check_range("decay", tx.decay, 0.0, 1.0)
-    check_nonnegative("eps", tx.eps)
-    check_nonnegative("initial_scale", tx.initial_scale)
 
 
 def _inverse_root(eps: Any, eps_in_sqrt: bool):
@@ -121,22 +112,22 @@ class scale_by_rms(GradientTransformation):
       bias_correction: divide the moving average by :math:`1 - \\text{decay}^t`.
     """
 
-    decay: Any = 0.9
-    eps: Any = 1e-8
-    initial_scale: Any = 0.0
+    decay: Any = hyper(0.9, UNIT)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    initial_scale: Any = hyper(0.0, NONNEGATIVE)
     eps_in_sqrt: bool = static_field(True)
     bias_correction: bool = static_field(False)
 
     def _check(self):
-        _check_rms(self)
+        check_rms_decay(self)
 
-    def init(self, params):
+    def init_state(self, params):
         nu = gtree.full_like(params, self.initial_scale)
         if self.bias_correction:
             return ScaleByRmsWithCountState(count=zero_count(), nu=nu)
         return ScaleByRmsState(nu=nu)
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         nu = gtree.update_moment_per_elem_norm(updates, state.nu, self.decay, 2)
         if self.bias_correction:
             count = safe_increment(state.count)
@@ -166,23 +157,23 @@ class scale_by_stddev(GradientTransformation):
         :math:`1 - \\text{decay}^t`.
     """
 
-    decay: Any = 0.9
-    eps: Any = 1e-8
-    initial_scale: Any = 0.0
+    decay: Any = hyper(0.9, UNIT)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    initial_scale: Any = hyper(0.0, NONNEGATIVE)
     eps_in_sqrt: bool = static_field(True)
     bias_correction: bool = static_field(False)
 
     def _check(self):
-        _check_rms(self)
+        check_rms_decay(self)
 
-    def init(self, params):
+    def init_state(self, params):
         mu = gtree.zeros_like(params)
         nu = gtree.full_like(params, self.initial_scale)
         if self.bias_correction:
             return ScaleByRStdDevWithCountState(count=zero_count(), mu=mu, nu=nu)
         return ScaleByRStdDevState(mu=mu, nu=nu)
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         decay = self.decay
         mu = gtree.update_moment(updates, state.mu, decay, 1)
         nu = gtree.update_moment_per_elem_norm(updates, state.nu, decay, 2)

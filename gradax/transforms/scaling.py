@@ -6,7 +6,8 @@ from typing import Any
 
 import jax
 
-from .._core import EmptyState, GradientTransformation
+from .._declare import hyper
+from .._protocol import EmptyState, GradientTransformation
 from .._pytree import static_field
 
 
@@ -27,13 +28,13 @@ class scale(GradientTransformation):
       Array([-0.5, -0.5], dtype=float32)
     """
 
-    step_size: Any
+    step_size: Any = hyper()
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         return _scale_tree(updates, self.step_size), state
 
 
@@ -44,13 +45,13 @@ class scale_by_schedule(GradientTransformation):
       step_size_fn: a schedule (any callable of the step count).
     """
 
-    step_size_fn: Any
+    step_size_fn: Any = hyper()
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         # The base class has already evaluated the schedule at this step.
         return _scale_tree(updates, self.step_size_fn), state
 
@@ -63,14 +64,14 @@ class scale_by_learning_rate(GradientTransformation):
       flip_sign: negate so that ``apply_updates`` descends.
     """
 
-    learning_rate: Any = None
+    learning_rate: Any = hyper(None)
     flip_sign: bool = static_field(True, kw_only=True)
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         if self.learning_rate is None:
             return updates, state
         factor = -self.learning_rate if self.flip_sign else self.learning_rate

@@ -15,8 +15,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._core import EmptyState, GradientTransformation
-from .._hyper import check_nonnegative
+from .._declare import NONNEGATIVE, hyper
+from .._protocol import EmptyState, GradientTransformation
 from .clipping import _abs_sq
 
 ScaleByTrustRatioState = EmptyState
@@ -78,20 +78,15 @@ class scale_by_trust_ratio(GradientTransformation):
       (arXiv:1708.03888).
     """
 
-    min_norm: Any = 0.0
-    trust_coefficient: Any = 1.0
-    eps: Any = 0.0
+    min_norm: Any = hyper(0.0, NONNEGATIVE)
+    trust_coefficient: Any = hyper(1.0, NONNEGATIVE)
+    eps: Any = hyper(0.0, NONNEGATIVE)
 
-    def _check(self):
-        check_nonnegative("min_norm", self.min_norm)
-        check_nonnegative("trust_coefficient", self.trust_coefficient)
-        check_nonnegative("eps", self.eps)
-
-    def init(self, params):
+    def init_state(self, params):
         del params
         return ScaleByTrustRatioState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         _needs_params("scale_by_trust_ratio", params)
         min_norm, coefficient, eps = self.min_norm, self.trust_coefficient, self.eps
 
@@ -124,16 +119,13 @@ class scale_by_param_block_norm(GradientTransformation):
       Array([ 5., -5.], dtype=float32)
     """
 
-    min_scale: Any = 1e-3
+    min_scale: Any = hyper(0.001, NONNEGATIVE)
 
-    def _check(self):
-        check_nonnegative("min_scale", self.min_scale)
-
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         _needs_params("scale_by_param_block_norm", params)
         floor = self.min_scale
         return jax.tree.map(
@@ -160,16 +152,13 @@ class scale_by_param_block_rms(GradientTransformation):
       Array([2., 3.], dtype=float32)
     """
 
-    min_scale: Any = 1e-3
+    min_scale: Any = hyper(0.001, NONNEGATIVE)
 
-    def _check(self):
-        check_nonnegative("min_scale", self.min_scale)
-
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         _needs_params("scale_by_param_block_rms", params)
         floor = self.min_scale
         return jax.tree.map(

@@ -6,20 +6,20 @@ from typing import Any
 
 import jax
 
-from .._core import Alias, EmptyState, GradientTransformation
-from .._hyper import check_nonnegative
+from .._declare import NONNEGATIVE, hyper
+from .._protocol import Alias, EmptyState, GradientTransformation
 from .._pytree import static_field
 from ..combinators.masked import masked
 
 
 class _decay(GradientTransformation):
-    weight_decay: Any
+    weight_decay: Any = hyper()
 
-    def init(self, params):
+    def init_state(self, params):
         del params
         return EmptyState()
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             raise ValueError("add_decayed_weights needs params passed to update")
         if isinstance(self.weight_decay, (int, float)) and self.weight_decay == 0:
@@ -49,11 +49,8 @@ class add_decayed_weights(Alias):
       Array([0.1, 0.1], dtype=float32)
     """
 
-    weight_decay: Any = 0.0
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mask: Any = static_field(None)
-
-    def _check(self):
-        check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         if self.mask is None:

@@ -1,0 +1,288 @@
+"""Declared hyperparameters: each field states its valid values once.
+
+A field written ``b1: float = hyper(0.9, DECAY)`` is a numeric hyperparameter
+whose values must lie in ``[0, 1)``. :class:`gradax.Module` validates every
+declared field when a user builds the object, so an error names the user's
+argument (the field has the argument's name) and the valid range, and no class
+writes these checks by hand.
+
+What a declaration says:
+
+- ``valid``: a :class:`Range` (bounds, open or closed, integer or real) or a
+  :class:`OneOf` (a set of allowed values, e.g. preset names);
+- ``schedule``: whether a schedule (a callable of the step count) is accepted;
+- ``array``: whether an array (NumPy or JAX, any shape) is accepted;
+- ``static``: whether the value is part of the tree definition (step counts,
+  names) instead of a leaf.
+
+Plain numbers must be finite (NaN and inf are refused unless the range says
+``allow_inf``). Strings, lists, booleans and other non-numbers are refused.
+Tracers are not checked (their values are unknown). A schedule is checked
+through its ``bounds()`` when it has one: gradax's own schedules know the
+smallest and largest value they take from their arguments, without calling a
+device; a plain function is not called at construction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+_SPEC = "gradax_hyper"
+_STATIC = "gradax_static"
+
+
+class HyperparameterError(ValueError, TypeError):
+    """A hyperparameter given at construction is invalid (names the argument).
+
+    It is a ValueError (a bad value) and a TypeError (a non-number), so code
+    catching either sees it.
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Valid values: an interval of reals or integers.
+
+    Args:
+      low: the lower bound (``-inf`` for none).
+      high: the upper bound (``inf`` for none).
+      low_open: exclude ``low`` itself.
+      high_open: exclude ``high`` itself.
+      integer: only integers.
+      allow_inf: accept ``inf`` (e.g. "no clipping"); NaN is never valid.
+      hint: a sentence added to the error message.
+    """
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+    allow_inf: bool = False
+    hint: str = ""
+
+    def describe(self) -> str:
+        """The range as text, e.g. ``[0, 1)`` or ``an integer >= 1``."""
+        if self.integer:
+            if math.isinf(self.high):
+                op = ">" if self.low_open else ">="
+                return f"an integer {op} {self.low:g}"
+            return f"an integer in {self._interval()}"
+        if math.isinf(self.low) and math.isinf(self.high):
+            return "a real number"
+        return f"in {self._interval()}"
+
+    def _interval(self) -> str:
+        left = "(" if self.low_open or math.isinf(self.low) else "["
+        right = ")" if self.high_open or math.isinf(self.high) else "]"
+        return f"{left}{self.low:g}, {self.high:g}{right}"
+
+    def contains(self, numbers: np.ndarray) -> bool:
+        """Whether every number lies in the range (NaN never does)."""
+        if np.any(np.isnan(numbers)):
+            return False
+        if not self.allow_inf and not np.all(np.isfinite(numbers)):
+            return False
+        too_low = numbers <= self.low if self.low_open else numbers < self.low
+        too_high = numbers >= self.high if self.high_open else numbers > self.high
+        return not (np.any(too_low) or np.any(too_high))
+
+
+@dataclasses.dataclass(frozen=True)
+class OneOf:
+    """Valid values: one of a fixed set (e.g. the names of presets).
+
+    Args:
+      values: the allowed values.
+      also: a predicate accepting further values (e.g. tuples of numbers),
+        described by ``also_text``.
+      also_text: what ``also`` accepts, for the error message.
+    """
+
+    values: tuple[Any, ...]
+    also: Callable[[Any], bool] | None = None
+    also_text: str = ""
+
+    def describe(self) -> str:
+        """The allowed values as text."""
+        text = "one of " + ", ".join(repr(v) for v in self.values)
+        return f"{text}, or {self.also_text}" if self.also_text else text
+
+
+# Ranges that many optimizers share.
+ANY = Range()
+NONNEGATIVE = Range(0.0)
+POSITIVE = Range(0.0, low_open=True)
+DECAY = Range(0.0, 1.0, high_open=True)  # Adam's b1, a momentum
+UNIT = Range(0.0, 1.0)  # a fraction, a probability
+POSITIVE_INT = Range(1, integer=True)
+NONNEGATIVE_INT = Range(0, integer=True)
+LEARNING_RATE = Range(
+    0.0,
+    hint=(
+        "A learning rate is a step size and must be >= 0 (as in torch); to "
+        "ascend instead, negate the loss or chain gradax.scale(-1.0) before "
+        "the optimizer."
+    ),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """What a field declares: valid values, and the forms accepted."""
+
+    valid: Range | OneOf
+    schedule: bool
+    array: bool
+    allow_none: bool
+
+
+def hyper(
+    default: Any = dataclasses.MISSING,
+    valid: Range | OneOf = ANY,
+    *,
+    schedule: bool | None = None,
+    array: bool | None = None,
+    static: bool = False,
+    allow_none: bool | None = None,
+    kw_only: bool = False,
+) -> Any:
+    """Declare a hyperparameter field and its valid values.
+
+    Args:
+      default: the default value (omit for a required argument).
+      valid: a :class:`Range` or :class:`OneOf`.
+      schedule: accept a schedule (default: True for a numeric leaf, False
+        for a static field).
+      array: accept an array (default: like ``schedule``).
+      static: keep the value in the tree definition (it shapes the program).
+      allow_none: accept None (default: when the default is None).
+      kw_only: a keyword-only argument.
+
+    Returns:
+      A dataclass field carrying the declaration.
+    """
+    numeric_leaf = not static and isinstance(valid, Range)
+    spec = Spec(
+        valid=valid,
+        schedule=numeric_leaf if schedule is None else schedule,
+        array=numeric_leaf if array is None else array,
+        allow_none=(default is None) if allow_none is None else allow_none,
+    )
+    metadata = {_SPEC: spec, _STATIC: static}
+    return dataclasses.field(default=default, metadata=metadata, kw_only=kw_only)
+
+
+def static_field(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
+    """A dataclass field stored in the tree definition instead of the leaves.
+
+    For structure that is not a number: flags, dtypes, masks, callables.
+    """
+    metadata = dict(kwargs.pop("metadata", {}), **{_STATIC: True})
+    return dataclasses.field(default=default, metadata=metadata, **kwargs)
+
+
+def is_static(field: dataclasses.Field) -> bool:
+    """Whether a field belongs to the tree definition."""
+    return bool(field.metadata.get(_STATIC, False))
+
+
+def spec_of(field: dataclasses.Field) -> Spec | None:
+    """The declaration of a field, or None for an undeclared one."""
+    return field.metadata.get(_SPEC)
+
+
+# ----------------------------------------------------------------------------
+# Validation.
+
+
+def _fail(name: str, spec: Spec, value: Any, reason: str = "") -> None:
+    forms = []
+    if spec.array:
+        forms.append("an array")
+    if spec.schedule:
+        forms.append("a schedule")
+    accepted = f" (a number{''.join(', ' + f for f in forms)})" if forms else ""
+    if isinstance(spec.valid, OneOf):
+        accepted = ""
+    message = f"{name} must be {spec.valid.describe()}{accepted}, got {value!r}"
+    if reason:
+        message += f" ({reason})"
+    hint = getattr(spec.valid, "hint", "")
+    if hint:
+        message += f". {hint}"
+    raise HyperparameterError(message)
+
+
+def _is_schedule_like(value: Any) -> bool:
+    return callable(value) and not isinstance(value, type)
+
+
+def _concrete_numbers(value: Any) -> np.ndarray | None:
+    """The numbers of ``value`` when they can be read without a trace."""
+    if isinstance(value, (int, float, complex, np.number, np.ndarray)):
+        return np.asarray(value)
+    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
+        # A user's concrete array: reading it back syncs once, at construction.
+        # Arrays spread over processes cannot be read here and are not checked.
+        if getattr(value, "is_fully_addressable", True):
+            return np.asarray(value)
+    return None
+
+
+def validate(name: str, value: Any, spec: Spec) -> None:
+    """Raise :class:`HyperparameterError` unless ``value`` fits ``spec``."""
+    if value is None:
+        if not spec.allow_none:
+            _fail(name, spec, value)
+        return
+    if isinstance(value, jax.core.Tracer):
+        return
+    if isinstance(spec.valid, OneOf):
+        _validate_choice(name, value, spec)
+        return
+    if _is_schedule_like(value) and not hasattr(value, "dtype"):
+        if not spec.schedule:
+            _fail(name, spec, value, "a schedule is not accepted here")
+        bounds = getattr(value, "bounds", None)
+        known = bounds() if callable(bounds) else None
+        if known is not None and not spec.valid.contains(np.asarray(known, float)):
+            _fail(name, spec, value, f"the schedule takes values in {list(known)}")
+        return
+    if isinstance(value, (bool, np.bool_)):
+        _fail(name, spec, value, "a boolean is not a number")
+    is_array = isinstance(value, (np.ndarray, jax.Array))
+    if is_array and not spec.array and np.ndim(value) > 0:
+        _fail(name, spec, value, "an array is not accepted here")
+    numbers = _concrete_numbers(value)
+    if numbers is None:
+        if is_array:
+            return  # not readable here (spread over processes)
+        _fail(name, spec, value, f"a {type(value).__name__} is not a number")
+    if numbers.dtype == object or numbers.dtype.kind not in "biuf":
+        _fail(name, spec, value, "not a real number")
+    if numbers.dtype.kind == "b":
+        _fail(name, spec, value, "a boolean is not a number")
+    if spec.valid.integer and numbers.dtype.kind not in "iu":
+        _fail(name, spec, value, "not an integer")
+    if not spec.valid.contains(numbers.astype(float)):
+        _fail(name, spec, value)
+
+
+def _validate_choice(name: str, value: Any, spec: Spec) -> None:
+    choice = spec.valid
+    try:
+        known = any(value == v and type(value) is type(v) for v in choice.values)
+    except Exception:  # noqa: BLE001 - arrays compare elementwise
+        known = False
+    if known:
+        return
+    if choice.also is not None and choice.also(value):
+        return
+    _fail(name, spec, value)

@@ -1,0 +1,389 @@
+"""The gradient-transformation protocol, and the guarantees every one keeps.
+
+A transformation is an immutable pytree with ``init(params)`` and
+``update(updates, state, params=None, **extra_args)``, the protocol optax
+speaks. Those two methods are written once, here, in
+:class:`GradientTransformation`; a subclass writes two hooks instead:
+
+- ``init_state(params) -> state``
+- ``update_state(updates, state, params, **extra_args) -> (updates, state)``
+
+and the base's ``init``/``update`` wrap them with what every transformation
+guarantees:
+
+- schedule resolution: each field declared to accept a schedule holds its
+  value at the current step while the hook runs. The step is the ``count`` of
+  the transformation's own state; a transformation with schedulable fields
+  and no count of its own keeps one in a :class:`ScheduleState` around its
+  state. Which of the two is decided by the class, never by whether a value
+  is a number or a schedule, so the state's tree is the same either way (a
+  checkpoint survives switching to a schedule);
+- state stability: ``update`` returns state with exactly the tree, shapes,
+  dtypes and weak types it was given, and updates with the gradients' dtypes;
+- tree checks: ``updates`` and ``params`` must have the same tree and leaf
+  shapes; the error names every differing path;
+- sharding: under ``jit`` on a mesh with Auto axes, each state leaf shaped
+  like a parameter is tied to that parameter's sharding.
+
+optax's own idioms hold too: ``GradientTransformation(init_fn, update_fn)``
+builds a transformation from two functions, and every transformation unpacks
+as ``init, update = tx``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ._declare import spec_of, static_field
+from ._hyper import as_hyperparameter, is_schedule, resolve
+from ._numerics import safe_increment
+from ._pytree import Module
+from ._sharding import shard_state_like_params
+from ._state_guard import match_dtypes, match_state
+from ._treecheck import check_same_shapes, check_same_structure
+
+Params = Any
+"""A pytree of parameters (arrays at the leaves)."""
+Updates = Any
+"""A pytree of gradients or updates with the same structure as the parameters."""
+OptState = Any
+"""A transformation's state: any pytree that ``init`` returns."""
+
+
+class EmptyState(NamedTuple):
+    """State of a transformation that keeps none."""
+
+
+class ScheduleState(NamedTuple):
+    """The step count of a transformation whose own state has none.
+
+    Kept around the inner state by every transformation that has a field
+    accepting a schedule and no ``count`` of its own, whether or not a
+    schedule is given. Reading an attribute it lacks reads the inner state's
+    (``state.trace`` for the momentum of ``trace``), so code written against
+    optax's state names keeps working.
+    """
+
+    count: jax.Array  # int32 scalar: number of updates done
+    inner_state: Any
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.inner_state, name)
+
+
+def zero_count() -> jax.Array:
+    """A fresh int32 step counter."""
+    return jnp.zeros([], jnp.int32)
+
+
+def _takes_extra_args(fn: Callable) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _takes_params(fn: Callable) -> bool:
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in parameters if p.kind in kinds]
+    varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
+    return varargs or len(positional) >= 3
+
+
+def call_update_fn(
+    fn: Callable, updates: Any, state: Any, params: Any, extra_args: dict
+) -> Any:
+    """Call an optax-style ``update`` function with what it accepts.
+
+    Extra keyword arguments are dropped for a function without ``**kwargs``
+    (gradax passes them to every transformation; optax's plain ones ignore
+    them), and ``params`` for a function that takes only two arguments.
+    """
+    if extra_args and not _takes_extra_args(fn):
+        extra_args = {}
+    if not _takes_params(fn):
+        return fn(updates, state, **extra_args)
+    return fn(updates, state, params, **extra_args)
+
+
+class GradientTransformation(Module):
+    """Base class of gradax transformations (the optax init/update protocol).
+
+    Subclasses are frozen dataclasses whose numeric hyperparameters are fields
+    declared with ``hyper(default, valid_range)``; structure (flags, dtypes,
+    masks) is declared with ``static_field()``. A subclass implements
+    :meth:`init_state` and :meth:`update_state`; :meth:`init` and
+    :meth:`update` here call them and keep the guarantees listed in this
+    module's documentation.
+
+    Called directly, as optax users do, ``GradientTransformation(init_fn,
+    update_fn)`` builds a :class:`FunctionTransformation`.
+    """
+
+    # False for transformations whose fields are resolved by what they build
+    # (see :class:`Alias`), never by the base.
+    _resolves_schedules: ClassVar[bool] = True
+    # Schedulable fields the subclass evaluates itself, at a step count of its
+    # own (MultiSteps' every_k_schedule counts gradients, not updates).
+    _self_resolved: ClassVar[tuple[str, ...]] = ()
+    # Set for each class: the fields the base resolves at the step count.
+    _schedulable: ClassVar[tuple[str, ...]] = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is GradientTransformation:
+            # optax's idiom; Python then runs FunctionTransformation.__init__.
+            return object.__new__(FunctionTransformation)
+        return object.__new__(cls)
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        schedulable = []
+        if cls._resolves_schedules:
+            for f in cls.__dataclass_fields__.values():
+                spec = spec_of(f)
+                if (
+                    spec is not None
+                    and spec.schedule
+                    and f.name not in (cls._self_resolved)
+                ):
+                    schedulable.append(f.name)
+        cls._schedulable = tuple(schedulable)
+
+    def _convert_fields(self) -> None:
+        for name in self._data_fields:
+            value = getattr(self, name)
+            if is_foreign_transformation(value):
+                object.__setattr__(self, name, Foreign(value))
+            else:
+                object.__setattr__(self, name, as_hyperparameter(value))
+
+    # -- optax's (init, update) pair ----------------------------------------
+
+    def __iter__(self) -> Iterator[Callable]:
+        return iter((self.init, self.update))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> Callable:
+        return (self.init, self.update)[index]
+
+    # -- the hooks a subclass writes -----------------------------------------
+
+    def init_state(self, params: Params) -> OptState:
+        """The initial state (hook; called by :meth:`init`)."""
+        raise NotImplementedError(f"{self._public_name()} does not define init_state")
+
+    def update_state(
+        self,
+        updates: Updates,
+        state: OptState,
+        params: Params | None = None,
+        **extra_args: Any,
+    ) -> tuple[Updates, OptState]:
+        """New updates and state (hook; called by :meth:`update`).
+
+        Runs with every schedulable field replaced by its value at this step.
+        """
+        raise NotImplementedError(f"{self._public_name()} does not define update_state")
+
+    def schedule_count(self, state: OptState) -> jax.Array | None:
+        """The step at which schedules are evaluated, read from the state.
+
+        By default the state's ``count`` (the number of updates done), or
+        None when it has none; a subclass whose count means something else
+        overrides this.
+        """
+        count = getattr(state, "count", None)
+        # A tuple's ``count`` method is not a step count.
+        return None if callable(count) else count
+
+    def _params_like_updates(self, params: Params) -> Params:
+        """The part of ``params`` that must have the updates' tree."""
+        return params
+
+    # -- the protocol --------------------------------------------------------
+
+    def at_step(self, count: Any) -> GradientTransformation:
+        """This transformation with each schedule replaced by its value at ``count``."""
+        values = {
+            name: resolve(getattr(self, name), count)
+            for name in self._schedulable
+            if is_schedule(getattr(self, name))
+        }
+        return self._with_fields(**values) if values else self
+
+    def init(self, params: Params) -> OptState:
+        """The initial state for ``params``."""
+        state = self.at_step(zero_count()).init_state(params)
+        if self._schedulable and self.schedule_count(state) is None:
+            state = ScheduleState(count=zero_count(), inner_state=state)
+        return shard_state_like_params(state, params)
+
+    def update(
+        self,
+        updates: Updates,
+        state: OptState,
+        params: Params | None = None,
+        **extra_args: Any,
+    ) -> tuple[Updates, OptState]:
+        """Transform ``updates``; returns ``(new_updates, new_state)``."""
+        if params is not None:
+            like = self._params_like_updates(params)
+            check_same_structure(updates, like, "updates", "params")
+            check_same_shapes(updates, like, "updates", "params")
+        wrapped = bool(self._schedulable) and isinstance(state, ScheduleState)
+        inner = state.inner_state if wrapped else state
+        count = state.count if wrapped else self.schedule_count(state)
+        if count is None and self._schedulable:
+            raise TypeError(
+                f"{self._public_name()}.update was given a state not made by its "
+                f"init (no step count in {type(state).__name__})"
+            )
+        tx = self if count is None else self.at_step(count)
+        new_updates, new_inner = tx.update_state(updates, inner, params, **extra_args)
+        new_inner = match_state(new_inner, inner, self._public_name())
+        new_state = (
+            ScheduleState(safe_increment(count), new_inner) if wrapped else new_inner
+        )
+        return match_dtypes(new_updates, updates), new_state
+
+
+GradientTransformationExtraArgs = GradientTransformation
+"""optax's name for a transformation whose ``update`` takes extra keyword
+arguments; every gradax transformation does."""
+
+
+class FunctionTransformation(GradientTransformation):
+    """A transformation from an ``init`` and an ``update`` function.
+
+    What ``gradax.GradientTransformation(init_fn, update_fn)`` builds, as in
+    optax. The functions are static (part of the tree definition); the
+    guarantees of :class:`GradientTransformation` apply to what they return.
+
+    Args:
+      init: ``init(params) -> state``.
+      update: ``update(updates, state, params=None, **extra_args) ->
+        (updates, state)``; extra arguments are dropped when it takes no
+        ``**kwargs``.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.GradientTransformation(
+      ...     lambda params: (), lambda u, s, p=None: (2 * u, s)
+      ... )
+      >>> tx.update(jnp.ones(2), tx.init(jnp.ones(2)))[0]
+      Array([2., 2.], dtype=float32)
+    """
+
+    init_fn: Callable[[Params], OptState] = static_field()
+    update_fn: Callable[..., tuple[Updates, OptState]] = static_field()
+
+    def __init__(self, init: Callable, update: Callable):
+        for name, fn in (("init", init), ("update", update)):
+            if not callable(fn):
+                raise TypeError(
+                    f"GradientTransformation({name}=...) must be a function, "
+                    f"got {type(fn).__name__}: {fn!r}"
+                )
+        object.__setattr__(self, "init_fn", init)
+        object.__setattr__(self, "update_fn", update)
+        self.__post_init__()
+
+    def init_state(self, params):
+        return self.init_fn(params)
+
+    def update_state(self, updates, state, params=None, **extra_args):
+        return call_update_fn(self.update_fn, updates, state, params, extra_args)
+
+
+class Alias(GradientTransformation):
+    """A transformation defined as a composition of others (e.g. ``adamw``).
+
+    It keeps the user's hyperparameters as its own (declared, validated)
+    fields, so ``repr`` and equality show them, and builds the composition at
+    each init/update. Schedules are passed on to the parts, which resolve
+    them at their own step counts.
+    """
+
+    _resolves_schedules = False
+
+    def build(self) -> GradientTransformation:
+        """The composition this alias stands for."""
+        raise NotImplementedError
+
+    def init_state(self, params):
+        return self.build().init(params)
+
+    def update_state(self, updates, state, params=None, **extra_args):
+        return self.build().update(updates, state, params, **extra_args)
+
+
+# ----------------------------------------------------------------------------
+# Transformations from other libraries (optax) inside gradax.
+
+
+def is_foreign_transformation(value: Any) -> bool:
+    """Whether ``value`` is a transformation from another library (optax)."""
+    return (
+        not isinstance(value, Module)
+        and callable(getattr(value, "init", None))
+        and callable(getattr(value, "update", None))
+    )
+
+
+class Foreign(GradientTransformation):
+    """Wraps a transformation from another library (e.g. optax) for gradax.
+
+    The wrapped object is static: its hyperparameters are closed over, as in
+    the library it came from. Extra keyword arguments are dropped when its
+    update does not accept them.
+
+    Args:
+      tx: an object with ``init`` and ``update``.
+    """
+
+    tx: Any = static_field()
+
+    def init_state(self, params):
+        return self.tx.init(params)
+
+    def update_state(self, updates, state, params=None, **extra_args):
+        return call_update_fn(self.tx.update, updates, state, params, extra_args)
+
+
+def as_transformation(value: Any, name: str = "transformation") -> Any:
+    """``value`` as a gradax transformation; optax ones are wrapped."""
+    if isinstance(value, GradientTransformation):
+        return value
+    if is_foreign_transformation(value):
+        return Foreign(value)
+    raise TypeError(
+        f"{name} must be a gradient transformation (an object with init and "
+        f"update), got {type(value).__name__}: {value!r}"
+    )
+
+
+def with_extra_args_support(tx: Any) -> GradientTransformation:
+    """Make ``tx`` accept (and ignore) extra keyword arguments in ``update``.
+
+    Args:
+      tx: a gradax or optax transformation.
+
+    Returns:
+      A gradax transformation (every gradax ``update`` takes extra keyword
+      arguments, so a gradax one is returned unchanged).
+    """
+    return as_transformation(tx, "tx")

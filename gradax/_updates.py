@@ -1,0 +1,67 @@
+"""Applying updates to parameters: apply_updates, incremental and periodic updates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from ._protocol import Params, Updates
+from ._state_guard import cast, is_weakly_typed
+from ._treecheck import check_same_structure
+
+
+def apply_updates(params: Params, updates: Updates) -> Params:
+    """Add updates to parameters, keeping each parameter's dtype.
+
+    Args:
+      params: the parameters.
+      updates: a tree with the same structure (None leaves are skipped).
+
+    Returns:
+      ``params + updates``, leaf by leaf, cast to the parameters' dtypes (and
+      weak types).
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> gradax.apply_updates({"w": jnp.ones(2)}, {"w": jnp.ones(2)})["w"]
+      Array([2., 2.], dtype=float32)
+    """
+    check_same_structure(updates, params, "updates", "params")
+
+    def add(p, u):
+        if p is None:
+            return None
+        p = jnp.asarray(p)
+        # Keep a weakly typed parameter weak, so a jitted step taking the
+        # result does not retrace on its second call.
+        return cast(jnp.asarray(p + u), p.dtype, is_weakly_typed(p))
+
+    return jax.tree.map(add, params, updates, is_leaf=lambda x: x is None)
+
+
+def incremental_update(new_tensors: Any, old_tensors: Any, step_size: Any) -> Any:
+    """Polyak averaging: ``step_size * new + (1 - step_size) * old``."""
+    check_same_structure(new_tensors, old_tensors, "new_tensors", "old_tensors")
+    return jax.tree.map(
+        lambda new, old: (
+            None if new is None else step_size * new + (1.0 - step_size) * old
+        ),
+        new_tensors,
+        old_tensors,
+        is_leaf=lambda x: x is None,
+    )
+
+
+def periodic_update(
+    new_tensors: Any, old_tensors: Any, steps: Any, update_period: int
+) -> Any:
+    """``new_tensors`` every ``update_period`` steps, else ``old_tensors``."""
+    check_same_structure(new_tensors, old_tensors, "new_tensors", "old_tensors")
+    return jax.lax.cond(
+        jnp.mod(steps, update_period) == 0,
+        lambda _: new_tensors,
+        lambda _: old_tensors,
+        None,
+    )

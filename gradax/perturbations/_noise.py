@@ -1,0 +1,67 @@
+"""Noise distributions for perturbed functions: a sampler and a log-density."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .._pytree import Module
+
+
+class Normal(Module):
+    r"""The standard normal distribution.
+
+    .. math::
+      \log p(z) = -\tfrac{1}{2} z^2 + \text{const}
+
+    ``sample(key, sample_shape=(), dtype=float)`` draws samples and
+    ``log_prob(inputs)`` is the log-density up to its constant, all that
+    :func:`make_perturbed_fun` needs.
+
+    Example:
+      >>> import jax
+      >>> from gradax.perturbations import Normal
+      >>> Normal().sample(jax.random.key(0), (3,)).shape
+      (3,)
+    """
+
+    def sample(
+        self, key: Any, sample_shape: tuple[int, ...] = (), dtype: Any = float
+    ) -> jax.Array:
+        """Samples of the given shape and dtype."""
+        return jax.random.normal(key, sample_shape, dtype)
+
+    def log_prob(self, inputs: jax.Array) -> jax.Array:
+        """The log-density at ``inputs``, up to an additive constant."""
+        return -0.5 * inputs**2
+
+
+class Gumbel(Module):
+    r"""The standard Gumbel distribution (location 0, scale 1).
+
+    .. math::
+      \log p(z) = -z - e^{-z}
+
+    ``sample(key, sample_shape=(), dtype=float)`` draws samples and
+    ``log_prob(inputs)`` is the log-density, all that
+    :func:`make_perturbed_fun` needs. Perturbing scores with Gumbel noise
+    turns an argmax into a sample of the softmax distribution.
+
+    Example:
+      >>> import jax
+      >>> from gradax.perturbations import Gumbel
+      >>> Gumbel().sample(jax.random.key(0), (3,)).shape
+      (3,)
+    """
+
+    def sample(
+        self, key: Any, sample_shape: tuple[int, ...] = (), dtype: Any = float
+    ) -> jax.Array:
+        """Samples of the given shape and dtype."""
+        return jax.random.gumbel(key, sample_shape, dtype)
+
+    def log_prob(self, inputs: jax.Array) -> jax.Array:
+        """The log-density at ``inputs``."""
+        return -inputs - jnp.exp(-inputs)
