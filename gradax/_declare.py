@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Union
 
 import jax
 import numpy as np
@@ -115,6 +115,13 @@ class OneOf:
         return f"{text}, or {self.also_text}" if self.also_text else text
 
 
+# optax's public type aliases, as the same objects optax builds (code that
+# inspects annotations, optax's own tests among it, compares them by value).
+Schedule = Callable[[jax.typing.ArrayLike], jax.typing.ArrayLike]
+ScalarOrSchedule = Union[float, jax.Array, Schedule]  # noqa: UP007 - runtime alias
+Scalar = Union[float, jax.Array]  # noqa: UP007 - runtime alias
+
+
 # Ranges that many optimizers share.
 ANY = Range()
 NONNEGATIVE = Range(0.0)
@@ -141,6 +148,18 @@ class Spec:
     schedule: bool
     array: bool
     allow_none: bool
+
+    def annotation(self) -> Any:
+        """The type a field with this declaration is annotated with."""
+        if isinstance(self.valid, OneOf):
+            return Any
+        if self.schedule:
+            base = ScalarOrSchedule
+        elif self.array:
+            base = Scalar
+        else:
+            base = int if self.valid.integer else float
+        return base | None if self.allow_none else base
 
 
 def hyper(

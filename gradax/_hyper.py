@@ -24,6 +24,15 @@ class Schedule(Module):
     def __call__(self, count: Any) -> Any:
         raise NotImplementedError
 
+    def bounds(self) -> tuple[float, float] | None:
+        """The smallest and largest value over all steps, or None if unknown.
+
+        Read from the schedule's arguments, without evaluating it (nothing
+        touches a device at construction); a declared hyperparameter holding
+        the schedule checks these against its valid range.
+        """
+        return None
+
 
 class FunctionSchedule(Schedule):
     """Wraps a plain callable ``count -> value`` so it can live in a pytree.

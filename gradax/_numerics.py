@@ -1,4 +1,7 @@
-"""Numerically safe norms and counters, with optax's public names.
+"""Numerical helpers shared by the whole package, in one place.
+
+Numerically safe norms and counters with optax's public names, and the
+internal ``abs_sq`` and ``real_dtype`` every module uses instead of a copy.
 
 ``safe_norm`` and ``safe_root_mean_squares`` clamp from below without the NaN
 gradient that ``jnp.maximum(jnp.linalg.norm(x), m)`` has at ``x = 0``;
@@ -13,9 +16,16 @@ import jax
 import jax.numpy as jnp
 
 
-def _abs_sq(x: jax.Array) -> jax.Array:
-    """``|x|**2``, real even for complex ``x``."""
-    return (jnp.conj(x) * x).real
+def abs_sq(x: jax.Array) -> jax.Array:
+    """``|x|**2`` element-wise, in the real dtype of ``x`` (the one copy)."""
+    if jnp.iscomplexobj(x):
+        return (jnp.conj(x) * x).real
+    return x * x
+
+
+def real_dtype(dtype: Any) -> Any:
+    """The real counterpart of a floating dtype (float32 for complex64)."""
+    return jnp.finfo(dtype).dtype
 
 
 def safe_norm(
@@ -74,10 +84,10 @@ def safe_root_mean_squares(x: Any, min_rms: Any) -> jax.Array:
       >>> gradax.safe_root_mean_squares(jnp.array([3.0, 4.0]), 0.1)
       Array(3.535534, dtype=float32)
     """
-    rms = jnp.sqrt(jnp.mean(_abs_sq(x)))
+    rms = jnp.sqrt(jnp.mean(abs_sq(x)))
     below = rms <= min_rms
     safe_x = jnp.where(below, jnp.ones_like(x), x)
-    return jnp.where(below, min_rms, jnp.sqrt(jnp.mean(_abs_sq(safe_x))))
+    return jnp.where(below, min_rms, jnp.sqrt(jnp.mean(abs_sq(safe_x))))
 
 
 def safe_increment(count: Any) -> Any:

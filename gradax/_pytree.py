@@ -107,6 +107,23 @@ def _keep_declarations_of_redefined_fields(cls: type) -> None:
         setattr(cls, name, redefined)
 
 
+def _annotate_declared_fields(cls: type, fields: tuple) -> None:
+    """Annotate each declared hyperparameter with the type its declaration allows.
+
+    The annotation comes from the declaration, not the source (whose text is a
+    string under ``from __future__ import annotations``): a learning rate that
+    accepts schedules reads as optax's ``ScalarOrSchedule``.
+    """
+    init_annotations = getattr(cls.__init__, "__annotations__", {})
+    for f in fields:
+        spec = spec_of(f)
+        if spec is None:
+            continue
+        f.type = spec.annotation()
+        if f.name in init_annotations:
+            init_annotations[f.name] = f.type
+
+
 class Module:
     """Base of all gradax objects: a frozen dataclass registered as a pytree.
 
@@ -120,6 +137,7 @@ class Module:
         _keep_declarations_of_redefined_fields(cls)
         dataclasses.dataclass(frozen=True, eq=False, repr=False)(cls)
         fields = dataclasses.fields(cls)
+        _annotate_declared_fields(cls, fields)
         data = tuple(f.name for f in fields if not is_static(f))
         static = tuple(f.name for f in fields if is_static(f))
         cls._data_fields = data

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Union
 
-import jax
-
+from . import _declare
 from ._protocol import EmptyState, OptState, Params, ScheduleState, Updates
 from .combinators.masked import PartitionState
 
@@ -19,9 +18,9 @@ MaskOrFn = Union[Any, Callable[[Params], Any], None]  # noqa: UP007 - a runtime 
 """A mask: a tree of booleans like the params, a function of the params
 returning one, or None."""
 
-ScalarOrSchedule = Union[float, jax.Array, Callable[[Any], Any]]  # noqa: UP007
+ScalarOrSchedule = _declare.ScalarOrSchedule
 """A hyperparameter: a number, an array, or a schedule (a function of the
-step count)."""
+step count); the same object as optax's alias."""
 
 TransformInitFn = Callable[[Params], OptState]
 """The type of ``init``: ``init(params) -> state``."""

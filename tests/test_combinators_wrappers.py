@@ -234,10 +234,10 @@ def test_multi_steps_extra_args_reach_inner():
     seen = []
 
     class probe(gradax.GradientTransformation):
-        def init(self, params):
+        def init_state(self, params):
             return gradax.EmptyState()
 
-        def update(self, updates, state, params=None, **extra_args):
+        def update_state(self, updates, state, params=None, **extra_args):
             seen.append(sorted(extra_args))
             return updates, state
 

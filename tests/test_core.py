@@ -12,7 +12,7 @@ import optax
 import pytest
 
 import gradax
-from gradax._core import GradientTransformation
+from gradax import GradientTransformation
 
 
 def params_tree():
@@ -174,19 +174,19 @@ class _DriftState(NamedTuple):
 class _drifting(GradientTransformation):
     """A deliberately sloppy transformation: its update promotes the state."""
 
-    def init(self, params):
+    def init_state(self, params):
         return _DriftState(jax.tree.map(jnp.zeros_like, params))
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         acc = jax.tree.map(lambda a, g: a + g.astype(jnp.float32), state.acc, updates)
         return jax.tree.map(lambda g: g.astype(jnp.float32), updates), _DriftState(acc)
 
 
 class _reshaping(GradientTransformation):
-    def init(self, params):
+    def init_state(self, params):
         return _DriftState(jax.tree.map(jnp.zeros_like, params))
 
-    def update(self, updates, state, params=None, **extra_args):
+    def update_state(self, updates, state, params=None, **extra_args):
         return updates, _DriftState(jax.tree.map(lambda a: a[None], state.acc))
 
 
@@ -208,10 +208,10 @@ def test_weak_type_of_state_is_kept():
     tx = gradax.scale(2.0)
 
     class _weak(GradientTransformation):
-        def init(self, params):
+        def init_state(self, params):
             return _DriftState(jnp.asarray(0.0))  # weakly typed
 
-        def update(self, updates, state, params=None, **extra_args):
+        def update_state(self, updates, state, params=None, **extra_args):
             return updates, _DriftState(state.acc + jnp.float32(1.0))
 
     weak = gradax.chain(tx, _weak())
