@@ -12,8 +12,11 @@ from ._numerics import safe_increment as safe_increment
 from ._numerics import safe_int32_increment as safe_int32_increment
 from ._numerics import safe_norm as safe_norm
 from ._numerics import safe_root_mean_squares as safe_root_mean_squares
+from . import declare as declare
+from ._declare import HyperparameterError as HyperparameterError
 from ._protocol import Alias as Alias
 from ._protocol import EmptyState as EmptyState
+from ._protocol import FunctionTransformation as FunctionTransformation
 from ._protocol import GradientTransformation as GradientTransformation
 from ._protocol import (
     GradientTransformationExtraArgs as GradientTransformationExtraArgs,
@@ -356,3 +359,40 @@ from .tree import update_moment as update_moment
 from .tree import update_moment_per_elem_norm as update_moment_per_elem_norm
 
 __version__ = "0.1.0.dev0"
+
+# Projections, perturbations, assignment, second order, experimental.
+from . import assignment as assignment  # noqa: E402
+from . import experimental as experimental  # noqa: E402
+from . import perturbations as perturbations  # noqa: E402
+from . import projections as projections  # noqa: E402
+from . import second_order as second_order  # noqa: E402
+
+# Losses (optax.losses).
+from . import losses as losses  # noqa: E402
+from .losses import convex_kl_divergence as convex_kl_divergence  # noqa: E402
+from .losses import cosine_distance as cosine_distance  # noqa: E402
+from .losses import cosine_similarity as cosine_similarity  # noqa: E402
+from .losses import ctc_loss as ctc_loss  # noqa: E402
+from .losses import (  # noqa: E402
+    ctc_loss_with_forward_probs as ctc_loss_with_forward_probs,
+)
+from .losses import generalized_kl_divergence as generalized_kl_divergence  # noqa: E402
+from .losses import hinge_loss as hinge_loss  # noqa: E402
+from .losses import huber_loss as huber_loss  # noqa: E402
+from .losses import kl_divergence as kl_divergence  # noqa: E402
+from .losses import l2_loss as l2_loss  # noqa: E402
+from .losses import log_cosh as log_cosh  # noqa: E402
+from .losses import ntxent as ntxent  # noqa: E402
+from .losses import (  # noqa: E402
+    safe_softmax_cross_entropy as safe_softmax_cross_entropy,
+)
+from .losses import (  # noqa: E402
+    sigmoid_binary_cross_entropy as sigmoid_binary_cross_entropy,
+)
+from .losses import sigmoid_focal_loss as sigmoid_focal_loss  # noqa: E402
+from .losses import smooth_labels as smooth_labels  # noqa: E402
+from .losses import softmax_cross_entropy as softmax_cross_entropy  # noqa: E402
+from .losses import (  # noqa: E402
+    softmax_cross_entropy_with_integer_labels as softmax_cross_entropy_with_integer_labels,  # noqa: E501
+)
+from .losses import squared_error as squared_error  # noqa: E402

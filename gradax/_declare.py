@@ -124,12 +124,19 @@ Scalar = Union[float, jax.Array]  # noqa: UP007 - runtime alias
 
 # Ranges that many optimizers share.
 ANY = Range()
+"""Any finite real number."""
 NONNEGATIVE = Range(0.0)
+"""``[0, inf)``: an epsilon, a weight decay."""
 POSITIVE = Range(0.0, low_open=True)
-DECAY = Range(0.0, 1.0, high_open=True)  # Adam's b1, a momentum
-UNIT = Range(0.0, 1.0)  # a fraction, a probability
+"""``(0, inf)``: a norm bound, a temperature."""
+DECAY = Range(0.0, 1.0, high_open=True)
+"""``[0, 1)``: Adam's ``b1``, a momentum (1 would never forget)."""
+UNIT = Range(0.0, 1.0)
+"""``[0, 1]``: a fraction, a probability, an interpolation weight."""
 POSITIVE_INT = Range(1, integer=True)
+"""An integer ``>= 1``: a step count, a block size."""
 NONNEGATIVE_INT = Range(0, integer=True)
+"""An integer ``>= 0``."""
 LEARNING_RATE = Range(
     0.0,
     hint=(
@@ -138,6 +145,7 @@ LEARNING_RATE = Range(
         "the optimizer."
     ),
 )
+"""``[0, inf)``, with a hint on how to ascend instead of a negative rate."""
 
 
 @dataclasses.dataclass(frozen=True)

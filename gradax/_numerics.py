@@ -123,3 +123,12 @@ def safe_increment(count: Any) -> Any:
 
 safe_int32_increment = safe_increment
 """The same function as :func:`safe_increment` (optax's older name)."""
+
+
+def work_dtype(dtype: Any) -> Any:
+    """At least float32 (complex stays complex): the dtype to compute in.
+
+    Matrix arithmetic on bfloat16 or float16 leaves (Muon's variants, Shampoo,
+    SOAP) runs in this dtype and rounds back once at the end.
+    """
+    return jnp.promote_types(dtype, jnp.float32)

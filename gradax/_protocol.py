@@ -240,7 +240,7 @@ class GradientTransformation(Module):
         **extra_args: Any,
     ) -> tuple[Updates, OptState]:
         """Transform ``updates``; returns ``(new_updates, new_state)``."""
-        if params is not None:
+        if params is not None and updates is not None:  # None: an empty tree
             like = self._params_like_updates(params)
             check_same_structure(updates, like, "updates", "params")
             check_same_shapes(updates, like, "updates", "params")

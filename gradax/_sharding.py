@@ -85,3 +85,28 @@ def shard_state_like_params(state: Any, params: Any) -> Any:
         return leaf
 
     return jax.tree_util.tree_map_with_path(tie, state)
+
+
+def replicate(x: jax.Array) -> tuple[jax.Array, Any]:
+    """A replicated copy of ``x`` and its Explicit sharding (None if none).
+
+    Sharding in types forbids QR, top-k and contractions over a sharded axis;
+    such code computes each matrix whole, then calls :func:`restore`.
+    """
+    sharding = explicit_sharding(x)
+    if sharding is None:
+        return x, None
+    return jax.sharding.reshard(x, jax.sharding.PartitionSpec()), sharding
+
+
+def restore(x: jax.Array, sharding: Any) -> jax.Array:
+    """Give ``x`` back the sharding :func:`replicate` took away."""
+    return x if sharding is None else jax.sharding.reshard(x, sharding.spec)
+
+
+def match_sharding(new: jax.Array, old: Any) -> jax.Array:
+    """``new`` with ``old``'s Explicit sharding (state stays stable in scan)."""
+    sharding = explicit_sharding(old)
+    if sharding is None or new is None:
+        return new
+    return jax.sharding.reshard(new, sharding.spec)

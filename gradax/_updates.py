@@ -28,6 +28,8 @@ def apply_updates(params: Params, updates: Updates) -> Params:
       >>> gradax.apply_updates({"w": jnp.ones(2)}, {"w": jnp.ones(2)})["w"]
       Array([2., 2.], dtype=float32)
     """
+    if params is None:
+        return None  # as optax: an empty tree of parameters stays empty
     check_same_structure(updates, params, "updates", "params")
 
     def add(p, u):
@@ -42,7 +44,18 @@ def apply_updates(params: Params, updates: Updates) -> Params:
 
 
 def incremental_update(new_tensors: Any, old_tensors: Any, step_size: Any) -> Any:
-    """Polyak averaging: ``step_size * new + (1 - step_size) * old``."""
+    """Polyak averaging: ``step_size * new + (1 - step_size) * old``.
+
+    Args:
+      new_tensors: the new values (None gives None, as in optax).
+      old_tensors: the running average, a tree like ``new_tensors``.
+      step_size: the weight of the new values, in [0, 1].
+
+    Returns:
+      The new running average.
+    """
+    if new_tensors is None:
+        return None
     check_same_structure(new_tensors, old_tensors, "new_tensors", "old_tensors")
     return jax.tree.map(
         lambda new, old: (

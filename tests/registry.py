@@ -153,6 +153,23 @@ CORE_ENTRIES: list[Entry] = [
         ),
     ),
     Entry(
+        "multi_transform",
+        injectable=False,
+        optimizer=True,
+        build_fn=lambda: gradax.multi_transform(
+            {"a": gradax.adam(0.05), "b": gradax.sgd(0.02)}, _LABELS
+        ),
+        optax_build_fn=lambda: optax.multi_transform(
+            {"a": optax.adam(0.05), "b": optax.sgd(0.02)}, _LABELS
+        ),
+    ),
+    Entry(
+        "scale_by_shape",
+        dict(consistent_rms=0.2),
+        schedule_arg="consistent_rms",
+        optax_name="",  # optax has no scale_by_shape
+    ),
+    Entry(
         "MultiSteps",
         injectable=False,
         build_fn=lambda: gradax.MultiSteps(gradax.adam(0.05), 2),

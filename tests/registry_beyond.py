@@ -35,6 +35,11 @@ ENTRIES += [
     ),
 ]
 
+# MARS' direction alone (no learning rate).
+ENTRIES += [
+    Entry("scale_by_mars", dict(gamma=0.025), schedule_arg="b1", optax_name=""),
+]
+
 # Shampoo and SOAP (no optax twins). Small blocks and frequent refreshes so the
 # conformance checks' few steps reach blocking, cached roots and basis
 # refreshes; complex parameters get Hermitian factors.

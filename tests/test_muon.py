@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import warnings
 from pathlib import Path
@@ -348,3 +349,75 @@ def test_bad_options_are_named():
         gradax.muon(0.02, weight_decay=-1.0)
     with pytest.raises(ValueError, match="ns_coeffs"):
         gradax.muon(0.02, ns_coeffs=np.ones((7, 3)), ns_steps=5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(ns_steps=0), r"ns_steps must be an integer >= 1, got 0"),
+        (dict(ns_steps=2.5), r"ns_steps must be an integer >= 1"),
+        (dict(ns_coeffs="kellerr"), r"ns_coeffs must be one of 'keller'.*'kellerr'"),
+        (dict(ns_coeffs=np.ones((2, 4))), r"ns_coeffs must be one of .*\(T, 3\)"),
+        (dict(ns_coeffs=(1.0, np.nan, 1.0)), r"ns_coeffs must be .*finite"),
+        (dict(eps=-1e-8), r"eps must be in \[0, inf\)"),
+        (dict(adam_b2=1.0), r"adam_b2 must be in \[0, 1\)"),
+        (dict(adam_eps=-1.0), r"adam_eps must be in \[0, inf\)"),
+        (dict(adam_learning_rate=-1.0), r"adam_learning_rate must be in \[0, inf\)"),
+        (dict(consistent_rms=-0.2), r"consistent_rms must be in \[0, inf\)"),
+        (dict(method="fast"), r"method must be one of 'auto', 'ns', 'gram'"),
+        (dict(precision="int8"), r"precision must be one of"),
+        (dict(shape_scaling="max"), r"shape_scaling must be one of 'keller'"),
+        (dict(distributed="yes"), r"distributed must be one of 'auto', True, False"),
+    ],
+)
+def test_invalid_options_fail_at_construction_naming_the_argument(kwargs, message):
+    # Each fails when the optimizer is built, not at the first update, and the
+    # error names the user's argument (ns_steps, not orthogonalize's steps).
+    for name in ("muon", "normuon", "adamuon", "dion2", "scale_by_muon"):
+        fn = getattr(gradax, name)
+        fields = inspect.signature(fn).parameters
+        if not set(kwargs) <= set(fields):
+            continue
+        args = () if name.startswith("scale_by") else (0.02,)
+        with pytest.raises(ValueError, match=message):
+            fn(*args, **kwargs)
+
+
+def test_muon_labels_names_a_bad_exclude_pattern():
+    params = {"embed": jnp.zeros((10, 4)), "w": jnp.zeros((4, 8))}
+    with pytest.raises(ValueError, match=r"exclude must be a valid regular .*'\(emb'"):
+        gradax.muon_labels(params, exclude="(emb", print_report=False)
+    with pytest.raises(ValueError, match="shape_scaling"):
+        gradax.muon_labels(params, shape_scaling="max", print_report=False)
+
+
+def test_options_reach_the_direction_of_every_variant():
+    # Each option is passed on by name (no reflection): a changed option
+    # shows in the direction that the optimizer builds.
+    options = dict(
+        ns_coeffs="you5",
+        ns_steps=7,
+        eps=1e-6,
+        preconditioning="schatten",
+        method="ns",
+        precision="highest",
+        distributed=False,
+    )
+    momentum = dict(beta=0.9, nesterov=False, momentum="sum", bias_correction=True)
+    for name, extra in (
+        ("muon", momentum),
+        ("normuon", momentum),
+        ("adamuon", momentum),
+        ("dion2", {}),
+    ):
+        tx = getattr(gradax, name)(0.02, **options, **extra)
+        direction = tx._muon_direction()
+        for key, value in {**options, **extra}.items():
+            assert getattr(direction, key) == value, (name, key)
+    # and from NorMuon's direction to Muon's momentum and orthogonalization
+    inner = gradax.scale_by_normuon(**options, **momentum)._muon()
+    for key, value in {**options, **momentum}.items():
+        assert getattr(inner, key) == value, key
+    inner = gradax.scale_by_dion2(**options)._muon()
+    for key, value in options.items():
+        assert getattr(inner, key) == value, key

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -179,6 +181,12 @@ def test_dion_validation_names_the_argument():
             gradax.dion(0.1, rank=bad)
     with pytest.raises(ValueError, match="mu"):
         gradax.dion(0.1, mu=1.0)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        gradax.dion(0.1, seed=0.5)
+    with pytest.raises(ValueError, match="shape_scaling"):
+        gradax.dion(0.1, shape_scaling="max")
+    # Any integer seeds jax.random.key; an int rank or a fraction is a rank.
+    assert gradax.dion(0.1, seed=-3, rank=np.int64(3)).rank == 3
 
 
 # ----------------------------------------------------------------------- Dion2
@@ -226,12 +234,32 @@ def test_dion2_validation_names_the_argument():
         gradax.dion2(0.1, select="diagonal")
     with pytest.raises(ValueError, match="ef_decay"):
         gradax.dion2(0.1, ef_decay=1.5)
+    with pytest.raises(ValueError, match="ns_steps"):
+        gradax.dion2(0.1, ns_steps=0)
+    with pytest.raises(ValueError, match="ns_coeffs"):
+        gradax.scale_by_dion2(ns_coeffs="polar")
 
 
 def test_normalized_variants_validate_beta2():
     for name in ("normuon", "adamuon"):
         with pytest.raises(ValueError, match="beta2"):
             getattr(gradax, name)(0.1, beta2=1.0)
+    for name in ("scale_by_normuon", "scale_by_adamuon"):
+        with pytest.raises(ValueError, match="beta2"):
+            getattr(gradax, name)(beta2=1.0)
+        with pytest.raises(ValueError, match="consistent_rms"):
+            getattr(gradax, name)(consistent_rms=-1.0)
+
+
+def test_normalized_directions_take_consistent_rms_by_keyword_only():
+    # As before the declarations were written: consistent_rms is keyword-only.
+    for name in ("scale_by_normuon", "scale_by_adamuon"):
+        parameter = inspect.signature(getattr(gradax, name)).parameters[
+            "consistent_rms"
+        ]
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        assert parameter.default == 0.2
+        assert getattr(gradax, name)().consistent_rms == 0.2
 
 
 # --------------------------------------------------- stacked layers and vmap
@@ -249,7 +277,10 @@ def test_stacked_leaf_is_independent_matrices(name):
     state = tx.init(stacked[0])
     single = _direction(name)
     if name == "dion":  # same starting Q per layer as the separate runs
-        state = state._replace(q=jnp.stack([single.init(lay[0]).q for lay in layers]))
+        # (scale_by_dion's DionState sits in a ScheduleState: mu and eps
+        # accept schedules and DionState has no step count of its own.)
+        q = jnp.stack([single.init(lay[0]).q for lay in layers])
+        state = state._replace(inner_state=state.inner_state._replace(q=q))
     together = []
     for g in stacked:
         u, state = tx.update(g, state)

@@ -233,6 +233,15 @@ def test_bad_options_are_named(kwargs, message):
         gradax.orthogonalize(jnp.ones((3, 4)), **kwargs)
 
 
+@pytest.mark.parametrize("dtype", [jnp.int32, jnp.uint8, jnp.bool_])
+def test_non_float_input_is_rejected(dtype):
+    # The result has the input's dtype: an integer "polar factor" is garbage.
+    with pytest.raises(
+        TypeError, match=r"floating-point or complex .*got dtype (int32|uint8|bool)"
+    ):
+        gradax.orthogonalize(jnp.ones((3, 4), dtype))
+
+
 def test_rank_one_input_is_rejected():
     with pytest.raises(ValueError, match="rank >= 2"):
         gradax.orthogonalize(jnp.ones(3))

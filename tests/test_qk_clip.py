@@ -141,6 +141,24 @@ def test_errors_name_the_problem():
         gradax.qk_clip(w_q.reshape(D, DH, H), w_k.reshape(D, DH, H), s, rope_dim=2)
 
 
+@pytest.mark.parametrize("tau", [0.0, -1.0, float("nan")])
+def test_tau_must_be_positive(tau):
+    # tau = 0 would zero every clipped head's weights.
+    w_q, w_k = weights()
+    with pytest.raises(ValueError, match=r"tau must be in \(0, inf\)"):
+        gradax.qk_clip(w_q, w_k, jnp.full(H, 400.0), tau=tau)
+
+
+def test_infinite_or_traced_tau_is_accepted():
+    w_q, w_k = weights()
+    s = jnp.full(H, 400.0)
+    q, k = gradax.qk_clip(w_q, w_k, s, tau=float("inf"))
+    np.testing.assert_array_equal(q, w_q)
+    np.testing.assert_array_equal(k, w_k)
+    jitted = jax.jit(lambda tau: gradax.qk_clip(w_q, w_k, s, tau))
+    np.testing.assert_array_equal(jitted(100.0)[0], gradax.qk_clip(w_q, w_k, s)[0])
+
+
 def test_example_runs_and_caps_the_logits():
     path = pathlib.Path(__file__).parents[1] / "examples" / "muonclip.py"
     spec = importlib.util.spec_from_file_location("muonclip_example", path)

@@ -485,3 +485,131 @@ def test_exponential_decay_matches_optax(
     ours, ref = gradax.exponential_decay(*args), optax.exponential_decay(*args)
     for count in counts:
         _assert_same(ours(count), ref(count), f"step {count}")
+
+
+# --------------------------------------------------------------------------
+# Bounds: known from the arguments, checked against a dense evaluation.
+# --------------------------------------------------------------------------
+
+# Steps 0 to 400: past the end of every case above (bounds are over steps >= 0).
+DENSE = np.arange(0, 401)
+
+
+def _dense_values(schedule):
+    return np.asarray(jax.vmap(schedule)(jnp.asarray(DENSE, jnp.int32)), np.float64)
+
+
+def _assert_bounds_hold(schedule, bounds):
+    values = _dense_values(schedule)
+    low, high = bounds
+    assert low <= high
+    slack = 1e-6 * max(1.0, abs(low), abs(high))
+    assert values.min() >= low - slack, (schedule, bounds, values.min())
+    assert values.max() <= high + slack, (schedule, bounds, values.max())
+    return values, slack
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_bounds_hold_every_value(case):
+    schedule = _build(gradax, case)
+    bounds = schedule.bounds()
+    if case[0] == "join_schedules" and case[1] is _mixed_join:
+        assert bounds is None  # a plain function's values are unknown
+        return
+    if case[0] == "exponential_decay" and case[1][2] > 1 and "end_value" not in case[2]:
+        assert bounds is None  # grows without bound
+        return
+    assert bounds is not None, case
+    _assert_bounds_hold(schedule, bounds)
+
+
+# Schedules whose smallest and largest values are reached within DENSE steps.
+TIGHT = [
+    gradax.constant_schedule(-0.3),
+    gradax.linear_schedule(1.0, -0.5, 20, transition_begin=5),
+    gradax.polynomial_schedule(0.1, 2.0, 0.5, 30),
+    gradax.polynomial_schedule(0.1, 2.0, 0.0, 30),  # 0 ** 0: constant
+    gradax.linear_schedule(1.0, 5.0, -3),  # constant init_value
+    gradax.cosine_decay_schedule(2.0, 50, alpha=-0.5, exponent=2.0),
+    gradax.cosine_decay_schedule(-1.0, 50, alpha=0.1),
+    gradax.warmup_cosine_decay_schedule(0.0, 1.0, 10, 60, end_value=0.05),
+    gradax.warmup_cosine_decay_schedule(0.5, 0.2, 0, 60, end_value=0.3),
+    gradax.warmup_cosine_decay_schedule(-0.2, 0.0, 5, 60, end_value=0.3),
+    gradax.warmup_constant_schedule(0.0, 3.0, 8),
+    gradax.exponential_decay(1.0, 5, 0.5, end_value=0.1),
+    gradax.exponential_decay(0.5, 6, 1.5, end_value=2.0),
+    gradax.exponential_decay(0.5, 6, 1.5, end_value=0.2),  # capped from the start
+    gradax.exponential_decay(1.0, 0, 3.0, end_value=0.5),  # constant, no cap
+    gradax.warmup_exponential_decay_schedule(0.0, 1.0, 5, 4, 0.5, end_value=0.2),
+    gradax.warmup_exponential_decay_schedule(0.1, 1.0, 0, 4, 2.0, end_value=3.0),
+    gradax.piecewise_constant_schedule(1.0, {5: 0.5, 15: 4.0, 10: 0.1}),
+    gradax.piecewise_constant_schedule(2.0, {-2: 3.0, 0: 0.5, 7: 0.0}),
+    gradax.piecewise_interpolate_schedule("linear", 1.0, {5: 2.0, 15: 0.1, 25: 1.0}),
+    gradax.piecewise_interpolate_schedule("cosine", -1.0, {0: 2.0, 10: 0.5}),
+    gradax.linear_onecycle_schedule(40, 2.0, 0.2, 0.5, 10.0, 100.0),
+    gradax.linear_onecycle_schedule(1, 1.0),  # two boundaries round to step 0
+    gradax.cosine_onecycle_schedule(30, 1.0),
+    gradax.cosine_onecycle_schedule(10, 3.0, pct_start=0.0, div_factor=5.0),
+    gradax.sgdr_schedule(_CYCLES),
+    _lib_join(gradax),
+    gradax.join_schedules(
+        [gradax.constant_schedule(2.0), gradax.linear_schedule(-1.0, 0.0, 10)], [5]
+    ),
+]
+
+
+@pytest.mark.parametrize("schedule", TIGHT, ids=lambda s: type(s).__name__)
+def test_bounds_are_the_smallest_and_largest_value(schedule):
+    bounds = schedule.bounds()
+    values, slack = _assert_bounds_hold(schedule, bounds)
+    np.testing.assert_allclose(values.min(), bounds[0], rtol=1e-6, atol=slack)
+    np.testing.assert_allclose(values.max(), bounds[1], rtol=1e-6, atol=slack)
+
+
+def test_bounds_before_step_0_are_not_counted():
+    # A boundary before step 0: the level 4 is only passed through before
+    # step 0, so the bounds hold the values from step 0 on without being met.
+    schedule = gradax.piecewise_interpolate_schedule("linear", 1.0, {-3: 4.0, 6: 0.25})
+    values, _ = _assert_bounds_hold(schedule, schedule.bounds())
+    assert schedule.bounds() == (1.0, 4.0) and values.max() == 3.0
+
+
+def test_bounds_unknown_for_arrays_and_growth():
+    assert gradax.linear_schedule(jnp.asarray(1.0), 0.0, 10).bounds() is None
+    assert gradax.exponential_decay(1.0, 5, 1.1).bounds() is None
+    assert gradax.exponential_decay(-1.0, 5, 1.1, end_value=3.0).bounds() is None
+    assert gradax.join_schedules([lambda c: c * 1.0], []).bounds() is None
+    # Known again once the growth is capped.
+    assert gradax.exponential_decay(1.0, 5, 1.1, end_value=3.0).bounds() == (1.0, 3.0)
+
+
+def test_out_of_range_schedules_are_refused_at_construction():
+    with pytest.raises(gradax.HyperparameterError, match="learning_rate"):
+        gradax.adam(learning_rate=gradax.linear_schedule(1e-3, -1e-3, 100))
+    with pytest.raises(gradax.HyperparameterError, match="b1"):
+        gradax.adam(1e-3, b1=gradax.linear_schedule(0.9, 1.0, 100))
+    with pytest.raises(gradax.HyperparameterError, match="decay"):
+        gradax.trace(gradax.constant_schedule(1.0))
+    with pytest.raises(gradax.HyperparameterError, match="max_norm"):
+        gradax.clip_by_global_norm(gradax.cosine_decay_schedule(-1.0, 10))
+    # In range, or unknown (a growing schedule, an array): accepted.
+    gradax.adam(gradax.warmup_cosine_decay_schedule(0.0, 1e-3, 10, 100))
+    gradax.adam(gradax.exponential_decay(1e-7, 10, 1.5))
+    gradax.adam(gradax.linear_schedule(jnp.asarray(1e-3), 0.0, 10))
+
+
+def test_whole_float_step_counts_are_steps():
+    # optax accepts transition_steps=1e4; gradax keeps it as the integer step.
+    schedule = gradax.linear_schedule(1.0, 0.0, 1e4, transition_begin=2.0)
+    assert schedule.transition_steps == 10_000 and schedule.transition_begin == 2
+    ref = optax.linear_schedule(1.0, 0.0, 1e4, transition_begin=2.0)
+    for step in (0, 3, 5000, 20_000):
+        np.testing.assert_allclose(schedule(step), ref(step), rtol=RTOL)
+    with pytest.raises(gradax.HyperparameterError, match="transition_steps"):
+        gradax.linear_schedule(1.0, 0.0, 10.5)
+    with pytest.raises(gradax.HyperparameterError, match="warmup_steps"):
+        gradax.warmup_constant_schedule(0.0, 1.0, -1)
+    with pytest.raises(gradax.HyperparameterError, match="pct_start"):
+        gradax.cosine_onecycle_schedule(10, 1.0, pct_start=1.5)
+    with pytest.raises(gradax.HyperparameterError, match="decay_rate"):
+        gradax.exponential_decay(1.0, 10, -0.5)

@@ -47,6 +47,13 @@ MODULES = (
     "gradax.sharding.distributed",
     "gradax.microbatching",
     "gradax.tree_utils",
+    "gradax.losses",
+    "gradax.projections",
+    "gradax.perturbations",
+    "gradax.assignment",
+    "gradax.second_order",
+    "gradax.experimental",
+    "gradax.experimental.aggregating",
 )
 
 ROOT = Path(__file__).resolve().parents[2]

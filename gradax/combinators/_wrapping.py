@@ -12,9 +12,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from .._hyper import is_schedule
 from .._protocol import GradientTransformation
 from .._state_guard import match_state
 
@@ -112,19 +110,3 @@ def all_finite(tree: Any) -> jax.Array:
         result = jnp.logical_and(result, jnp.all(jnp.isfinite(leaf)))
     return result
 
-
-def check_count(name: str, value: Any) -> None:
-    """A step count: an integer >= 1 (schedules and tracers are not checked)."""
-    if is_schedule(value) or isinstance(value, jax.core.Tracer):
-        return
-    message = f"{name} must be an integer >= 1 or a schedule, got {value!r}"
-    if isinstance(value, bool):
-        raise ValueError(message)
-    try:
-        number = np.asarray(value)
-    except Exception:  # noqa: BLE001 - e.g. an array not addressable here
-        return
-    if number.shape != () or number.dtype.kind not in "iuf":
-        raise ValueError(message)
-    if not np.isfinite(number) or number != np.round(number) or number < 1:
-        raise ValueError(message)

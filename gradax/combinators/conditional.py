@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
-from .._declare import Range, hyper
+from .._declare import NONNEGATIVE_INT, hyper
 from .._numerics import safe_increment
 from .._protocol import GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
@@ -188,7 +188,8 @@ class apply_if_finite(GradientTransformation):
     """
 
     inner: GradientTransformation
-    max_consecutive_errors: Any = hyper(valid=Range(0))
+    # A count compared with a counter in the state, not a schedule.
+    max_consecutive_errors: Any = hyper(valid=NONNEGATIVE_INT, schedule=False)
 
     def __post_init__(self):
         object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))

@@ -8,11 +8,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import Range, hyper
+from .._declare import POSITIVE_INT, UNIT, hyper
 from .._protocol import GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
 from .._treecheck import check_same_structure
-from ._wrapping import check_count
 
 _logger = logging.getLogger("gradax")
 
@@ -62,7 +61,8 @@ class lookahead(GradientTransformation):
       fast_optimizer: the optimizer of the fast weights (gradax or optax).
       sync_period: ``k``, the number of fast steps between syncs, an integer
         >= 1.
-      slow_step_size: :math:`\alpha`, in [0, 1].
+      slow_step_size: :math:`\alpha`, in [0, 1]; a number, an array or a
+        schedule.
       reset_state: re-initialize the fast optimizer's state at every sync.
 
     Returns:
@@ -90,8 +90,9 @@ class lookahead(GradientTransformation):
     """
 
     fast_optimizer: GradientTransformation
-    sync_period: Any = hyper()
-    slow_step_size: Any = hyper(valid=Range(0.0, 1.0))
+    # A period, not a schedule: the state counts steps modulo it.
+    sync_period: Any = hyper(valid=POSITIVE_INT, schedule=False)
+    slow_step_size: Any = hyper(valid=UNIT)
     reset_state: bool = static_field(False)
 
     def __post_init__(self):
@@ -101,9 +102,6 @@ class lookahead(GradientTransformation):
             as_transformation(self.fast_optimizer, "fast_optimizer"),
         )
         super().__post_init__()
-
-    def _check(self):
-        check_count("sync_period", self.sync_period)
 
     def init_state(self, params):
         fast = getattr(params, "fast", None)

@@ -9,12 +9,12 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import hyper
+from .._declare import POSITIVE_INT, hyper
 from .._hyper import resolve
-from .._numerics import safe_increment
+from .._numerics import abs_sq, safe_increment
 from .._protocol import GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
-from ._wrapping import check_count, cond_update
+from ._wrapping import cond_update
 
 
 class ShouldSkipUpdateFunction(Protocol):
@@ -67,10 +67,7 @@ def skip_not_finite(
 
 
 def _squared_magnitude(x: Any) -> jax.Array:
-    x = jnp.asarray(x)
-    if jnp.iscomplexobj(x):
-        return jnp.sum(x.real * x.real + x.imag * x.imag)
-    return jnp.sum(x * x)
+    return jnp.sum(abs_sq(jnp.asarray(x)))
 
 
 def skip_large_updates(
@@ -167,7 +164,7 @@ class MultiSteps(GradientTransformation):
     """
 
     opt: GradientTransformation
-    every_k_schedule: Any = hyper()
+    every_k_schedule: Any = hyper(valid=POSITIVE_INT)
     use_grad_mean: bool = static_field(True)
     should_skip_update_fn: Callable[..., Any] | None = static_field(None)
     accumulator_dtype: Any = static_field(jnp.float32)
@@ -178,9 +175,6 @@ class MultiSteps(GradientTransformation):
     def __post_init__(self):
         object.__setattr__(self, "opt", as_transformation(self.opt, "opt"))
         super().__post_init__()
-
-    def _check(self):
-        check_count("every_k_schedule", self.every_k_schedule)
 
     @property
     def inner_opt(self) -> GradientTransformation:

@@ -10,13 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import hyper
+from .._declare import POSITIVE_INT, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
 from .._sharding import ravel, reshape_like
 from .._simple import set_to_zero
-from ._wrapping import check_count
 from .masked import masked, partition
 
 
@@ -230,10 +229,8 @@ class apply_every(GradientTransformation):
       Array([2., 2.], dtype=float32)
     """
 
-    k: Any = hyper(1)
-
-    def _check(self):
-        check_count("k", self.k)
+    # A period, not a schedule: the state's count runs modulo it.
+    k: Any = hyper(1, POSITIVE_INT, schedule=False)
 
     def init_state(self, params):
         return ApplyEvery(count=zero_count(), grad_acc=gtree.zeros_like(params))

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -79,7 +79,7 @@ class acprop(Alias):
     uses only past gradients, which is what makes the update asynchronous.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second central moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -106,7 +106,7 @@ class acprop(Alias):
       Gradient Methods, NeurIPS 2021 (arXiv:2110.05454).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-16, NONNEGATIVE)

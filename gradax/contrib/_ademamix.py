@@ -8,14 +8,14 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
+from ..optimizers._util import canonical_dtype
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
-from ._util import canonical_dtype
 
 
 class ScaleByAdemamixState(NamedTuple):
@@ -103,7 +103,7 @@ class ademamix(Alias):
     :math:`\alpha` with schedules; both may be given as schedules here.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the fast first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       b3: decay of the slow first moment, in [0, 1).
@@ -133,7 +133,7 @@ class ademamix(Alias):
       Older, 2024 (arXiv:2409.03137).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     b3: Any = hyper(0.9999, DECAY)
@@ -220,7 +220,7 @@ class simplified_ademamix(Alias):
             + \lambda \theta_{t-1}\right).
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the momentum, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       alpha: :math:`\alpha`, the weight of the current gradient, >= 0.
@@ -248,7 +248,7 @@ class simplified_ademamix(Alias):
       and Accelerated SGD Variants, 2025 (arXiv:2502.02431).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.99, DECAY)
     b2: Any = hyper(0.95, DECAY)
     alpha: Any = hyper(0.0, NONNEGATIVE)

@@ -9,14 +9,14 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
+from ..optimizers._util import canonical_dtype
 from ..optimizers.adam import ScaleByAdamState
 from ..transforms.scaling import scale_by_learning_rate
-from ._util import canonical_dtype
 
 
 def _quarter_power(count: jax.Array) -> jax.Array:
@@ -98,7 +98,7 @@ class adopt(Alias):
     :math:`b_1 m_t + (1 - b_1)\,\mathrm{clip}(\cdot)`. The first update is zero.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -127,7 +127,7 @@ class adopt(Alias):
       :math:`\beta_2` with the Optimal Rate, NeurIPS 2024 (arXiv:2411.02853).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.9999, DECAY)
     eps: Any = hyper(1e-6, NONNEGATIVE)

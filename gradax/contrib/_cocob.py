@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, POSITIVE, hyper
+from .._declare import LEARNING_RATE, NONNEGATIVE, POSITIVE, hyper
 from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
 from ..combinators.chain import chain
@@ -107,7 +107,7 @@ class cocob(Alias):
     gradients (default 1, the method as published).
 
     Args:
-      learning_rate: multiplies the gradients; a number, array or schedule.
+      learning_rate: multiplies the gradients, >= 0; a number, array or schedule.
       alpha: :math:`\alpha > 0`.
       eps: :math:`\epsilon > 0`, the initial :math:`L`.
       weight_decay: >= 0, added to the gradients as :math:`\lambda x_t`.
@@ -132,7 +132,7 @@ class cocob(Alias):
       Through Coin Betting, NeurIPS 2017 (arXiv:1705.07795).
     """
 
-    learning_rate: Any = hyper(1.0)
+    learning_rate: Any = hyper(1.0, LEARNING_RATE)
     alpha: Any = hyper(100.0, POSITIVE)
     eps: Any = hyper(1e-8, POSITIVE)
     weight_decay: Any = hyper(0.0, NONNEGATIVE)

@@ -8,11 +8,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, POSITIVE, hyper
-from .._hyper import check_decay
-from .._numerics import safe_increment
+from .._declare import LEARNING_RATE, NONNEGATIVE, POSITIVE, hyper
+from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, zero_count
-from ._util import require_params
+from ._util import DECAY_PAIR, require_params
 
 
 class DAdaptAdamWState(NamedTuple):
@@ -47,7 +46,7 @@ class dadapt_adamw(GradientTransformation):
     transformation rather than a chain with ``scale_by_learning_rate``.
 
     Args:
-      learning_rate: :math:`\eta`, a multiplier (1 in the paper) or schedule.
+      learning_rate: :math:`\eta \ge 0`, a multiplier (1 in the paper) or schedule.
       betas: :math:`(\beta_1, \beta_2)`, each in [0, 1).
       eps: :math:`\epsilon`, >= 0.
       estim_lr0: :math:`d_0 > 0`.
@@ -74,20 +73,14 @@ class dadapt_adamw(GradientTransformation):
       ICML 2023 (arXiv:2301.07733).
     """
 
-    learning_rate: Any = hyper(1.0)
-    betas: Any = hyper((0.9, 0.999))
+    learning_rate: Any = hyper(1.0, LEARNING_RATE)
+    betas: Any = hyper((0.9, 0.999), DECAY_PAIR)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     estim_lr0: Any = hyper(1e-6, POSITIVE)
     weight_decay: Any = hyper(0.0, NONNEGATIVE)
 
-    def _check(self):
-        if not (isinstance(self.betas, (tuple, list)) and len(self.betas) == 2):
-            raise ValueError(f"betas must be a pair (beta1, beta2), got {self.betas!r}")
-        check_decay("betas[0]", self.betas[0])
-        check_decay("betas[1]", self.betas[1])
-
     def init_state(self, params):
-        dtype = jnp.finfo(gtree.dtype(params, "lowest")).dtype
+        dtype = real_dtype(gtree.dtype(params, "lowest"))
         return DAdaptAdamWState(
             exp_avg=gtree.zeros_like(params),
             exp_avg_sq=gtree.zeros_like(params),

@@ -8,8 +8,15 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, hyper
-from .._hyper import check_nonnegative, check_positive
+from .._declare import (
+    LEARNING_RATE,
+    NONNEGATIVE,
+    POSITIVE,
+    HyperparameterError,
+    OneOf,
+    hyper,
+)
+from .._numerics import real_dtype
 from .._protocol import Alias, GradientTransformation
 from .._pytree import Module, static_field
 from .._simple import identity
@@ -21,27 +28,20 @@ from ._util import require_params
 _INIT_STEP_KINDS = ("distance", "learning_rate", "heuristic")
 
 
-def _real_dtype(params: Any) -> Any:
-    """The lowest dtype of the params, made real (complex64 -> float32)."""
-    return jnp.finfo(gtree.dtype(params, "lowest")).dtype
-
-
 class DogInitStep(Module):
     """DoG's first step, ``(kind, value)``; reads like that 2-tuple.
 
     Made from the tuple a user passes as ``init_step``: the kind is static,
     the value a pytree leaf.
+
+    Args:
+      kind: ``"distance"``, ``"learning_rate"`` or ``"heuristic"`` (see
+        :class:`dog`).
+      value: the distance, first step size or relative distance, > 0.
     """
 
-    kind: str = static_field()
-    value: Any = hyper(1e-6, schedule=False)
-
-    def _check(self):
-        if self.kind not in _INIT_STEP_KINDS:
-            raise ValueError(
-                f"init_step kind must be one of {_INIT_STEP_KINDS}, got {self.kind!r}"
-            )
-        check_positive("init_step value", self.value)
+    kind: str = hyper(valid=OneOf(_INIT_STEP_KINDS), static=True)
+    value: Any = hyper(1e-6, POSITIVE, schedule=False)
 
     def __iter__(self):
         return iter((self.kind, self.value))
@@ -65,7 +65,11 @@ def _as_init_step(init_step: Any) -> DogInitStep:
         raise ValueError(
             f"init_step must be a (kind, value) pair, got {init_step!r}"
         ) from None
-    return DogInitStep(kind, value)
+    try:
+        return DogInitStep(kind, value)
+    except HyperparameterError as error:
+        # The user's argument is init_step: "init_step kind must be ...".
+        raise HyperparameterError(f"init_step {error}") from None
 
 
 class DoGState(NamedTuple):
@@ -85,15 +89,15 @@ class scale_by_dog(GradientTransformation):
       eps: added under the square root, >= 0.
     """
 
-    init_step: Any = hyper()
+    init_step: Any  # a DogInitStep, checked by its own declarations
     eps: Any = hyper(1e-8, NONNEGATIVE)
 
-    def __post_init__(self):
+    def _convert_fields(self):
+        super()._convert_fields()
         object.__setattr__(self, "init_step", _as_init_step(self.init_step))
-        super().__post_init__()
 
     def init_state(self, params):
-        dtype = _real_dtype(params)
+        dtype = real_dtype(gtree.dtype(params, "lowest"))
         kind, value = self.init_step
         if kind == "distance":
             r_eps = value
@@ -142,7 +146,7 @@ class dog(Alias):
     s)`` makes the first step size :math:`s` (and :math:`\bar r_0 = 0`).
 
     Args:
-      learning_rate: :math:`\eta`, a multiplier (1 in the paper) or schedule.
+      learning_rate: :math:`\eta \ge 0`, a multiplier (1 in the paper) or schedule.
       init_step: ``(kind, value)`` as above, value > 0.
       eps: :math:`\epsilon`, >= 0.
       weight_decay: None for none, else >= 0 (added as :math:`\lambda x_t`).
@@ -171,19 +175,15 @@ class dog(Alias):
       Dynamic Step Size Schedule, ICML 2023 (arXiv:2302.12022).
     """
 
-    learning_rate: Any = hyper(1.0)
-    init_step: Any = hyper(("heuristic", 1e-6))
+    learning_rate: Any = hyper(1.0, LEARNING_RATE)
+    init_step: Any = ("heuristic", 1e-6)  # made a DogInitStep, which checks it
     eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(None)
+    weight_decay: Any = hyper(None, NONNEGATIVE)
     mask: Any = static_field(None)
 
-    def __post_init__(self):
+    def _convert_fields(self):
+        super()._convert_fields()
         object.__setattr__(self, "init_step", _as_init_step(self.init_step))
-        super().__post_init__()
-
-    def _check(self):
-        if self.weight_decay is not None:
-            check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(
@@ -211,15 +211,11 @@ class scale_by_dowg(GradientTransformation):
       eps: added to the denominator, >= 0.
     """
 
-    init_estim_sq_dist: Any = hyper(None)
+    init_estim_sq_dist: Any = hyper(None, POSITIVE)
     eps: Any = hyper(0.0001, NONNEGATIVE)
 
-    def _check(self):
-        if self.init_estim_sq_dist is not None:
-            check_positive("init_estim_sq_dist", self.init_estim_sq_dist)
-
     def init_state(self, params):
-        dtype = _real_dtype(params)
+        dtype = real_dtype(gtree.dtype(params, "lowest"))
         start = self.eps if self.init_estim_sq_dist is None else self.init_estim_sq_dist
         return DoWGState(
             init_params=jax.tree.map(jnp.array, params),
@@ -258,7 +254,7 @@ class dowg(Alias):
     ``init_estim_sq_dist`` (default :math:`\epsilon`).
 
     Args:
-      learning_rate: :math:`\eta`, a multiplier (1 in the paper) or schedule.
+      learning_rate: :math:`\eta \ge 0`, a multiplier (1 in the paper) or schedule.
       init_estim_sq_dist: :math:`\bar r_0^2 > 0`, or None for :math:`\epsilon`.
       eps: :math:`\epsilon`, >= 0.
       weight_decay: None for none, else >= 0 (added as :math:`\lambda x_t`).
@@ -285,17 +281,11 @@ class dowg(Alias):
       Parameter-Free Gradient Descent Method, NeurIPS 2023 (arXiv:2305.16284).
     """
 
-    learning_rate: Any = hyper(1.0)
-    init_estim_sq_dist: Any = hyper(None)
+    learning_rate: Any = hyper(1.0, LEARNING_RATE)
+    init_estim_sq_dist: Any = hyper(None, POSITIVE)
     eps: Any = hyper(0.0001, NONNEGATIVE)
-    weight_decay: Any = hyper(None)
+    weight_decay: Any = hyper(None, NONNEGATIVE)
     mask: Any = static_field(None)
-
-    def _check(self):
-        if self.init_estim_sq_dist is not None:
-            check_positive("init_estim_sq_dist", self.init_estim_sq_dist)
-        if self.weight_decay is not None:
-            check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         return chain(

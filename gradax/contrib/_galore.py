@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from .._declare import NONNEGATIVE, POSITIVE_INT, hyper
+from .._declare import LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, hyper
+from .._matrices import matrix_axes
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -42,11 +43,6 @@ class GaLoreState(NamedTuple):
     projector: Any  # per leaf: (m, r) or (n, r); (0, 0) if not projected
 
 
-def _axes(spec: Sequence[int] | int, ndim: int) -> tuple[int, ...]:
-    spec = (spec,) if isinstance(spec, int) else tuple(spec)
-    return tuple(axis % ndim for axis in spec)
-
-
 class _MatrixView(NamedTuple):
     """How one parameter is seen as a matrix, and whether to project left."""
 
@@ -72,7 +68,8 @@ def _view(shape: tuple[int, ...], dims: GaLoreDimensionNumbers, rank: int):
     ndim = len(shape)
     if ndim < 2:
         raise ValueError(f"GaLore projects arrays of rank >= 2, got shape {shape}")
-    rows, cols = _axes(dims.reduction_axis, ndim), _axes(dims.output_axis, ndim)
+    rows = matrix_axes(dims.reduction_axis, ndim)
+    cols = matrix_axes(dims.output_axis, ndim)
     if set(rows) & set(cols) or len(set(rows) | set(cols)) != ndim:
         raise ValueError(
             f"GaLore dimension numbers must split the axes of shape {shape} into "
@@ -103,20 +100,14 @@ def _new_projector(g2: jax.Array, view: _MatrixView) -> jax.Array:
     return p.astype(g2.dtype)
 
 
-def _check_galore(tx: Any) -> None:
-    if isinstance(tx.rank, bool) or not isinstance(tx.rank, int):
-        raise TypeError(f"rank must be an int, got {tx.rank!r}")
-    if tx.rank <= 0:
-        raise ValueError(f"rank must be positive, got {tx.rank!r}")
-
-
 class scale_by_galore(GradientTransformation):
     """Runs ``base_optimizer`` on GaLore projections. See :class:`galore`.
 
     Args:
       rank: the rank :math:`r` of the projections, a positive integer.
-      update_proj_gap: recompute the projectors every this many steps.
-      scale: :math:`\\alpha`, multiplies the projected-back updates.
+      update_proj_gap: recompute the projectors every this many steps, an
+        integer >= 1.
+      scale: :math:`\\alpha \\ge 0`, multiplies the projected-back updates.
       base_optimizer: a transformation that does not need ``params`` (it sees
         the projected gradients, and the full ones of unprojected leaves);
         default :class:`scale_by_adam`.
@@ -127,14 +118,11 @@ class scale_by_galore(GradientTransformation):
         returning such a tree.
     """
 
-    rank: int = static_field(128)
+    rank: int = hyper(128, POSITIVE_INT, static=True)
     update_proj_gap: int = hyper(200, POSITIVE_INT, static=True)
-    scale: Any = hyper(1.0)
+    scale: Any = hyper(1.0, NONNEGATIVE)
     base_optimizer: Any = None
     weight_dimension_numbers: Any = static_field(None)
-
-    def _check(self):
-        _check_galore(self)
 
     def _base(self) -> GradientTransformation:
         return scale_by_adam() if self.base_optimizer is None else self.base_optimizer
@@ -236,10 +224,11 @@ class galore(Alias):
     when computing the projector).
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       rank: :math:`r`, a positive integer (at most the matrix's smaller side
         is used).
-      update_proj_gap: recompute the projectors every this many steps.
+      update_proj_gap: recompute the projectors every this many steps, an
+        integer >= 1.
       scale: :math:`\alpha`, >= 0.
       base_optimizer: the transformation run on the projections; it must not
         need ``params`` (use ``weight_decay`` here, not ``adamw`` there).
@@ -272,17 +261,14 @@ class galore(Alias):
       Projection, ICML 2024 (arXiv:2403.03507).
     """
 
-    learning_rate: Any = hyper()
-    rank: int = static_field(128)
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    rank: int = hyper(128, POSITIVE_INT, static=True)
     update_proj_gap: int = hyper(200, POSITIVE_INT, static=True)
-    scale: Any = hyper(1.0)
+    scale: Any = hyper(1.0, NONNEGATIVE)
     base_optimizer: Any = None
     weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mask: Any = static_field(None)
     weight_dimension_numbers: Any = static_field(None)
-
-    def _check(self):
-        _check_galore(self)
 
     def build(self):
         return chain(

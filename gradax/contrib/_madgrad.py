@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from ..combinators.chain import chain
@@ -32,12 +32,12 @@ class scale_by_madgrad(GradientTransformation):
     transformation (as in optax); the returned updates are the full step.
 
     Args:
-      learning_rate: :math:`\\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\\eta \\ge 0`, a number, an array or a schedule.
       momentum: :math:`\\mu`, in [0, 1).
       eps: :math:`\\epsilon`, >= 0.
     """
 
-    learning_rate: Any = hyper(valid=NONNEGATIVE)
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     momentum: Any = hyper(0.9, DECAY)
     eps: Any = hyper(1e-6, NONNEGATIVE)
 
@@ -88,7 +88,7 @@ class madgrad(Alias):
       x_{k+1} = (1 - \mu) z_k + \mu x_k,\qquad u_k = x_{k+1} - x_k.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       momentum: :math:`\mu`, in [0, 1).
       weight_decay: >= 0, added to the gradient as :math:`\lambda x_k`.
       eps: :math:`\epsilon`, >= 0.
@@ -112,7 +112,7 @@ class madgrad(Alias):
       2021 (arXiv:2101.11075).
     """
 
-    learning_rate: Any = hyper(valid=NONNEGATIVE)
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     momentum: Any = hyper(0.9, DECAY)
     weight_decay: Any = hyper(0.0, NONNEGATIVE)
     eps: Any = hyper(1e-6, NONNEGATIVE)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from .. import tree as gtree
 from .._declare import NONNEGATIVE, POSITIVE, POSITIVE_INT, hyper
-from .._numerics import safe_increment
+from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, as_transformation, zero_count
 from ._util import require_params
 
@@ -87,7 +87,7 @@ class mechanize(GradientTransformation):
         super().__post_init__()
 
     def init_state(self, params):
-        dtype = jnp.finfo(gtree.dtype(params, "lowest")).dtype
+        dtype = real_dtype(gtree.dtype(params, "lowest"))
         zeros = jnp.zeros([self.num_betas], dtype)
         return MechanicState(
             base_optimizer_state=self.base_optimizer.init(params),

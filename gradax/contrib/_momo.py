@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
-from .._numerics import safe_increment
+from .._declare import ANY, DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
 from ._util import require_params, require_value
@@ -18,10 +18,6 @@ from ._util import require_params, require_value
 # Below this squared norm of the momentum the step is zero (float64's eps, as
 # in optax, whatever the dtype).
 _TINY = float(np.finfo(np.float64).eps)
-
-
-def _real_dtype(params: Any) -> Any:
-    return jnp.finfo(gtree.dtype(params, "lowest")).dtype
 
 
 def _dot(a: Any, b: Any) -> jax.Array:
@@ -57,9 +53,10 @@ class momo(GradientTransformation):
     ``adapt_lower_bound``) and :math:`\tau_t = 0` when :math:`d_t = 0`.
 
     Args:
-      learning_rate: :math:`\eta`, the largest step size; number or schedule.
+      learning_rate: :math:`\eta \ge 0`, the largest step size; number or schedule.
       beta: :math:`\beta`, the momentum, in [0, 1).
-      lower_bound: :math:`f_*`, a lower bound of the loss (0 for most losses).
+      lower_bound: :math:`f_*`, a lower bound of the loss, any real number (0
+        for most losses).
       weight_decay: :math:`\lambda`, >= 0.
       adapt_lower_bound: estimate the lower bound online, starting from
         ``lower_bound``.
@@ -87,14 +84,14 @@ class momo(GradientTransformation):
       for Adaptive Learning Rates, ICML 2024 (arXiv:2305.07583).
     """
 
-    learning_rate: Any = hyper(1.0, NONNEGATIVE)
+    learning_rate: Any = hyper(1.0, LEARNING_RATE)
     beta: Any = hyper(0.9, DECAY)
-    lower_bound: Any = hyper(0.0)
+    lower_bound: Any = hyper(0.0, ANY)
     weight_decay: Any = hyper(0.0, NONNEGATIVE)
     adapt_lower_bound: bool = static_field(False)
 
     def init_state(self, params):
-        dtype = _real_dtype(params)
+        dtype = real_dtype(gtree.dtype(params, "lowest"))
         return MomoState(
             exp_avg=gtree.zeros_like(params),
             barf=jnp.zeros([], dtype),
@@ -176,11 +173,11 @@ class momo_adam(GradientTransformation):
     ``adapt_lower_bound``).
 
     Args:
-      learning_rate: :math:`\eta`, the largest step size; number or schedule.
+      learning_rate: :math:`\eta \ge 0`, the largest step size; number or schedule.
       b1: decay of the first moments, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
-      lower_bound: :math:`f_*`, a lower bound of the loss.
+      lower_bound: :math:`f_*`, a lower bound of the loss, any real number.
       weight_decay: :math:`\lambda`, >= 0.
       adapt_lower_bound: estimate the lower bound online.
 
@@ -207,16 +204,16 @@ class momo_adam(GradientTransformation):
       for Adaptive Learning Rates, ICML 2024 (arXiv:2305.07583).
     """
 
-    learning_rate: Any = hyper(0.01, NONNEGATIVE)
+    learning_rate: Any = hyper(0.01, LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
-    lower_bound: Any = hyper(0.0)
+    lower_bound: Any = hyper(0.0, ANY)
     weight_decay: Any = hyper(0.0, NONNEGATIVE)
     adapt_lower_bound: bool = static_field(False)
 
     def init_state(self, params):
-        dtype = _real_dtype(params)
+        dtype = real_dtype(gtree.dtype(params, "lowest"))
         return MomoAdamState(
             exp_avg=gtree.zeros_like(params),
             exp_avg_sq=gtree.zeros_like(params),

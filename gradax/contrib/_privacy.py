@@ -7,8 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import NONNEGATIVE, hyper
-from .._hyper import check_decay
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Range, hyper
 from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
 from .._simple import identity
@@ -79,7 +78,7 @@ class differentially_private_aggregate(GradientTransformation):
     l2_norm_clip: Any = hyper(valid=NONNEGATIVE)
     noise_multiplier: Any = hyper(valid=NONNEGATIVE)
     key: Any = None
-    seed: Any = static_field(None, kw_only=True)
+    seed: int | None = hyper(None, Range(integer=True), static=True, kw_only=True)
 
     def _check(self):
         if self.seed is not None and self.key is not None:
@@ -128,7 +127,7 @@ class dpsgd(Alias):
     leaf has a leading batch axis (e.g. from ``jax.vmap(jax.grad(loss))``).
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       l2_norm_clip: :math:`C`, the largest per-example norm, >= 0.
       noise_multiplier: :math:`\sigma`, the noise standard deviation relative
         to :math:`C`, >= 0.
@@ -153,16 +152,12 @@ class dpsgd(Alias):
       (arXiv:1607.00133).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     l2_norm_clip: Any = hyper(valid=NONNEGATIVE)
     noise_multiplier: Any = hyper(valid=NONNEGATIVE)
-    seed: int = static_field()
-    momentum: Any = hyper(None)
+    seed: int = hyper(valid=Range(integer=True), static=True)
+    momentum: Any = hyper(None, DECAY)
     nesterov: bool = static_field(False)
-
-    def _check(self):
-        if self.momentum is not None:
-            check_decay("momentum", self.momentum)
 
     def build(self):
         if self.momentum is None:

@@ -8,12 +8,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import hyper
-from .._hyper import check_decay, check_nonnegative, check_positive
-from .._numerics import safe_increment
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, POSITIVE, hyper
+from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
-from ._util import require_params
+from ._util import DECAY_PAIR, require_params
 
 
 class ProdigyState(NamedTuple):
@@ -28,31 +27,11 @@ class ProdigyState(NamedTuple):
     count: jax.Array  # int32 scalar
 
 
-def _real_dtype(params: Any) -> Any:
-    return jnp.finfo(gtree.dtype(params, "lowest")).dtype
-
-
-def _check_prodigy(tx: Any) -> None:
-    if not (isinstance(tx.betas, (tuple, list)) and len(tx.betas) == 2):
-        raise ValueError(f"betas must be a pair (beta1, beta2), got {tx.betas!r}")
-    check_decay("betas[0]", tx.betas[0])
-    check_decay("betas[1]", tx.betas[1])
-    if tx.beta3 is not None:
-        check_decay("beta3", tx.beta3)
-    check_nonnegative("eps", tx.eps)
-    check_positive("estim_lr0", tx.estim_lr0)
-    check_nonnegative("estim_lr_coef", tx.estim_lr_coef)
-    check_nonnegative("weight_decay", tx.weight_decay)
-
-
 class _ProdigyBase(GradientTransformation):
     """Fields and arithmetic shared by :class:`prodigy` and its direction."""
 
-    def _check(self):
-        _check_prodigy(self)
-
     def init_state(self, params):
-        dtype = _real_dtype(params)
+        dtype = real_dtype(gtree.dtype(params, "lowest"))
         return ProdigyState(
             exp_avg=gtree.zeros_like(params),
             exp_avg_sq=gtree.zeros_like(params),
@@ -132,7 +111,7 @@ class prodigy(_ProdigyBase):
     schedule) weighs the estimate, so it is part of the transformation.
 
     Args:
-      learning_rate: :math:`\eta`, a multiplier (1 in the paper) or schedule.
+      learning_rate: :math:`\eta \ge 0`, a multiplier (1 in the paper) or schedule.
       betas: :math:`(\beta_1, \beta_2)`, each in [0, 1).
       beta3: :math:`\beta_3` in [0, 1), or None for :math:`\sqrt{\beta_2}`.
       eps: :math:`\epsilon`, >= 0.
@@ -162,13 +141,13 @@ class prodigy(_ProdigyBase):
       Parameter-Free Learner, ICML 2024 (arXiv:2306.06101).
     """
 
-    learning_rate: Any = hyper(1.0)
-    betas: Any = hyper((0.9, 0.999))
-    beta3: Any = hyper(None)
-    eps: Any = hyper(1e-8)
-    estim_lr0: Any = hyper(1e-6)
-    estim_lr_coef: Any = hyper(1.0)
-    weight_decay: Any = hyper(0.0)
+    learning_rate: Any = hyper(1.0, LEARNING_RATE)
+    betas: Any = hyper((0.9, 0.999), DECAY_PAIR)
+    beta3: Any = hyper(None, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    estim_lr0: Any = hyper(1e-6, POSITIVE)
+    estim_lr_coef: Any = hyper(1.0, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     safeguard_warmup: bool = static_field(False)
 
     def update_state(self, updates, state, params=None, **extra_args):
@@ -189,19 +168,19 @@ class scale_by_prodigy(_ProdigyBase):
     Args:
       betas: :math:`(\\beta_1, \\beta_2)`, each in [0, 1).
       beta3: :math:`\\beta_3` in [0, 1), or None for :math:`\\sqrt{\\beta_2}`.
-      eps: >= 0.
+      eps: :math:`\\epsilon`, >= 0.
       estim_lr0: :math:`d_0 > 0`.
-      estim_lr_coef: >= 0.
-      weight_decay: >= 0.
+      estim_lr_coef: :math:`c`, >= 0.
+      weight_decay: :math:`\\lambda`, >= 0.
       safeguard_warmup: leave the learning rate out of :math:`s_t`.
     """
 
-    betas: Any = hyper((0.9, 0.999))
-    beta3: Any = hyper(None)
-    eps: Any = hyper(1e-8)
-    estim_lr0: Any = hyper(1e-6)
-    estim_lr_coef: Any = hyper(1.0)
-    weight_decay: Any = hyper(0.0)
+    betas: Any = hyper((0.9, 0.999), DECAY_PAIR)
+    beta3: Any = hyper(None, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    estim_lr0: Any = hyper(1e-6, POSITIVE)
+    estim_lr_coef: Any = hyper(1.0, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     safeguard_warmup: bool = static_field(False)
 
     def update_state(self, updates, state, params=None, **extra_args):

@@ -6,11 +6,18 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, Range, hyper
-from .._hyper import _concrete_values
-from .._numerics import safe_increment
+from .._declare import (
+    NONNEGATIVE,
+    NONNEGATIVE_INT,
+    POSITIVE_INT,
+    UNIT,
+    Range,
+    hyper,
+)
+from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation
 from .._state_guard import match_state
 from ._util import require_value
@@ -27,8 +34,11 @@ class ReduceLROnPlateauState(NamedTuple):
     avg_value: jax.Array  # scalar: mean loss of the current window
 
 
-def _real_dtype(params: Any, which: str) -> Any:
-    return jnp.finfo(gtree.dtype(params, which)).dtype
+def _known(value: Any) -> float | None:
+    """A plain number's value; None for arrays, schedules and tracers."""
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 class reduce_on_plateau(GradientTransformation):
@@ -44,13 +54,15 @@ class reduce_on_plateau(GradientTransformation):
 
     Args:
       factor: the multiplier of the scale, in (0, 1).
-      patience: windows without improvement before reducing.
+      patience: windows without improvement before reducing, an integer
+        >= 0.
       rtol: relative tolerance of an improvement, in [0, 1].
       atol: absolute tolerance of an improvement, >= 0 (rtol and atol not
         both zero).
-      cooldown: windows to wait after a reduction before counting again.
-      accumulation_size: updates per window.
-      min_scale: the smallest scale, >= 0.
+      cooldown: windows to wait after a reduction before counting again, an
+        integer >= 0.
+      accumulation_size: updates per window, an integer >= 1.
+      min_scale: the smallest scale, in [0, 1] (the scale starts at 1).
 
     Returns:
       A gradient transformation; ``update`` needs ``value=`` (the loss).
@@ -71,15 +83,15 @@ class reduce_on_plateau(GradientTransformation):
     """
 
     factor: Any = hyper(0.1, Range(0.0, 1.0, low_open=True, high_open=True))
-    patience: Any = hyper(10, NONNEGATIVE)
-    rtol: Any = hyper(0.0001, Range(0.0, 1.0))
+    patience: Any = hyper(10, NONNEGATIVE_INT)
+    rtol: Any = hyper(0.0001, UNIT)
     atol: Any = hyper(0.0, NONNEGATIVE)
-    cooldown: Any = hyper(0, NONNEGATIVE)
-    accumulation_size: Any = hyper(1, Range(1.0))
-    min_scale: Any = hyper(0.0, NONNEGATIVE)
+    cooldown: Any = hyper(0, NONNEGATIVE_INT)
+    accumulation_size: Any = hyper(1, POSITIVE_INT)
+    min_scale: Any = hyper(0.0, UNIT)
 
     def _check(self):
-        rtol, atol = _concrete_values(self.rtol), _concrete_values(self.atol)
+        rtol, atol = _known(self.rtol), _known(self.atol)
         if rtol is not None and atol is not None and not (rtol > 0 or atol > 0):
             raise ValueError(
                 "At least one of rtol or atol must be positive, got "
@@ -87,9 +99,9 @@ class reduce_on_plateau(GradientTransformation):
             )
 
     def init_state(self, params):
-        highest = _real_dtype(params, "highest")
+        highest = real_dtype(gtree.dtype(params, "highest"))
         return ReduceLROnPlateauState(
-            scale=jnp.ones([], _real_dtype(params, "lowest")),
+            scale=jnp.ones([], real_dtype(gtree.dtype(params, "lowest"))),
             best_value=jnp.asarray(jnp.inf, highest),
             plateau_count=jnp.zeros([], jnp.int32),
             cooldown_count=jnp.zeros([], jnp.int32),

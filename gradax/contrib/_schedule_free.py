@@ -8,18 +8,19 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, Range, hyper
-from .._hyper import check_nonnegative, resolve
-from .._numerics import safe_increment
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, NONNEGATIVE_INT, Range, hyper
+from .._hyper import resolve
+from .._numerics import real_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
+from ..optimizers._util import canonical_dtype
 from ..optimizers.sgd import sgd
 from ..schedules import warmup_constant_schedule
 from ..transforms.rms import scale_by_rms
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
-from ._util import canonical_dtype, require_params
+from ._util import require_params
 
 
 class ScheduleFreeState(NamedTuple):
@@ -31,10 +32,6 @@ class ScheduleFreeState(NamedTuple):
     max_lr: jax.Array  # scalar: largest learning rate so far
     base_optimizer_state: Any
     z: Any  # the base optimizer's iterate, like params (state_dtype)
-
-
-def _real_dtype(params: Any) -> Any:
-    return jnp.finfo(gtree.dtype(params, "lowest")).dtype
 
 
 class schedule_free(GradientTransformation):
@@ -58,9 +55,9 @@ class schedule_free(GradientTransformation):
     Args:
       base_optimizer: the optimizer moving :math:`z` (usually SGD or Adam
         without momentum, with the same ``learning_rate``).
-      learning_rate: :math:`\eta`, for the averaging weights; a schedule is
+      learning_rate: :math:`\eta \ge 0`, for the averaging weights; a schedule is
         evaluated at the step count starting at 1.
-      b1: :math:`\beta_1`, in (0, 1).
+      b1: :math:`\beta_1`, in (0, 1].
       weight_lr_power: :math:`p`, >= 0.
       state_dtype: dtype of :math:`z` (default: the parameters').
 
@@ -90,7 +87,7 @@ class schedule_free(GradientTransformation):
     """
 
     base_optimizer: Any
-    learning_rate: Any = hyper(valid=NONNEGATIVE)
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, Range(0.0, 1.0, low_open=True))
     weight_lr_power: Any = hyper(2.0, NONNEGATIVE)
     state_dtype: Any = static_field(None)
@@ -106,7 +103,7 @@ class schedule_free(GradientTransformation):
         super().__post_init__()
 
     def init_state(self, params):
-        dtype = _real_dtype(params)
+        dtype = real_dtype(gtree.dtype(params, "lowest"))
         z = gtree.cast(params, canonical_dtype(self.state_dtype))
         return ScheduleFreeState(
             b1=jnp.asarray(self.b1, dtype),
@@ -200,11 +197,11 @@ class schedule_free_sgd(Alias):
     :math:`\Delta_t = -\eta_t (g_t + \lambda y_t)`.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       warmup_steps: if given, :math:`\eta` warms up linearly from 0 over this
-        many steps.
-      b1: :math:`\beta_1`, in (0, 1).
-      weight_decay: :math:`\lambda`, or None for no weight decay.
+        many steps, an integer >= 0.
+      b1: :math:`\beta_1`, in (0, 1].
+      weight_decay: :math:`\lambda \ge 0`, or None for no weight decay.
       weight_lr_power: >= 0, the power of the learning rate in the weights.
       state_dtype: dtype of :math:`z`.
 
@@ -227,18 +224,14 @@ class schedule_free_sgd(Alias):
       (arXiv:2405.15682).
     """
 
-    learning_rate: Any = hyper(1.0, NONNEGATIVE)
-    warmup_steps: int | None = static_field(None)
+    learning_rate: Any = hyper(1.0, LEARNING_RATE)
+    warmup_steps: int | None = hyper(None, NONNEGATIVE_INT, static=True)
     b1: Any = hyper(0.9, Range(0.0, 1.0, low_open=True))
-    weight_decay: Any = hyper(None)
+    weight_decay: Any = hyper(None, NONNEGATIVE)
     weight_lr_power: Any = hyper(2.0, NONNEGATIVE)
     state_dtype: Any = static_field(None)
 
     _self_resolved = ("learning_rate",)
-
-    def _check(self):
-        if self.weight_decay is not None:
-            check_nonnegative("weight_decay", self.weight_decay)
 
     def build(self):
         lr = _with_warmup(self.learning_rate, self.warmup_steps)
@@ -256,10 +249,10 @@ class schedule_free_adamw(Alias):
     + \lambda y_t)` with :math:`v_t = \beta_2 v_{t-1} + (1 - \beta_2) g_t^2`.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       warmup_steps: if given, :math:`\eta` warms up linearly from 0 over this
-        many steps.
-      b1: :math:`\beta_1`, in (0, 1).
+        many steps, an integer >= 0.
+      b1: :math:`\beta_1`, in (0, 1].
       b2: :math:`\beta_2`, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
       weight_decay: :math:`\lambda`, >= 0.
@@ -285,8 +278,8 @@ class schedule_free_adamw(Alias):
       (arXiv:2405.15682).
     """
 
-    learning_rate: Any = hyper(0.0025, NONNEGATIVE)
-    warmup_steps: int | None = static_field(None)
+    learning_rate: Any = hyper(0.0025, LEARNING_RATE)
+    warmup_steps: int | None = hyper(None, NONNEGATIVE_INT, static=True)
     b1: Any = hyper(0.9, Range(0.0, 1.0, low_open=True))
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)

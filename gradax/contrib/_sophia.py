@@ -8,16 +8,24 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, POSITIVE, hyper
-from .._hyper import check_positive
+from .._declare import (
+    DECAY,
+    LEARNING_RATE,
+    NONNEGATIVE,
+    NONNEGATIVE_INT,
+    POSITIVE_INT,
+    Range,
+    hyper,
+)
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
 from .._state_guard import match_state
 from ..combinators.chain import chain
+from ..optimizers._util import canonical_dtype
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
-from ._util import canonical_dtype, require_params
+from ._util import require_params
 
 
 class HutchinsonState(NamedTuple):
@@ -55,7 +63,7 @@ class hutchinson_estimator_diag_hessian(GradientTransformation):
       for Laplacian smoothing splines, 1989.
     """
 
-    random_seed: Any = hyper(None)
+    random_seed: Any = None  # a PRNG key, not a hyperparameter
 
     def init_state(self, params):
         del params
@@ -86,9 +94,8 @@ class SophiaState(NamedTuple):
     hessian_fn_state: Any
 
 
-def _check_sophia(tx: Any) -> None:
-    if tx.clip_threshold is not None:
-        check_positive("clip_threshold", tx.clip_threshold)
+# The bound of the clipped direction; inf (like None) does not clip.
+_CLIP_THRESHOLD = Range(0.0, low_open=True, allow_inf=True)
 
 
 class scale_by_sophia(GradientTransformation):
@@ -99,26 +106,29 @@ class scale_by_sophia(GradientTransformation):
       b2: decay of the Hessian average, in [0, 1).
       eps: lower bound of the denominator, >= 0.
       gamma: scale of the Hessian in the denominator, >= 0.
-      clip_threshold: clip the direction to this magnitude (None: no clip).
-      update_interval: estimate the Hessian every this many steps.
+      clip_threshold: clip the direction to this magnitude, > 0 (None or
+        inf: no clip).
+      update_interval: estimate the Hessian every this many steps, an
+        integer >= 1.
       hessian_diagonal_fn: a transformation returning the Hessian diagonal
         estimate; called with the gradients, ``params=`` and every extra
         argument of ``update`` (e.g. ``obj_fn``).
       mu_dtype: dtype of the first moment.
       verbose: print the fraction of unclipped coordinates (the win rate).
-      print_win_rate_every_n_steps: how often ``verbose`` prints.
+      print_win_rate_every_n_steps: how often ``verbose`` prints, an integer
+        >= 0 (0: never).
     """
 
     b1: Any = hyper(0.965, DECAY)
     b2: Any = hyper(0.99, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     gamma: Any = hyper(0.01, NONNEGATIVE)
-    clip_threshold: Any = hyper(1.0)
-    update_interval: Any = hyper(10, POSITIVE)
+    clip_threshold: Any = hyper(1.0, _CLIP_THRESHOLD, allow_none=True)
+    update_interval: int = hyper(10, POSITIVE_INT, static=True)
     hessian_diagonal_fn: Any = hutchinson_estimator_diag_hessian()
     mu_dtype: Any = static_field(None)
     verbose: bool = static_field(False)
-    print_win_rate_every_n_steps: Any = hyper(0)
+    print_win_rate_every_n_steps: int = hyper(0, NONNEGATIVE_INT, static=True)
 
     def __post_init__(self):
         object.__setattr__(
@@ -127,9 +137,6 @@ class scale_by_sophia(GradientTransformation):
             as_transformation(self.hessian_diagonal_fn, "hessian_diagonal_fn"),
         )
         super().__post_init__()
-
-    def _check(self):
-        _check_sophia(self)
 
     def init_state(self, params):
         return SophiaState(
@@ -205,7 +212,7 @@ class sophia(Alias):
     the estimator.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the Hessian average, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -213,12 +220,13 @@ class sophia(Alias):
       weight_decay_mask: a tree of booleans like the params (or a function of
         the params returning one) selecting the leaves that decay.
       gamma: :math:`\gamma`, >= 0.
-      clip_threshold: :math:`\rho > 0`, or None for no clipping.
-      update_interval: steps between Hessian estimates.
+      clip_threshold: :math:`\rho > 0`, or None (or inf) for no clipping.
+      update_interval: steps between Hessian estimates, an integer >= 1.
       hessian_diagonal_fn: the Hessian diagonal estimator (a transformation).
       mu_dtype: dtype of the first moment.
       verbose: print the fraction of unclipped coordinates.
-      print_win_rate_every_n_steps: how often ``verbose`` prints.
+      print_win_rate_every_n_steps: how often ``verbose`` prints, an integer
+        >= 0 (0: never).
 
     Returns:
       The optimizer, a gradient transformation; ``update`` needs ``params``
@@ -239,19 +247,19 @@ class sophia(Alias):
       Language Model Pre-training, ICLR 2024 (arXiv:2305.14342).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.965, DECAY)
     b2: Any = hyper(0.99, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     weight_decay: Any = hyper(0.0001, NONNEGATIVE)
     weight_decay_mask: Any = static_field(None)
     gamma: Any = hyper(0.01, NONNEGATIVE)
-    clip_threshold: Any = hyper(1.0)
-    update_interval: Any = hyper(10, POSITIVE)
+    clip_threshold: Any = hyper(1.0, _CLIP_THRESHOLD, allow_none=True)
+    update_interval: int = hyper(10, POSITIVE_INT, static=True)
     hessian_diagonal_fn: Any = hutchinson_estimator_diag_hessian()
     mu_dtype: Any = static_field(None)
     verbose: bool = static_field(False)
-    print_win_rate_every_n_steps: Any = hyper(0)
+    print_win_rate_every_n_steps: int = hyper(0, NONNEGATIVE_INT, static=True)
 
     def __post_init__(self):
         object.__setattr__(
@@ -260,9 +268,6 @@ class sophia(Alias):
             as_transformation(self.hessian_diagonal_fn, "hessian_diagonal_fn"),
         )
         super().__post_init__()
-
-    def _check(self):
-        _check_sophia(self)
 
     def build(self):
         return chain(

@@ -5,11 +5,35 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
+
+from .._declare import DECAY, OneOf
 
 
-def canonical_dtype(dtype: Any) -> Any:
-    """``dtype`` as JAX stores it (float64 is float32 without x64), or None."""
-    return None if dtype is None else jax.dtypes.canonicalize_dtype(dtype)
+def _is_decay(value: Any) -> bool:
+    """A real number in [0, 1), or a tracer (whose value is not known yet)."""
+    if isinstance(value, jax.core.Tracer):
+        return True
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.number, np.ndarray, jax.Array)
+    ):
+        return False
+    numbers = np.asarray(value)
+    return numbers.dtype.kind in "iuf" and DECAY.contains(numbers.astype(float))
+
+
+def _is_decay_pair(value: Any) -> bool:
+    return (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(_is_decay(b) for b in value)
+    )
+
+
+# Adam's (beta1, beta2) as one argument, as torch and optax's contrib take it.
+DECAY_PAIR = OneOf(
+    (), also=_is_decay_pair, also_text="a pair (beta1, beta2), each in [0, 1)"
+)
 
 
 def require_params(params: Any, name: str) -> None:

@@ -17,10 +17,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._sharding import explicit_sharding
-from ..orthogonal._common import is_spec_leaf, restore, work_dtype
-from ..orthogonal.dimensions import _axes, matrix_view
-from ..orthogonal.routing import full_dimension_numbers
+from .._matrices import (
+    full_dimension_numbers,
+    is_spec_leaf,
+    matrix_axes,
+    matrix_view,
+)
+from .._numerics import work_dtype
+from .._sharding import explicit_sharding, restore
 
 P = jax.sharding.PartitionSpec
 
@@ -50,8 +54,9 @@ def _plan(shape, dims, block_size, max_dim, vector) -> Plan:
             )
         return Plan(lambda x: x, lambda y: y, (), 0, 0, 0, 0)
     view = matrix_view(shape, dims)
-    used = _axes(dims.reduction_axis, len(shape)) + _axes(dims.output_axis, len(shape))
-    batch_axes = tuple(a for a in range(len(shape)) if a not in used)
+    ndim = len(shape)
+    used = matrix_axes(dims.reduction_axis, ndim) + matrix_axes(dims.output_axis, ndim)
+    batch_axes = tuple(a for a in range(ndim) if a not in used)
     rows, cols = view.fan_in, view.fan_out
 
     def side(n):

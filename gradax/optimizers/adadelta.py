@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
 from ..combinators.chain import chain
@@ -68,8 +68,8 @@ class adadelta(Alias):
       u_t = -\eta_t \Delta_t.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array, a schedule, or None
-        (no scaling: the update is :math:`+\Delta_t`, as in optax).
+      learning_rate: :math:`\eta \ge 0`, a number, an array, a schedule, or
+        None (no scaling: the update is :math:`+\Delta_t`, as in optax).
       rho: decay of both moving averages, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
       weight_decay: :math:`\lambda >= 0`, added to the gradient first.
@@ -92,7 +92,7 @@ class adadelta(Alias):
       (arXiv:1212.5701).
     """
 
-    learning_rate: Any = hyper(None)
+    learning_rate: Any = hyper(None, LEARNING_RATE)
     rho: Any = hyper(0.9, DECAY)
     eps: Any = hyper(1e-6, NONNEGATIVE)
     weight_decay: Any = hyper(0.0, NONNEGATIVE)

@@ -9,12 +9,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._declare import NONNEGATIVE, POSITIVE_INT, Range, hyper
-from .._numerics import safe_increment
+from .._declare import (
+    ANY,
+    LEARNING_RATE,
+    NONNEGATIVE,
+    POSITIVE_INT,
+    UNIT,
+    hyper,
+)
+from .._numerics import abs_sq, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
-from ..transforms.clipping import _abs_sq, clip_by_block_rms
+from ..transforms.clipping import clip_by_block_rms
 from ..transforms.momentum import ema
 from ..transforms.scaling import scale, scale_by_learning_rate
 from ..transforms.trust_ratio import scale_by_param_block_rms
@@ -67,9 +74,11 @@ class scale_by_factored_rms(GradientTransformation):
       factored: factor the second moment of leaves of rank >= 2.
       decay_rate: the exponent of the decay schedule ``decay_rate_fn``, >= 0.
       step_offset: subtracted from the step count before the decay schedule
-        (e.g. the first step of a fine-tuning phase).
+        (e.g. the first step of a fine-tuning phase), any number; the decay
+        is NaN at steps below ``step_offset - 1``, so a positive offset is for
+        a state that has counted past it.
       min_dim_size_to_factor: factor a leaf only if its two largest axes are
-        at least this long.
+        at least this long, an integer >= 1.
       epsilon: added to the squared updates, >= 0.
       decay_rate_fn: ``f(step, decay_rate) -> decay`` (default
         ``1 - (step + 1) ** -decay_rate``).
@@ -77,7 +86,7 @@ class scale_by_factored_rms(GradientTransformation):
 
     factored: bool = static_field(True)
     decay_rate: Any = hyper(0.8, NONNEGATIVE)
-    step_offset: Any = hyper(0)
+    step_offset: Any = hyper(0, ANY)
     min_dim_size_to_factor: int = hyper(128, POSITIVE_INT, static=True)
     epsilon: Any = hyper(1e-30, NONNEGATIVE)
     decay_rate_fn: Callable[[Any, Any], Any] = static_field(_decay_rate_pow)
@@ -114,7 +123,7 @@ class scale_by_factored_rms(GradientTransformation):
 
         def update_leaf(g, v_row, v_col, v, p):
             dtype = p.dtype
-            g_sq = _abs_sq(g) + eps
+            g_sq = abs_sq(g) + eps
             dims = self._dims(p.shape)
             empty = jnp.zeros((1,), dtype)
             if dims is None:
@@ -168,12 +177,14 @@ class adafactor(Alias):
     momentum (``ema(momentum)``), weight decay, and a sign flip.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array, a schedule, or None
-        (no factor: for use with ``multiply_by_parameter_scale`` alone).
-      min_dim_size_to_factor: factor only when both axes are this long.
+      learning_rate: :math:`\eta \ge 0`, a number, an array, a schedule, or
+        None (no factor: for use with ``multiply_by_parameter_scale`` alone).
+      min_dim_size_to_factor: factor only when both axes are this long, an
+        integer >= 1.
       decay_rate: :math:`c`, >= 0.
       decay_offset: subtracted from the step count in :math:`\beta_t`
-        (fine-tuning).
+        (fine-tuning), any number; positive only for a state that has
+        counted past it (see :class:`scale_by_factored_rms`).
       multiply_by_parameter_scale: multiply by the parameters' rms.
       clipping_threshold: block rms clipping threshold, >= 0, or None.
       momentum: decay of an (undebiased) moving average of the steps, in
@@ -201,13 +212,13 @@ class adafactor(Alias):
       Memory Cost, ICML 2018 (arXiv:1804.04235).
     """
 
-    learning_rate: Any = hyper(None)
+    learning_rate: Any = hyper(None, LEARNING_RATE)
     min_dim_size_to_factor: int = hyper(128, POSITIVE_INT, static=True)
     decay_rate: Any = hyper(0.8, NONNEGATIVE)
-    decay_offset: Any = hyper(0)
+    decay_offset: Any = hyper(0, ANY)
     multiply_by_parameter_scale: bool = static_field(True)
-    clipping_threshold: Any = hyper(1.0, NONNEGATIVE)
-    momentum: Any = hyper(None, Range(0.0, 1.0))
+    clipping_threshold: Any = hyper(1.0, NONNEGATIVE, allow_none=True)
+    momentum: Any = hyper(None, UNIT)
     dtype_momentum: Any = static_field(jnp.float32)
     weight_decay_rate: Any = hyper(None, NONNEGATIVE)
     eps: Any = hyper(1e-30, NONNEGATIVE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import NONNEGATIVE, hyper
+from .._declare import LEARNING_RATE, NONNEGATIVE, hyper
 from .._protocol import Alias
 from ..combinators.chain import chain
 from ..transforms.rms import scale_by_rss
@@ -22,7 +22,7 @@ class adagrad(Alias):
       \quad (0 \text{ where } s_t = 0).
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       initial_accumulator_value: :math:`s_0`, >= 0.
       eps: :math:`\epsilon`, >= 0.
 
@@ -41,7 +41,7 @@ class adagrad(Alias):
       Stochastic Optimization, JMLR 2011.
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     initial_accumulator_value: Any = hyper(0.1, NONNEGATIVE)
     eps: Any = hyper(1e-7, NONNEGATIVE)
 

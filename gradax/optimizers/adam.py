@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -130,7 +130,7 @@ class adam(Alias):
     are not in optax; the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -158,7 +158,7 @@ class adam(Alias):
       with One Line of Code, 2024 (arXiv:2411.16085).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
@@ -189,7 +189,7 @@ class adamw(Alias):
     ``cautious_weight_decay`` are not in optax; the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: >= 0.
@@ -217,7 +217,7 @@ class adamw(Alias):
       (arXiv:2510.12402).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
@@ -254,7 +254,7 @@ class nadam(adam):
     are not in optax; the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -291,7 +291,7 @@ class nadamw(adamw):
     ``cautious_weight_decay`` are not in optax; the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: >= 0.

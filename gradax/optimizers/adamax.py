@@ -7,7 +7,7 @@ from typing import Any
 import jax
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -68,7 +68,7 @@ class adamax(Alias):
     the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the infinity norm, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -90,7 +90,7 @@ class adamax(Alias):
       (arXiv:1412.6980), section 7.
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
@@ -113,7 +113,7 @@ class adamaxw(Alias):
     ``cautious_weight_decay`` are not in optax; the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the infinity norm, in [0, 1).
       eps: >= 0.
@@ -142,7 +142,7 @@ class adamaxw(Alias):
       Regularization, 2019 (arXiv:1711.05101).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -95,7 +95,7 @@ class adan(Alias):
     :math:`1 - \beta_i`.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the gradients' average, in [0, 1).
       b2: decay of the gradient differences' average, in [0, 1).
       b3: decay of the second moment, in [0, 1).
@@ -124,7 +124,7 @@ class adan(Alias):
       Optimizing Deep Models, 2022 (arXiv:2208.06677).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.98, DECAY)
     b2: Any = hyper(0.92, DECAY)
     b3: Any = hyper(0.99, DECAY)

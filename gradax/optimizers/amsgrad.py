@@ -8,14 +8,14 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
-from ..transforms.momentum import _canonical_dtype
 from ..transforms.scaling import scale_by_learning_rate
+from ._util import canonical_dtype
 from .adam import adam_ratio
 
 
@@ -58,7 +58,7 @@ class scale_by_amsgrad(GradientTransformation):
     def init_state(self, params):
         return ScaleByAmsgradState(
             count=zero_count(),
-            mu=gtree.zeros_like(params, _canonical_dtype(self.mu_dtype)),
+            mu=gtree.zeros_like(params, canonical_dtype(self.mu_dtype)),
             nu=gtree.zeros_like(params),
             nu_max=gtree.zeros_like(params),
         )
@@ -96,7 +96,7 @@ class amsgrad(Alias):
     the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -124,7 +124,7 @@ class amsgrad(Alias):
       (arXiv:1904.09237).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import NONNEGATIVE, POSITIVE, hyper
+from .._declare import ANY, NONNEGATIVE, POSITIVE, hyper
 from .._protocol import GradientTransformation
 from .._pytree import static_field
 
@@ -66,7 +66,8 @@ class scale_by_distance_over_gradients(GradientTransformation):
       eps: :math:`\epsilon \ge 0`, keeps the first steps finite.
       param_dtype: dtype of the stored initial parameters (None: the
         params').
-      global_scale: :math:`s`, multiplies every step.
+      global_scale: :math:`s`, any real number, multiplies every step (-1
+        descends, as ``scale(-1.0)`` would).
 
     Returns:
       A transformation whose state is a
@@ -91,7 +92,7 @@ class scale_by_distance_over_gradients(GradientTransformation):
     reps_rel: Any = hyper(1e-6, POSITIVE)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     param_dtype: Any = static_field(jnp.float32)
-    global_scale: Any = hyper(1.0)
+    global_scale: Any = hyper(1.0, ANY)  # optax: typically 1 or -1
 
     def init_state(self, params):
         reps_rel, param_dtype = self.reps_rel, self.param_dtype

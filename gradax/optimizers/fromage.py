@@ -6,7 +6,7 @@ from typing import Any
 
 import jax
 
-from .._declare import NONNEGATIVE, hyper
+from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._protocol import Alias, EmptyState, GradientTransformation
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -19,7 +19,7 @@ class _add_scaled_params(GradientTransformation):
     ``add_decayed_weights`` rejects the negative factor Fromage needs.
     """
 
-    factor: Any = hyper()
+    factor: Any = hyper(valid=ANY)  # Fromage's is negative
 
     def init_state(self, params):
         del params
@@ -64,7 +64,7 @@ class fromage(Alias):
     schedule therefore gives the plain number's updates.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       min_norm: :math:`\nu \ge 0`, the smallest norm used for a parameter or
         a gradient.
 
@@ -86,7 +86,7 @@ class fromage(Alias):
       stability of learning, NeurIPS 2020 (arXiv:2002.03432).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     min_norm: Any = hyper(1e-6, NONNEGATIVE)
 
     def build(self):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._protocol import Alias
 from .._pytree import static_field
 from ..combinators.chain import chain
@@ -29,7 +29,7 @@ class lamb(Alias):
     (the ratio is 1 where either norm is zero).
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -54,7 +54,7 @@ class lamb(Alias):
       in 76 minutes, ICLR 2020 (arXiv:1904.00962).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-6, NONNEGATIVE)
@@ -85,7 +85,7 @@ class lars(Alias):
     :math:`u_t = -(s_t + \mu m_t)`).
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       weight_decay: :math:`\lambda >= 0`, a number or a schedule.
       weight_decay_mask: a tree of booleans like the params (or a function of
         the params returning one, or True for all) selecting the leaves that
@@ -113,7 +113,7 @@ class lars(Alias):
       (arXiv:1708.03888).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     weight_decay: Any = hyper(0.0, NONNEGATIVE)
     weight_decay_mask: Any = static_field(True)
     trust_coefficient: Any = hyper(0.001, NONNEGATIVE)

@@ -8,16 +8,14 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, Range, hyper
+from .._declare import LEARNING_RATE, NONNEGATIVE, UNIT, OneOf, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution, decayed_weights
-from ..transforms.momentum import _canonical_dtype
 from ..transforms.scaling import scale_by_learning_rate
-
-_MODES = ("hard", "smooth", "refined")
+from ._util import canonical_dtype
 
 
 class ScaleByLionState(NamedTuple):
@@ -44,19 +42,17 @@ class scale_by_lion(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(0.9, Range(0.0, 1.0))
-    b2: Any = hyper(0.99, Range(0.0, 1.0))
+    b1: Any = hyper(0.9, UNIT)
+    b2: Any = hyper(0.99, UNIT)
     mu_dtype: Any = static_field(None)
-    mode: str = static_field("hard", kw_only=True)
+    mode: str = hyper(
+        "hard", OneOf(("hard", "smooth", "refined")), static=True, kw_only=True
+    )
     smooth_beta: Any = hyper(1.0, NONNEGATIVE, kw_only=True)
     cautious: bool = static_field(False, kw_only=True)
 
-    def _check(self):
-        if self.mode not in _MODES:
-            raise ValueError(f"mode must be one of {_MODES}, got {self.mode!r}")
-
     def init_state(self, params):
-        dtype = _canonical_dtype(self.mu_dtype)
+        dtype = canonical_dtype(self.mu_dtype)
         return ScaleByLionState(
             count=zero_count(), mu=gtree.zeros_like(params, dtype=dtype)
         )
@@ -94,7 +90,7 @@ class lion(Alias):
     ``cautious_weight_decay`` are not in optax; the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule (Lion
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule (Lion
         wants one 3-10 times smaller than AdamW's).
       b1: weight of the momentum in :math:`c_t`, in [0, 1].
       b2: decay of the momentum, in [0, 1].
@@ -125,9 +121,9 @@ class lion(Alias):
       (arXiv:2510.12402).
     """
 
-    learning_rate: Any = hyper()
-    b1: Any = hyper(0.9, Range(0.0, 1.0))
-    b2: Any = hyper(0.99, Range(0.0, 1.0))
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    b1: Any = hyper(0.9, UNIT)
+    b2: Any = hyper(0.99, UNIT)
     mu_dtype: Any = static_field(None)
     weight_decay: Any = hyper(0.001, NONNEGATIVE)
     mask: Any = static_field(None)

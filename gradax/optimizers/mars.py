@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
-from .._numerics import safe_increment
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, OneOf, hyper
+from .._numerics import abs_sq, safe_increment
 from .._protocol import Alias, EmptyState, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
-from ..transforms.momentum import _canonical_dtype
+from ._util import canonical_dtype
 from .adam import adam_ratio
 
 _TYPES = ("mars-adamw", "mars-lion")
@@ -38,28 +37,12 @@ def _is_zero(value: Any) -> bool:
     return isinstance(value, (int, float)) and value == 0
 
 
-def _squared_norm(x: jax.Array) -> jax.Array:
-    if jnp.iscomplexobj(x):
-        return jnp.sum(jnp.real(jnp.conj(x) * x))
-    return jnp.sum(x * x)
-
-
 def _clipped_correction(g: jax.Array, g_prev: jax.Array, b1: Any, gamma: Any):
     """``c = g + gamma b1/(1-b1) (g - g_prev)``, divided by ``max(||c||, 1)``."""
     c = g + (gamma * (b1 / (1 - b1))) * (g - g_prev)
-    norm = jnp.sqrt(_squared_norm(c))
+    norm = jnp.sqrt(jnp.sum(abs_sq(c)))
     # c / ||c|| where ||c|| > 1, else c unchanged (a division by 1 is exact).
     return c / jnp.maximum(norm, 1).astype(norm.dtype)
-
-
-def _check_mars(tx: Any) -> None:
-    if tx.mars_type == "mars-shampoo":
-        raise ValueError(
-            "mars_type='mars-shampoo' is not implemented in gradax; choose one "
-            f"of {_TYPES} (or see gradax.muon for orthogonalized updates)"
-        )
-    if tx.mars_type not in _TYPES:
-        raise ValueError(f"mars_type must be one of {_TYPES}, got {tx.mars_type!r}")
 
 
 class scale_by_mars(GradientTransformation):
@@ -73,7 +56,8 @@ class scale_by_mars(GradientTransformation):
       eps: added to the denominator outside the square root, >= 0.
       gamma: strength of the gradient correction, >= 0.
       mu_dtype: dtype of the first moment (default: the parameters').
-      mars_type: ``"mars-adamw"`` or ``"mars-lion"``. Keyword-only.
+      mars_type: ``"mars-adamw"`` or ``"mars-lion"`` (the paper's
+        ``"mars-shampoo"`` is not implemented). Keyword-only.
       optimize_1d: use MARS on every leaf; by default only 2-D leaves take
         MARS and the others take AdamW with ``b1_1d``, ``b2_1d``. Keyword-only.
       b1_1d: AdamW's first-moment decay on the other leaves, in [0, 1).
@@ -85,13 +69,10 @@ class scale_by_mars(GradientTransformation):
     eps: Any = hyper(1e-8, NONNEGATIVE)
     gamma: Any = hyper(0.025, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
-    mars_type: str = static_field("mars-adamw", kw_only=True)
+    mars_type: str = hyper("mars-adamw", OneOf(_TYPES), static=True, kw_only=True)
     optimize_1d: bool = static_field(False, kw_only=True)
     b1_1d: Any = hyper(0.9, DECAY, kw_only=True)
     b2_1d: Any = hyper(0.95, DECAY, kw_only=True)
-
-    def _check(self):
-        _check_mars(self)
 
     def init_state(self, params):
         lion = self.mars_type == "mars-lion"
@@ -104,7 +85,7 @@ class scale_by_mars(GradientTransformation):
 
         return MarsState(
             count=zero_count(),
-            mu=gtree.zeros_like(params, dtype=_canonical_dtype(self.mu_dtype)),
+            mu=gtree.zeros_like(params, dtype=canonical_dtype(self.mu_dtype)),
             nu=jax.tree.map(nu, params),
             last_grad=jax.tree.map(last_grad, params),
         )
@@ -154,10 +135,10 @@ class scale_by_mars(GradientTransformation):
 class _mars_step(GradientTransformation):
     """``-lr (u + wd p)`` on MARS leaves, ``-lr_1d (u + wd_1d p)`` on others."""
 
-    learning_rate: Any = hyper()
-    weight_decay: Any = hyper()
-    learning_rate_1d: Any = hyper()
-    weight_decay_1d: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    weight_decay: Any = hyper(valid=NONNEGATIVE)
+    learning_rate_1d: Any = hyper(valid=LEARNING_RATE, allow_none=True)  # None: lr
+    weight_decay_1d: Any = hyper(valid=NONNEGATIVE)
     optimize_1d: bool = static_field(False, kw_only=True)
 
     def init_state(self, params):
@@ -223,7 +204,7 @@ class mars(Alias):
     through MARS). Not in optax.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment on MARS leaves, in [0, 1).
       b2: decay of the second moment on MARS leaves, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -231,14 +212,15 @@ class mars(Alias):
       gamma: :math:`\gamma >= 0`, the strength of the gradient correction
         (0 gives AdamW, or Lion with one momentum, on the clipped gradient).
       mu_dtype: dtype of the first moment.
-      mars_type: ``"mars-adamw"`` or ``"mars-lion"``. Keyword-only.
+      mars_type: ``"mars-adamw"`` or ``"mars-lion"`` (``"mars-shampoo"`` is
+        not implemented). Keyword-only.
       optimize_1d: MARS on every leaf, not only the 2-D ones. Keyword-only.
-      b1_1d: AdamW's first-moment decay on the other leaves (the reference's
-        ``betas_1d[0]``). Keyword-only.
-      b2_1d: AdamW's second-moment decay on the other leaves
+      b1_1d: AdamW's first-moment decay on the other leaves, in [0, 1) (the
+        reference's ``betas_1d[0]``). Keyword-only.
+      b2_1d: AdamW's second-moment decay on the other leaves, in [0, 1)
         (``betas_1d[1]``). Keyword-only.
-      learning_rate_1d: AdamW's learning rate on the other leaves; None:
-        ``learning_rate``. Keyword-only.
+      learning_rate_1d: AdamW's learning rate on the other leaves, >= 0;
+        None: ``learning_rate``. Keyword-only.
       weight_decay_1d: AdamW's weight decay on the other leaves, >= 0 (the
         reference's default 0.1). Keyword-only.
 
@@ -260,24 +242,19 @@ class mars(Alias):
       Training Large Models, 2024 (arXiv:2411.10438).
     """
 
-    learning_rate: Any = hyper(0.003)
+    learning_rate: Any = hyper(0.003, LEARNING_RATE)
     b1: Any = hyper(0.95, DECAY)
     b2: Any = hyper(0.99, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     weight_decay: Any = hyper(0.0, NONNEGATIVE)
     gamma: Any = hyper(0.025, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
-    mars_type: str = static_field("mars-adamw", kw_only=True)
+    mars_type: str = hyper("mars-adamw", OneOf(_TYPES), static=True, kw_only=True)
     optimize_1d: bool = static_field(False, kw_only=True)
     b1_1d: Any = hyper(0.9, DECAY, kw_only=True)
     b2_1d: Any = hyper(0.95, DECAY, kw_only=True)
-    learning_rate_1d: Any = hyper(None, kw_only=True)
-    weight_decay_1d: Any = hyper(
-        dataclasses.field(default=0.1, kw_only=True), NONNEGATIVE
-    )
-
-    def _check(self):
-        _check_mars(self)
+    learning_rate_1d: Any = hyper(None, LEARNING_RATE, kw_only=True)
+    weight_decay_1d: Any = hyper(0.1, NONNEGATIVE, kw_only=True)
 
     def build(self):
         return chain(

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import NONNEGATIVE, hyper
+from .._declare import LEARNING_RATE, NONNEGATIVE, Range, hyper
 from .._protocol import Alias
-from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.elementwise import add_noise
 from ..transforms.scaling import scale_by_learning_rate
@@ -25,7 +24,7 @@ class noisy_sgd(Alias):
     fixed ``key`` or ``seed`` gives the same noise every run.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       eta: :math:`\eta_{\text{noise}} \ge 0`, the noise variance at the first
         step.
       gamma: :math:`\gamma \ge 0`, the annealing exponent.
@@ -52,18 +51,15 @@ class noisy_sgd(Alias):
       Deep Networks, 2015 (arXiv:1511.06807).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     eta: Any = hyper(0.01, NONNEGATIVE)
     gamma: Any = hyper(0.55, NONNEGATIVE)
     key: Any = None
-    seed: int | None = static_field(None, kw_only=True)
+    seed: int | None = hyper(None, Range(integer=True), static=True, kw_only=True)
 
     def _check(self):
-        if self.seed is not None:
-            if self.key is not None:
-                raise ValueError("noisy_sgd: give key or seed, not both")
-            if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-                raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if self.seed is not None and self.key is not None:
+            raise ValueError("noisy_sgd: give key or seed, not both")
 
     def build(self):
         return chain(

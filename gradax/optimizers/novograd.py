@@ -8,13 +8,13 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
-from ..transforms.momentum import _canonical_dtype
 from ..transforms.scaling import scale_by_learning_rate
+from ._util import canonical_dtype
 
 
 class ScaleByNovogradState(NamedTuple):
@@ -49,7 +49,7 @@ class scale_by_novograd(GradientTransformation):
     def init_state(self, params):
         return ScaleByNovogradState(
             count=zero_count(),
-            mu=gtree.zeros_like(params, _canonical_dtype(self.mu_dtype)),
+            mu=gtree.zeros_like(params, canonical_dtype(self.mu_dtype)),
             nu=jax.tree.map(lambda p: jnp.zeros([], p.dtype), params),
         )
 
@@ -74,7 +74,7 @@ class scale_by_novograd(GradientTransformation):
 
         mu = jax.tree.map(new_mu, updates, params, state.mu, nu)
         # The update is the stored momentum, rounded to mu_dtype as stored.
-        mu = gtree.cast(mu, _canonical_dtype(self.mu_dtype))
+        mu = gtree.cast(mu, canonical_dtype(self.mu_dtype))
         return mu, ScaleByNovogradState(count=count, mu=mu, nu=nu)
 
 
@@ -91,7 +91,7 @@ class novograd(Alias):
       + \lambda \theta_{t-1},\quad u_t = -\eta_t m_t.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the momentum, in [0, 1).
       b2: decay of the per-leaf second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -114,7 +114,7 @@ class novograd(Alias):
       Moments for Training of Deep Networks, 2019 (arXiv:1905.11286).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.25, DECAY)
     eps: Any = hyper(1e-6, NONNEGATIVE)

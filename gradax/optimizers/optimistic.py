@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
 from ..combinators.chain import chain
@@ -73,7 +72,7 @@ class optimistic_gradient_descent(Alias):
     maximizing player's.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       alpha: :math:`\alpha \ge 0`, the weight of the current gradient.
       beta: :math:`\beta \ge 0`, the weight of the gradient's change.
 
@@ -96,7 +95,7 @@ class optimistic_gradient_descent(Alias):
       (arXiv:1901.08511).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     alpha: Any = hyper(1.0, NONNEGATIVE)
     beta: Any = hyper(1.0, NONNEGATIVE)
 
@@ -105,10 +104,6 @@ class optimistic_gradient_descent(Alias):
             scale_by_optimistic_gradient(self.alpha, self.beta),
             scale_by_learning_rate(self.learning_rate),
         )
-
-
-def _keyword(default: Any) -> Any:
-    return dataclasses.field(default=default, kw_only=True)
 
 
 class optimistic_adam_v2(Alias):
@@ -121,7 +116,7 @@ class optimistic_adam_v2(Alias):
       u_t = -\eta_t \big((\alpha + \beta) d_t - \beta d_{t-1}\big).
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       alpha: :math:`\alpha \ge 0`, the weight of the current direction.
       beta: :math:`\beta \ge 0`, the weight of the direction's change.
       b1: decay of Adam's first moment, in [0, 1).
@@ -149,13 +144,13 @@ class optimistic_adam_v2(Alias):
       (arXiv:1711.00141).
     """
 
-    learning_rate: Any = hyper()
-    alpha: Any = hyper(_keyword(1.0), NONNEGATIVE)
-    beta: Any = hyper(_keyword(1.0), NONNEGATIVE)
-    b1: Any = hyper(_keyword(0.9), DECAY)
-    b2: Any = hyper(_keyword(0.999), DECAY)
-    eps: Any = hyper(_keyword(1e-8), NONNEGATIVE)
-    eps_root: Any = hyper(_keyword(0.0), NONNEGATIVE)
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    alpha: Any = hyper(1.0, NONNEGATIVE, kw_only=True)
+    beta: Any = hyper(1.0, NONNEGATIVE, kw_only=True)
+    b1: Any = hyper(0.9, DECAY, kw_only=True)
+    b2: Any = hyper(0.999, DECAY, kw_only=True)
+    eps: Any = hyper(1e-8, NONNEGATIVE, kw_only=True)
+    eps_root: Any = hyper(0.0, NONNEGATIVE, kw_only=True)
     mu_dtype: Any = static_field(None, kw_only=True)
     nesterov: bool = static_field(True, kw_only=True)
 

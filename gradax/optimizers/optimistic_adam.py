@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import DECAY, NONNEGATIVE, hyper
-from .._hyper import check_nonnegative
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._protocol import Alias
 from .._pytree import static_field
 from ..combinators.chain import chain
@@ -32,8 +31,8 @@ class optimistic_adam(Alias):
     schedules (optax raises for a schedule); no deprecation warning.
 
     Args:
-      learning_rate: :math:`\eta`, the weight of the current direction.
-      optimism: :math:`o`, the weight of its change; None for :math:`\eta`.
+      learning_rate: :math:`\eta \ge 0`, the weight of the current direction.
+      optimism: :math:`o \ge 0`, the weight of its change; None for :math:`\eta`.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: added to the denominator outside the square root, >= 0.
@@ -56,18 +55,14 @@ class optimistic_adam(Alias):
       (arXiv:1711.00141).
     """
 
-    learning_rate: Any = hyper(valid=NONNEGATIVE)
-    optimism: Any = hyper(None)
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    optimism: Any = hyper(None, NONNEGATIVE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     eps_root: Any = hyper(0.0, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(True, kw_only=True)
-
-    def _check(self):
-        if self.optimism is not None:
-            check_nonnegative("optimism", self.optimism)
 
     def build(self):
         optimism = self.learning_rate if self.optimism is None else self.optimism

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, hyper
+from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, OneOf, hyper
 from .._protocol import Alias, EmptyState, GradientTransformation
-from .._pytree import static_field
 from ..combinators.chain import chain
 from .sgd import sgd
 
-_VARIANTS = ("sps", "sps+")
-
-
-def _check_polyak(tx: Any) -> None:
-    if tx.variant not in _VARIANTS:
-        raise ValueError(f"variant must be one of {_VARIANTS}, got {tx.variant!r}")
+# A cap on the step size; inf is plain SPS, without a cap.
+_MAX_LEARNING_RATE = dataclasses.replace(LEARNING_RATE, allow_inf=True)
 
 
 class scale_by_polyak(GradientTransformation):
@@ -32,20 +28,18 @@ class scale_by_polyak(GradientTransformation):
     transformation is built, not at its first update.
 
     Args:
-      f_min: a lower bound on the objective (its minimum, if known).
-      max_learning_rate: the largest step size, >= 0.
+      f_min: a lower bound on the objective (its minimum, if known), any
+        real number.
+      max_learning_rate: the largest step size, >= 0 (inf: no cap).
       eps: added to the squared norm of the updates, >= 0.
       variant: ``"sps"``, or ``"sps+"`` to clip a negative gap
         ``value - f_min`` to 0.
     """
 
-    f_min: Any = hyper(0.0)
-    max_learning_rate: Any = hyper(1.0, NONNEGATIVE)
+    f_min: Any = hyper(0.0, ANY)
+    max_learning_rate: Any = hyper(1.0, _MAX_LEARNING_RATE)
     eps: Any = hyper(0.0, NONNEGATIVE)
-    variant: str = static_field("sps")
-
-    def _check(self):
-        _check_polyak(self)
+    variant: str = hyper("sps", OneOf(("sps", "sps+")), static=True)
 
     def init_state(self, params):
         del params
@@ -87,10 +81,10 @@ class polyak_sgd(Alias):
     float64's machine epsilon. ``"sps+"`` uses :math:`\max(f - f^*, 0)`.
 
     Args:
-      max_learning_rate: :math:`\gamma_{\max} \ge 0`.
-      scaling: :math:`s_t`, a number, an array or a schedule multiplying the
+      max_learning_rate: :math:`\gamma_{\max} \ge 0` (inf: no cap).
+      scaling: :math:`s_t \ge 0`, a number, an array or a schedule multiplying the
         gradient first (as ``sgd(learning_rate=scaling)``).
-      f_min: :math:`f^*`, a lower bound on the objective.
+      f_min: :math:`f^*`, a lower bound on the objective, any real number.
       eps: :math:`\epsilon \ge 0`.
       variant: ``"sps"`` or ``"sps+"``.
 
@@ -115,14 +109,11 @@ class polyak_sgd(Alias):
       (arXiv:2307.14528).
     """
 
-    max_learning_rate: Any = hyper(1.0, NONNEGATIVE)
-    scaling: Any = hyper(1.0)
-    f_min: Any = hyper(0.0)
+    max_learning_rate: Any = hyper(1.0, _MAX_LEARNING_RATE)
+    scaling: Any = hyper(1.0, NONNEGATIVE)
+    f_min: Any = hyper(0.0, ANY)
     eps: Any = hyper(0.0, NONNEGATIVE)
-    variant: str = static_field("sps")
-
-    def _check(self):
-        _check_polyak(self)
+    variant: str = hyper("sps", OneOf(("sps", "sps+")), static=True)
 
     def build(self):
         return chain(

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Range, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -16,6 +16,10 @@ from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
 from .adam import ScaleByAdamState, debiased_first_moment
+
+# rho_t >= 4 keeps the rectification sqrt((rho-4)(rho-2)...) real; inf never
+# rectifies (momentum steps only).
+_THRESHOLD = Range(4.0, allow_inf=True)
 
 
 class scale_by_radam(GradientTransformation):
@@ -30,7 +34,8 @@ class scale_by_radam(GradientTransformation):
       eps: added to the denominator outside the square root, >= 0.
       eps_root: added inside the square root, >= 0.
       threshold: the length :math:`\\rho_t` of the approximated moving
-        average from which the adaptive step is used.
+        average from which the adaptive step is used, >= 4 (below, the
+        rectification is the root of a negative number); inf: never.
       nesterov: use Nesterov momentum.
       cautious: cautious updates (keyword-only, not in optax; see
         :func:`gradax.transforms.cautious.caution`).
@@ -40,7 +45,7 @@ class scale_by_radam(GradientTransformation):
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     eps_root: Any = hyper(0.0, NONNEGATIVE)
-    threshold: Any = hyper(5.0)
+    threshold: Any = hyper(5.0, _THRESHOLD)
     nesterov: bool = static_field(False, kw_only=True)
     cautious: bool = static_field(False, kw_only=True)
 
@@ -99,12 +104,13 @@ class radam(Alias):
     the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
       eps_root: :math:`\bar\epsilon`, >= 0.
-      threshold: the :math:`\rho_t` from which the adaptive step is used.
+      threshold: the :math:`\rho_t` from which the adaptive step is used,
+        >= 4 (inf: never).
       nesterov: use Nesterov momentum (keyword-only).
       cautious: cautious updates (keyword-only; see
         :func:`gradax.transforms.cautious.caution`).
@@ -124,12 +130,12 @@ class radam(Alias):
       ICLR 2020 (arXiv:1908.03265).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     eps_root: Any = hyper(0.0, NONNEGATIVE)
-    threshold: Any = hyper(5.0)
+    threshold: Any = hyper(5.0, _THRESHOLD)
     nesterov: bool = static_field(False, kw_only=True)
     cautious: bool = static_field(False, kw_only=True)
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import NONNEGATIVE, UNIT, hyper
-from .._hyper import check_decay
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, UNIT, hyper
 from .._protocol import Alias
 from .._pytree import static_field
 from .._simple import identity
@@ -33,7 +32,7 @@ class rmsprop(Alias):
     scaled steps as :class:`trace` does.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       decay: :math:`\rho`, in [0, 1] ([0, 1) with bias correction).
       eps: :math:`\epsilon`, >= 0.
       initial_scale: :math:`v_0`, >= 0.
@@ -60,20 +59,18 @@ class rmsprop(Alias):
       (arXiv:1308.0850) for the centered form.
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     decay: Any = hyper(0.9, UNIT)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     initial_scale: Any = hyper(0.0, NONNEGATIVE)
     eps_in_sqrt: bool = static_field(True)
     centered: bool = static_field(False)
-    momentum: Any = hyper(None)
+    momentum: Any = hyper(None, DECAY)
     nesterov: bool = static_field(False)
     bias_correction: bool = static_field(False)
 
     def _check(self):
-        check_rms_decay(self)
-        if self.momentum is not None:
-            check_decay("momentum", self.momentum)
+        check_rms_decay(self)  # decay < 1 with bias_correction
 
     def build(self):
         direction = scale_by_stddev if self.centered else scale_by_rms

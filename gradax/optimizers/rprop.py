@@ -8,10 +8,13 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, POSITIVE, Range, hyper
+from .._declare import LEARNING_RATE, NONNEGATIVE, Range, hyper
 from .._protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from ..transforms.scaling import scale
+
+# A cap on the step sizes; inf is no cap.
+_MAX_STEP_SIZE = Range(0.0, low_open=True, allow_inf=True)
 
 
 class ScaleByRpropState(NamedTuple):
@@ -47,14 +50,14 @@ class scale_by_rprop(GradientTransformation):
       eta_minus: step size factor after a sign change, in (0, 1].
       eta_plus: step size factor while the sign holds, >= 1.
       min_step_size: smallest step size, >= 0.
-      max_step_size: largest step size, > 0.
+      max_step_size: largest step size, > 0 (inf: no cap).
     """
 
-    learning_rate: Any = hyper(valid=NONNEGATIVE)
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     eta_minus: Any = hyper(0.5, Range(0.0, 1.0, low_open=True))
     eta_plus: Any = hyper(1.2, Range(1.0))
     min_step_size: Any = hyper(1e-6, NONNEGATIVE)
-    max_step_size: Any = hyper(50.0, POSITIVE)
+    max_step_size: Any = hyper(50.0, _MAX_STEP_SIZE)
 
     def _check(self):
         _check_rprop(self)
@@ -123,7 +126,7 @@ class rprop(Alias):
       eta_minus: :math:`\eta_-` in (0, 1].
       eta_plus: :math:`\eta_+ \ge 1`.
       min_step_size: :math:`\delta_{\min} \ge 0`.
-      max_step_size: :math:`\delta_{\max} > 0`.
+      max_step_size: :math:`\delta_{\max} > 0` (inf: no cap).
 
     Returns:
       The optimizer: ``chain(scale_by_rprop(...), scale(-1.0))``.
@@ -146,11 +149,11 @@ class rprop(Alias):
       Hüsken, Improving the Rprop Learning Algorithm, 2000.
     """
 
-    learning_rate: Any = hyper(valid=NONNEGATIVE)
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     eta_minus: Any = hyper(0.5, Range(0.0, 1.0, low_open=True))
     eta_plus: Any = hyper(1.2, Range(1.0))
     min_step_size: Any = hyper(1e-6, NONNEGATIVE)
-    max_step_size: Any = hyper(50.0, POSITIVE)
+    max_step_size: Any = hyper(50.0, _MAX_STEP_SIZE)
 
     def _check(self):
         _check_rprop(self)

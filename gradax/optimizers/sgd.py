@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import hyper
-from .._hyper import check_decay
+from .._declare import DECAY, LEARNING_RATE, hyper
 from .._protocol import Alias
 from .._pytree import static_field
 from .._simple import identity
@@ -26,7 +25,7 @@ class sgd(Alias):
       -\eta_t (g_t + \mu\, m_t) & \text{nesterov} \end{cases}
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       momentum: :math:`\mu`, in [0, 1); None for no momentum (and no state).
       nesterov: use Nesterov momentum.
       accumulator_dtype: dtype of the momentum (default: the params').
@@ -50,14 +49,10 @@ class sgd(Alias):
       ICML 2013.
     """
 
-    learning_rate: Any = hyper()
-    momentum: Any = hyper(None)
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    momentum: Any = hyper(None, DECAY)
     nesterov: bool = static_field(False)
     accumulator_dtype: Any = static_field(None)
-
-    def _check(self):
-        if self.momentum is not None:
-            check_decay("momentum", self.momentum)
 
     def build(self):
         if self.momentum is None:

@@ -7,12 +7,21 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import DECAY, NONNEGATIVE, NONNEGATIVE_INT, POSITIVE_INT, Range, hyper
-from .._numerics import safe_increment
+from .._declare import (
+    DECAY,
+    LEARNING_RATE,
+    NONNEGATIVE,
+    NONNEGATIVE_INT,
+    POSITIVE_INT,
+    UNIT,
+    OneOf,
+    hyper,
+)
+from .._numerics import real_dtype, safe_increment, work_dtype
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
+from .._sharding import match_sharding
 from ..combinators.chain import chain
-from ..orthogonal._common import match_sharding, real_dtype, work_dtype
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
 from . import _kronecker as kron
@@ -31,13 +40,6 @@ class ShampooState(NamedTuple):
     roots: Any  # per matrix leaf the cached (L^{-1/4}, R^{-1/4}); None elsewhere
 
 
-def _check_shampoo(tx: Any) -> None:
-    if tx.grafting_type not in GRAFTING_TYPES:
-        raise ValueError(
-            f"grafting_type must be one of {GRAFTING_TYPES}, got {tx.grafting_type!r}"
-        )
-
-
 class scale_by_shampoo(GradientTransformation):
     """Shampoo's grafted, momentum-averaged direction. See :class:`shampoo`.
 
@@ -47,11 +49,12 @@ class scale_by_shampoo(GradientTransformation):
         (1: sums, as in the original Shampoo and AdaGrad).
       eps: the grafting optimizer's epsilon, >= 0.
       matrix_epsilon: damping relative to the largest eigenvalue, >= 0.
-      block_size: sides longer than this are cut into blocks of this size.
+      block_size: sides longer than this are cut into blocks of this size,
+        an integer >= 1.
       preconditioning_compute_steps: recompute the inverse roots every this
-        many updates (cached in between).
+        many updates (cached in between), an integer >= 1.
       start_preconditioning_step: updates up to this one use the grafting
-        direction; later ones Shampoo's.
+        direction; later ones Shampoo's. An integer >= 0.
       grafting_type: "rmsprop" (Adam's denominator), "rmsprop_normalized"
         (of the gradient divided by its norm), "adagrad" or "sgd".
       nesterov: Nesterov momentum (NAdam's form).
@@ -61,7 +64,7 @@ class scale_by_shampoo(GradientTransformation):
     """
 
     b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, Range(0.0, 1.0))
+    b2: Any = hyper(0.999, UNIT)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     matrix_epsilon: Any = hyper(1e-6, NONNEGATIVE)
     block_size: int = hyper(128, POSITIVE_INT, static=True, kw_only=True)
@@ -71,12 +74,11 @@ class scale_by_shampoo(GradientTransformation):
     start_preconditioning_step: int = hyper(
         5, NONNEGATIVE_INT, static=True, kw_only=True
     )
-    grafting_type: str = static_field("rmsprop", kw_only=True)
+    grafting_type: str = hyper(
+        "rmsprop", OneOf(GRAFTING_TYPES), static=True, kw_only=True
+    )
     nesterov: bool = static_field(False, kw_only=True)
     weight_dimension_numbers: Any = static_field("auto", kw_only=True)
-
-    def _check(self):
-        _check_shampoo(self)
 
     def _plans(self, tree):
         return kron.plans(
@@ -223,15 +225,17 @@ class shampoo(Alias):
     is bias-corrected.
 
     Args:
-      learning_rate: :math:`\eta`, a number or schedule.
+      learning_rate: :math:`\eta \ge 0`, a number or schedule.
       b1: :math:`\beta_1`, momentum decay in [0, 1).
       b2: :math:`\beta_2` in [0, 1].
       eps: :math:`\epsilon` of the grafting optimizer, >= 0.
       matrix_epsilon: :math:`\epsilon_m` >= 0.
       weight_decay: :math:`\lambda` >= 0.
-      block_size: the largest side of a factor.
-      preconditioning_compute_steps: how often to recompute inverse roots.
-      start_preconditioning_step: the last update that uses :math:`D_t`.
+      block_size: the largest side of a factor, an integer >= 1.
+      preconditioning_compute_steps: how often to recompute inverse roots, an
+        integer >= 1.
+      start_preconditioning_step: the last update that uses :math:`D_t`, an
+        integer >= 0.
       grafting_type: "rmsprop", "rmsprop_normalized", "adagrad" or "sgd".
       nesterov: Nesterov momentum (NAdam's form).
       weight_dimension_numbers: which leaves are (stacks of) matrices:
@@ -258,9 +262,9 @@ class shampoo(Alias):
       Order Optimization for Deep Learning, 2020 (arXiv:2002.09018).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, Range(0.0, 1.0))
+    b2: Any = hyper(0.999, UNIT)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     matrix_epsilon: Any = hyper(1e-6, NONNEGATIVE)
     weight_decay: Any = hyper(0.0, NONNEGATIVE)
@@ -271,12 +275,11 @@ class shampoo(Alias):
     start_preconditioning_step: int = hyper(
         5, NONNEGATIVE_INT, static=True, kw_only=True
     )
-    grafting_type: str = static_field("rmsprop", kw_only=True)
+    grafting_type: str = hyper(
+        "rmsprop", OneOf(GRAFTING_TYPES), static=True, kw_only=True
+    )
     nesterov: bool = static_field(False, kw_only=True)
     weight_dimension_numbers: Any = static_field("auto", kw_only=True)
-
-    def _check(self):
-        _check_shampoo(self)
 
     def build(self):
         return chain(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import Range, hyper
+from .._declare import LEARNING_RATE, UNIT, hyper
 from .._protocol import Alias
 from .._pytree import static_field
 from ..combinators.chain import chain
@@ -20,7 +20,7 @@ class sign_sgd(Alias):
       u_t = -\eta_t \operatorname{sign}(g_t).
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
 
     Returns:
       The optimizer: ``chain(scale_by_sign(), scale_by_learning_rate(lr))``.
@@ -39,7 +39,7 @@ class sign_sgd(Alias):
       Problems, ICML 2018 (arXiv:1802.04434).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
 
     def build(self):
         return chain(scale_by_sign(), scale_by_learning_rate(self.learning_rate))
@@ -57,7 +57,7 @@ class signum(Alias):
     The average is not debiased: that would not change its sign.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       beta: :math:`\beta`, the decay of the average, in [0, 1].
       accumulator_dtype: dtype of the stored average (default: the params').
 
@@ -79,8 +79,8 @@ class signum(Alias):
       Problems, ICML 2018 (arXiv:1802.04434).
     """
 
-    learning_rate: Any = hyper()
-    beta: Any = hyper(0.9, Range(0.0, 1.0))
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    beta: Any = hyper(0.9, UNIT)
     accumulator_dtype: Any = static_field(None)
 
     def build(self):

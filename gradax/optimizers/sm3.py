@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, Range, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, UNIT, hyper
+from .._numerics import abs_sq
 from .._protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from ..transforms.scaling import scale
@@ -20,12 +21,6 @@ class ScaleBySM3State(NamedTuple):
 
     mu: Any  # per leaf, a list of one real vector per axis (one scalar for rank 0)
     nu: Any  # momentum of the scaled updates, like params
-
-
-def _abs_sq(g: jax.Array) -> jax.Array:
-    if jnp.iscomplexobj(g):
-        return jnp.square(jnp.real(g)) + jnp.square(jnp.imag(g))
-    return g**2
 
 
 def _axis_accumulators(p: Any) -> list[jax.Array]:
@@ -69,7 +64,7 @@ class scale_by_sm3(GradientTransformation):
     """
 
     b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(1.0, Range(0.0, 1.0))
+    b2: Any = hyper(1.0, UNIT)
     eps: Any = hyper(1e-8, NONNEGATIVE)
 
     def init_state(self, params):
@@ -87,7 +82,7 @@ class scale_by_sm3(GradientTransformation):
                 for i, v in enumerate(accumulators)
             ]
             smallest = functools.reduce(jnp.minimum, cover)
-            accum = new_weight * _abs_sq(g) + b2 * smallest
+            accum = new_weight * abs_sq(g) + b2 * smallest
             inv_sqrt = jnp.where(accum > 0, jax.lax.rsqrt(accum + eps), 0.0)
             if g.ndim < 2:
                 new_accumulators = [accum]
@@ -132,7 +127,7 @@ class sm3(Alias):
     schedule.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       momentum: :math:`b_1`, in [0, 1).
 
     Returns:
@@ -152,7 +147,7 @@ class sm3(Alias):
       (arXiv:1901.11150).
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     momentum: Any = hyper(0.9, DECAY)
 
     def build(self):

@@ -7,12 +7,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import DECAY, NONNEGATIVE, POSITIVE_INT, Range, hyper
-from .._numerics import safe_increment
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, Range, hyper
+from .._numerics import real_dtype, safe_increment, work_dtype
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
+from .._sharding import match_sharding
 from ..combinators.chain import chain
-from ..orthogonal._common import match_sharding, real_dtype, work_dtype
 from ..transforms.scaling import scale_by_learning_rate
 from . import _kronecker as kron
 
@@ -33,11 +33,14 @@ class scale_by_soap(GradientTransformation):
     Args:
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
-      shampoo_beta: decay of the factors ``L, R``, in [0, 1); negative: ``b2``.
+      shampoo_beta: decay of the factors ``L, R``, < 1: in [0, 1), or negative
+        for ``b2``.
       eps: added to ``sqrt(v)``, >= 0.
       weight_decay: decoupled weight decay :math:`\\lambda`, >= 0 (needs params).
-      precondition_frequency: refresh the eigenbases every this many updates.
-      max_precond_dim: a side longer than this gets no rotation.
+      precondition_frequency: refresh the eigenbases every this many
+        updates, an integer >= 1.
+      max_precond_dim: a side longer than this gets no rotation, an integer
+        >= 1.
       precondition_1d: rotate vectors too (one factor).
       normalize_grads: divide each matrix's direction by its RMS.
       correct_bias: Adam's bias correction in the step size.
@@ -211,14 +214,16 @@ class soap(Alias):
     and, as in the reference, the numbers depend on the one ``eigh`` returns.
 
     Args:
-      learning_rate: :math:`\eta`, a number or schedule.
+      learning_rate: :math:`\eta \ge 0`, a number or schedule.
       b1: :math:`b_1` in [0, 1).
       b2: :math:`b_2` in [0, 1).
-      shampoo_beta: :math:`\beta` in [0, 1); negative means ``b2``.
+      shampoo_beta: :math:`\beta < 1`: in [0, 1), or negative for ``b2``.
       eps: :math:`\epsilon` >= 0.
       weight_decay: :math:`\lambda` >= 0.
-      precondition_frequency: refresh the bases every this many updates.
-      max_precond_dim: sides longer than this get no rotation.
+      precondition_frequency: refresh the bases every this many updates, an
+        integer >= 1.
+      max_precond_dim: sides longer than this get no rotation, an integer
+        >= 1.
       precondition_1d: rotate 1-D leaves too (one factor).
       normalize_grads: divide each matrix's direction by its RMS.
       correct_bias: Adam's bias correction of the step size.
@@ -248,7 +253,7 @@ class soap(Alias):
       (arXiv:2409.11321).
     """
 
-    learning_rate: Any = hyper(0.003)
+    learning_rate: Any = hyper(0.003, LEARNING_RATE)
     b1: Any = hyper(0.95, DECAY)
     b2: Any = hyper(0.95, DECAY)
     shampoo_beta: Any = hyper(-1.0, Range(high=1.0, high_open=True))

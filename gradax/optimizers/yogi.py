@@ -8,13 +8,12 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
-from .._numerics import safe_increment
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._numerics import abs_sq, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
-from ..transforms.clipping import _abs_sq
 from ..transforms.scaling import scale_by_learning_rate
 from .adam import ScaleByAdamState, adam_ratio
 
@@ -55,7 +54,7 @@ class scale_by_yogi(GradientTransformation):
         mu = gtree.update_moment(updates, state.mu, b1, 1)
 
         def second(g, v):
-            g2 = _abs_sq(g)
+            g2 = abs_sq(g)
             return v - (1 - b2) * jnp.sign(v - g2) * g2
 
         nu = jax.tree.map(second, updates, state.nu)
@@ -83,7 +82,7 @@ class yogi(Alias):
     the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta`, a number, an array or a schedule.
+      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: rate of the second-moment update, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -105,7 +104,7 @@ class yogi(Alias):
       Zaheer et al., Adaptive Methods for Nonconvex Optimization, NeurIPS 2018.
     """
 
-    learning_rate: Any = hyper()
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(0.001, NONNEGATIVE)

@@ -1,34 +1,29 @@
-"""Pieces the Muon variants share: routing, per-matrix maps, RMS alignment.
+"""Pieces the Muon variants share: per-matrix maps, RMS alignment, NorMuon's base.
 
 The full optimizers (``normuon``, ``adamuon``, ``dion``, ``dion2``) derive
 from :class:`gradax.orthogonal.muon.MuonGroups`, like ``muon`` itself: matrices
 get the variant's direction, its shape factor, decoupled weight decay and the
 learning rate; every other leaf gets AdamW. Only the direction differs, so
-each alias defines ``_muon_direction()``.
+each optimizer overrides ``_muon_direction()``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from .._declare import DECAY, NONNEGATIVE, hyper
-from .._numerics import safe_increment
+from .._declare import DECAY, NONNEGATIVE, POSITIVE_INT, hyper, static_field
+from .._matrices import full_dimension_numbers, is_spec_leaf, matrix_view
+from .._numerics import safe_increment, work_dtype
 from .._protocol import GradientTransformation, zero_count
-from .._pytree import static_field
-from .._sharding import explicit_sharding
-from .dimensions import is_dimension_numbers, matrix_view, shape_scale
-from .muon import MuonGroups, muon_direction, scale_by_muon
-from .routing import full_dimension_numbers
-
-
-def is_spec_leaf(x: Any) -> bool:
-    """Stop at dimension numbers (and None) when mapping over a spec tree."""
-    return x is None or is_dimension_numbers(x)
+from .._sharding import match_sharding
+from .coefficients import KELLER, NS_COEFFS
+from .dimensions import shape_scale
+from .muon import MuonGroups, scale_by_muon
+from .options import MomentumOptions, NewtonSchulzOptions
 
 
 def map_matrices(
@@ -58,16 +53,6 @@ def pick(dims: Any, tuples: Any, index: int) -> Any:
         tuples,
         is_leaf=is_spec_leaf,
     )
-
-
-def work_dtype(dtype: Any) -> Any:
-    """At least float32 (complex stays complex) for the per-matrix arithmetic."""
-    return jnp.promote_types(dtype, jnp.float32)
-
-
-def real_dtype(dtype: Any) -> Any:
-    """The real counterpart of ``dtype`` (float32 for complex64)."""
-    return jnp.finfo(dtype).dtype
 
 
 def batch_shape(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
@@ -102,71 +87,39 @@ def rms_align(y: jax.Array, o: jax.Array, rms: Any) -> jax.Array:
     return y * factor.astype(y.dtype)
 
 
-def replicate(x: jax.Array) -> tuple[jax.Array, Any]:
-    """A replicated copy of ``x`` and its Explicit sharding (None if none).
-
-    Sharding in types forbids QR, top-k and contractions over a sharded
-    axis; the variants compute each matrix whole, then :func:`restore` it.
-    """
-    sharding = explicit_sharding(x)
-    if sharding is None:
-        return x, None
-    return jax.sharding.reshard(x, jax.sharding.PartitionSpec()), sharding
-
-
-def restore(x: jax.Array, sharding: Any) -> jax.Array:
-    """Give ``x`` back the sharding :func:`replicate` took away."""
-    return x if sharding is None else jax.sharding.reshard(x, sharding.spec)
-
-
-def match_sharding(new: jax.Array, old: Any) -> jax.Array:
-    """``new`` with ``old``'s Explicit sharding (state stays stable in scan)."""
-    sharding = explicit_sharding(old)
-    if sharding is None or new is None:
-        return new
-    return jax.sharding.reshard(new, sharding.spec)
-
-
 def matrix_dims(spec: Any, tree: Any) -> Any:
     """Dimension numbers of a direction's ``weight_dimension_numbers`` spec."""
     return full_dimension_numbers(spec, tree, default_2d_only=False)
 
 
-class NormalizedMuonBase(GradientTransformation):
+class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransformation):
     """Muon's momentum and orthogonalization, then an adaptive second moment.
 
-    Subclasses set ``_state_class`` (a NamedTuple ``(count, mu, nu)``) and
-    implement ``_nu_init(param, dims)`` (the second moment of one
-    leaf) and ``_normalize(o, nu, view)``: ``o`` is the leaf's orthogonalized
-    update as matrices ``(..., fan_in, fan_out)``, ``view`` its
-    :class:`MatrixView`; it returns the normalized matrices and the new
-    second moment.
+    The direction of NorMuon and AdaMuon. Subclasses set ``_state_class`` (a
+    NamedTuple ``(count, mu, nu)``) and implement ``_nu_init(param, dims)``
+    (the second moment of one leaf) and ``_normalize(o, nu, view)``: ``o`` is
+    the leaf's orthogonalized update as matrices ``(..., fan_in, fan_out)``,
+    ``view`` its :class:`MatrixView`; it returns the normalized matrices and
+    the new second moment.
     """
 
-    ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
-    ns_steps: int = static_field(5)
-    beta: Any = hyper(0.95)
+    ns_coeffs: Any = hyper(KELLER[0], NS_COEFFS, static=True)
+    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
+    beta: Any = hyper(0.95, DECAY)
     beta2: Any = hyper(0.95, DECAY)
-    eps: Any = hyper(1e-8)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
-    nesterov: bool = static_field(True, kw_only=True)
-    consistent_rms: Any = hyper(
-        dataclasses.field(default=0.2, kw_only=True), NONNEGATIVE
-    )
-    preconditioning: str = static_field("frobenius", kw_only=True)
+    consistent_rms: Any = hyper(0.2, NONNEGATIVE, allow_none=True, kw_only=True)
     weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    momentum: str = static_field("ema", kw_only=True)
-    bias_correction: bool = static_field(False, kw_only=True)
-    method: str = static_field("auto", kw_only=True)
-    precision: Any = static_field(None, kw_only=True)
-    distributed: Any = static_field("auto", kw_only=True)
-
-    def _check(self):
-        self._muon()  # validates the Muon options
+    bias_correction: bool = False  # off, as in the papers
 
     def _muon(self) -> scale_by_muon:
-        return muon_direction(
-            self, weight_dimension_numbers=self.weight_dimension_numbers
+        """Muon's direction with these options: its momentum and orthogonalization."""
+        return scale_by_muon(
+            mu_dtype=self.mu_dtype,
+            weight_dimension_numbers=self.weight_dimension_numbers,
+            **self.momentum_options(),
+            **self.newton_schulz_options(),
         )
 
     def _prepare(self, x: jax.Array) -> jax.Array:
@@ -215,58 +168,22 @@ class NormalizedMuonBase(GradientTransformation):
         return pick(dims, pairs, 0), new_state
 
 
-class NormalizedMuonAliasBase(MuonGroups):
-    """Fields and direction of the NorMuon and AdaMuon optimizers."""
+class NormalizedMuonAliasBase(MomentumOptions, NewtonSchulzOptions, MuonGroups):
+    """The arguments of the NorMuon and AdaMuon optimizers (see :class:`normuon`).
 
-    learning_rate: Any = hyper()
-    ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
-    ns_steps: int = static_field(5)
-    beta: Any = hyper(0.95)
-    beta2: Any = hyper(0.95)
-    eps: Any = hyper(1e-8)
-    weight_decay: Any = hyper(0.0)
+    Each of them overrides ``_muon_direction()`` to build its direction.
+    """
+
+    ns_coeffs: Any = hyper(KELLER[0], NS_COEFFS, static=True)
+    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
+    beta: Any = hyper(0.95, DECAY)
+    beta2: Any = hyper(0.95, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     weight_decay_mask: Any = static_field(None)
     mu_dtype: Any = static_field(None)
-    nesterov: bool = static_field(True, kw_only=True)
-    consistent_rms: Any = hyper(0.2, kw_only=True)
-    preconditioning: str = static_field("frobenius", kw_only=True)
-    momentum: str = static_field("ema", kw_only=True)
-    bias_correction: bool = static_field(False, kw_only=True)
-    adam_b1: Any = hyper(0.9, kw_only=True)
-    adam_b2: Any = hyper(0.999, kw_only=True)
-    adam_eps_root: Any = hyper(0.0, kw_only=True)
-    adam_weight_decay: Any = hyper(0.0, kw_only=True)
-    adam_learning_rate: Any = hyper(None, kw_only=True)
-    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    cautious_weight_decay: bool = static_field(False, kw_only=True)
-    method: str = static_field("auto", kw_only=True)
-    precision: Any = static_field(None, kw_only=True)
-    adam_eps: Any = hyper(None, kw_only=True)
-    distributed: Any = static_field("auto", kw_only=True)
+    consistent_rms: Any = hyper(0.2, NONNEGATIVE, allow_none=True, kw_only=True)
+    bias_correction: bool = False  # off, as in the papers
 
     # The direction is already RMS-aligned; build adds no shape factor.
     shape_scaling = "none"
-    _direction_class = NormalizedMuonBase
-
-    def _direction_options(self) -> dict[str, Any]:
-        return {}
-
-    def _muon_direction(self) -> NormalizedMuonBase:
-        return self._direction_class(
-            self.ns_coeffs,
-            self.ns_steps,
-            self.beta,
-            self.beta2,
-            self.eps,
-            self.mu_dtype,
-            nesterov=self.nesterov,
-            consistent_rms=self.consistent_rms,
-            preconditioning=self.preconditioning,
-            weight_dimension_numbers=self._dims,
-            momentum=self.momentum,
-            bias_correction=self.bias_correction,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
-            **self._direction_options(),
-        )

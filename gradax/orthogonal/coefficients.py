@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .._declare import OneOf
+
 # Keller Jordan's coefficients, used at every step (KellerJordan/Muon,
 # torch.optim.Muon, optax's default).
 KELLER = ((3.4445, -4.7750, 2.0315),)
@@ -50,6 +52,32 @@ PRESETS: dict[str, tuple[tuple[tuple[float, float, float], ...], int, float]] = 
     "dion": (YOU5, 5, 1.0),  # optax's name for You's table
     "jiacheng6": (JIACHENG6, 6, 1.0),
 }
+
+
+# Every name ``ns_coeffs`` (and ``orthogonalize``'s ``coefficients``) accepts.
+PRESET_NAMES = (*PRESETS, "polar_express")
+
+
+def is_coefficient_table(value: Any) -> bool:
+    """Whether ``value`` is explicit coefficients: finite, of shape (3,) or (T, 3)."""
+    if isinstance(value, (str, bool)):
+        return False
+    try:
+        table = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    shaped = table.shape == (3,) or (
+        table.ndim == 2 and table.shape[0] >= 1 and table.shape[1] == 3
+    )
+    return shaped and bool(np.all(np.isfinite(table)))
+
+
+# The valid values of ``ns_coeffs``, declared by every member of the family.
+NS_COEFFS = OneOf(
+    PRESET_NAMES,
+    also=is_coefficient_table,
+    also_text="finite coefficients (a, b, c) of shape (3,) or (T, 3)",
+)
 
 
 def _quintic(coeffs: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -174,7 +202,7 @@ def resolve_coefficients(
             count = 5 if steps is None else steps
             return polar_express_coefficients(count), 1.01
         if coefficients not in PRESETS:
-            names = sorted([*PRESETS, "polar_express"])
+            names = sorted(PRESET_NAMES)
             raise ValueError(
                 f"coefficients must be one of {names} or a (T, 3) array, "
                 f"got {coefficients!r}"

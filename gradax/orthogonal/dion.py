@@ -10,21 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
+from .._declare import DECAY, NONNEGATIVE, OneOf, Range, hyper, static_field
+from .._matrices import is_spec_leaf, matrix_view
+from .._numerics import work_dtype
 from .._protocol import GradientTransformation
-from .._pytree import static_field
-from ._common import (
-    batch_shape,
-    is_spec_leaf,
-    map_matrices,
-    match_sharding,
-    matrix_dims,
-    pick,
-    replicate,
-    restore,
-    work_dtype,
-)
-from .dimensions import matrix_view
+from .._sharding import match_sharding, replicate, restore
+from ._common import batch_shape, map_matrices, matrix_dims, pick
+from .dimensions import SHAPE_SCALING
 from .muon import MuonGroups
 
 
@@ -46,13 +38,22 @@ def dion_rank(rank: int | float, fan_in: int, fan_out: int) -> int:
     return max(1, min(wanted, short))
 
 
-def _check_rank(rank: Any) -> None:
-    if isinstance(rank, bool) or not isinstance(rank, (int, float, np.integer)):
-        raise ValueError(f"rank must be an int >= 1 or a float in (0, 1], got {rank!r}")
-    if isinstance(rank, float) and not 0 < rank <= 1:
-        raise ValueError(f"rank as a fraction must be in (0, 1], got {rank!r}")
-    if not isinstance(rank, float) and rank < 1:
-        raise ValueError(f"rank must be an int >= 1 or a float in (0, 1], got {rank!r}")
+def _is_rank(rank: Any) -> bool:
+    if isinstance(rank, float):
+        return 0 < rank <= 1
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
+        return False
+    return rank >= 1
+
+
+# The valid values of ``rank`` (1.0 is full rank, the default).
+RANK = OneOf(
+    (1.0,),
+    also=_is_rank,
+    also_text="an int >= 1 (the rank) or a float in (0, 1] (a fraction of "
+    "min(fan_in, fan_out))",
+)
+SEED = Range(integer=True, hint="Any integer seeds jax.random.key")
 
 
 def _mm(spec: str, a: jax.Array, b: jax.Array) -> jax.Array:
@@ -72,15 +73,12 @@ class scale_by_dion(GradientTransformation):
       weight_dimension_numbers: as in :class:`scale_by_muon`.
     """
 
-    rank: Any = static_field(1.0)
+    rank: Any = hyper(1.0, RANK, static=True)
     mu: Any = hyper(0.95, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
-    seed: int = static_field(0, kw_only=True)
+    seed: int = hyper(0, SEED, static=True, kw_only=True)
     weight_dimension_numbers: Any = static_field(None, kw_only=True)
-
-    def _check(self):
-        _check_rank(self.rank)
 
     def init_state(self, params):
         dims = matrix_dims(self.weight_dimension_numbers, params)
@@ -194,25 +192,19 @@ class dion(MuonGroups):
       Updates, 2025 (arXiv:2504.05295).
     """
 
-    learning_rate: Any = hyper()
-    rank: Any = static_field(1.0)
-    mu: Any = hyper(0.95)
-    eps: Any = hyper(1e-8)
-    weight_decay: Any = hyper(0.0)
+    # learning_rate, the adam_* options, the routing and cautious_weight_decay
+    # are MuonGroups'.
+    rank: Any = hyper(1.0, RANK, static=True)
+    mu: Any = hyper(0.95, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     weight_decay_mask: Any = static_field(None)
     mu_dtype: Any = static_field(None)
-    seed: int = static_field(0, kw_only=True)
-    shape_scaling: str = static_field("spectral", kw_only=True)
-    adam_b1: Any = hyper(0.9, kw_only=True)
-    adam_b2: Any = hyper(0.999, kw_only=True)
-    adam_eps_root: Any = hyper(0.0, kw_only=True)
-    adam_weight_decay: Any = hyper(0.0, kw_only=True)
-    adam_learning_rate: Any = hyper(None, kw_only=True)
-    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    cautious_weight_decay: bool = static_field(False, kw_only=True)
-    adam_eps: Any = hyper(None, kw_only=True)
+    seed: int = hyper(0, SEED, static=True, kw_only=True)
+    shape_scaling: str = hyper("spectral", SHAPE_SCALING, static=True, kw_only=True)
 
-    # Read by MuonGroups.build: AdamW without Nesterov; "rms" scaling uses 0.2.
+    # Fixed, not arguments (read by MuonGroups.build): AdamW without Nesterov;
+    # shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).
     nesterov = False
     consistent_rms = 0.2
 

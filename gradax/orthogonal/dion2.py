@@ -9,21 +9,28 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, Range, hyper
-from .._protocol import GradientTransformation
-from .._pytree import static_field
-from ._common import (
-    map_matrices,
-    matrix_dims,
-    pick,
-    replicate,
-    restore,
-    work_dtype,
+from .._declare import (
+    NONNEGATIVE,
+    POSITIVE_INT,
+    UNIT,
+    OneOf,
+    Range,
+    hyper,
+    static_field,
 )
-from .dimensions import MuonDimensionNumbers, matrix_view
-from .muon import MuonGroups, muon_direction, scale_by_muon
+from .._matrices import MuonDimensionNumbers, matrix_view
+from .._numerics import work_dtype
+from .._protocol import GradientTransformation
+from .._sharding import replicate, restore
+from ._common import map_matrices, matrix_dims, pick
+from .coefficients import NS_COEFFS
+from .dimensions import SHAPE_SCALING
+from .muon import MuonGroups, scale_by_muon
+from .options import NewtonSchulzOptions
 
 SELECTIONS = ("auto", "rows", "columns")
+# The share of rows (or columns) orthogonalized: at least one is.
+FRACTION = Range(0.0, 1.0, low_open=True)
 
 
 class Dion2State(NamedTuple):
@@ -50,50 +57,37 @@ def selected_count(fraction: float, slices: int) -> int:
     return max(1, min(slices, math.ceil(fraction * slices)))
 
 
-class scale_by_dion2(GradientTransformation):
+class scale_by_dion2(NewtonSchulzOptions, GradientTransformation):
     """Dion2's direction (no learning rate). See :class:`dion2`.
 
     Args:
       fraction: share of rows (or columns) orthogonalized each step, in
         (0, 1].
-      ef_decay: factor on the selected slices of the momentum afterwards.
+      ef_decay: factor on the selected slices of the momentum afterwards, in
+        [0, 1].
       ns_coeffs: a preset name or coefficients (see :func:`orthogonalize`).
-      ns_steps: Newton–Schulz steps.
+      ns_steps: Newton–Schulz steps, >= 1.
       eps: added to the norm before normalizing, >= 0.
       mu_dtype: dtype of the momentum buffer.
       select: "auto" (the shorter side), "rows" (fan-in slices) or
         "columns" (fan-out slices).
-      preconditioning: 'frobenius', 'spectral', 'aol' or 'schatten'.
       weight_dimension_numbers: as in :class:`scale_by_muon`.
-      method: Newton–Schulz variant, see :func:`orthogonalize`.
-      precision: iteration dtype, see :func:`orthogonalize`.
-      distributed: spread the orthogonalizations over a device mesh, as in
-        :class:`scale_by_muon`.
+      preconditioning, method, precision, distributed: Muon's
+        Newton–Schulz options, as in :class:`scale_by_muon`.
     """
 
-    fraction: float = static_field(0.25)
-    ef_decay: Any = hyper(0.95, Range(0.0, 1.0))
-    ns_coeffs: Any = static_field("polar_express")
-    ns_steps: int = static_field(5)
+    fraction: float = hyper(0.25, FRACTION, static=True)
+    ef_decay: Any = hyper(0.95, UNIT)
+    ns_coeffs: Any = hyper("polar_express", NS_COEFFS, static=True)
+    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
-    select: str = static_field("auto", kw_only=True)
-    preconditioning: str = static_field("frobenius", kw_only=True)
+    select: str = hyper("auto", OneOf(SELECTIONS), static=True, kw_only=True)
     weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    method: str = static_field("auto", kw_only=True)
-    precision: Any = static_field(None, kw_only=True)
-    distributed: Any = static_field("auto", kw_only=True)
-
-    def _check(self):
-        if isinstance(self.fraction, bool) or not 0 < self.fraction <= 1:
-            raise ValueError(f"fraction must be in (0, 1], got {self.fraction!r}")
-        if self.select not in SELECTIONS:
-            raise ValueError(f"select must be one of {SELECTIONS}, got {self.select!r}")
-        self._muon()
 
     def _muon(self) -> scale_by_muon:
         # Only its orthogonalization (coefficients, normalization) is used.
-        return muon_direction(self)
+        return scale_by_muon(**self.newton_schulz_options())
 
     def init_state(self, params):
         return Dion2State(gtree.zeros_like(params, dtype=self.mu_dtype))
@@ -156,7 +150,7 @@ class scale_by_dion2(GradientTransformation):
         return pick(dims, pairs, 0), Dion2State(momentum)
 
 
-class dion2(MuonGroups):
+class dion2(NewtonSchulzOptions, MuonGroups):
     r"""Dion2: Muon on the heaviest fraction of the momentum's rows.
 
     For each matrix parameter with gradient :math:`G_t` and summed momentum
@@ -181,8 +175,8 @@ class dion2(MuonGroups):
       ef_decay: error-feedback decay of the selected slices, in [0, 1].
       ns_coeffs: Newton–Schulz coefficients ("polar_express", the reference
         code's default, or any :func:`orthogonalize` preset or table).
-      ns_steps: Newton–Schulz steps.
-      eps: added to norms; also AdamW's eps.
+      ns_steps: Newton–Schulz steps, >= 1.
+      eps: added to norms, >= 0; also AdamW's eps.
       weight_decay: :math:`\lambda` for the matrices, >= 0.
       weight_decay_mask: which matrices decay (tree of bools or function).
       mu_dtype: dtype of the momentum buffers.
@@ -212,31 +206,22 @@ class dion2(MuonGroups):
       Ahn et al., Dion2, 2025 (arXiv:2512.16928).
     """
 
-    learning_rate: Any = hyper()
-    fraction: float = static_field(0.25)
-    ef_decay: Any = hyper(0.95)
-    ns_coeffs: Any = static_field("polar_express")
-    ns_steps: int = static_field(5)
-    eps: Any = hyper(1e-8)
-    weight_decay: Any = hyper(0.0)
+    # learning_rate, the adam_* options, the routing and cautious_weight_decay
+    # are MuonGroups'; preconditioning, method, precision and distributed
+    # NewtonSchulzOptions'.
+    fraction: float = hyper(0.25, FRACTION, static=True)
+    ef_decay: Any = hyper(0.95, UNIT)
+    ns_coeffs: Any = hyper("polar_express", NS_COEFFS, static=True)
+    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     weight_decay_mask: Any = static_field(None)
     mu_dtype: Any = static_field(None)
-    select: str = static_field("auto", kw_only=True)
-    shape_scaling: str = static_field("spectral", kw_only=True)
-    preconditioning: str = static_field("frobenius", kw_only=True)
-    method: str = static_field("auto", kw_only=True)
-    precision: Any = static_field(None, kw_only=True)
-    adam_b1: Any = hyper(0.9, kw_only=True)
-    adam_b2: Any = hyper(0.999, kw_only=True)
-    adam_eps_root: Any = hyper(0.0, kw_only=True)
-    adam_weight_decay: Any = hyper(0.0, kw_only=True)
-    adam_learning_rate: Any = hyper(None, kw_only=True)
-    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    cautious_weight_decay: bool = static_field(False, kw_only=True)
-    adam_eps: Any = hyper(None, kw_only=True)
-    distributed: Any = static_field("auto", kw_only=True)
+    select: str = hyper("auto", OneOf(SELECTIONS), static=True, kw_only=True)
+    shape_scaling: str = hyper("spectral", SHAPE_SCALING, static=True, kw_only=True)
 
-    # Read by MuonGroups.build: AdamW without Nesterov; "rms" scaling uses 0.2.
+    # Fixed, not arguments (read by MuonGroups.build): AdamW without Nesterov;
+    # shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).
     nesterov = False
     consistent_rms = 0.2
 
@@ -244,14 +229,8 @@ class dion2(MuonGroups):
         return scale_by_dion2(
             self.fraction,
             self.ef_decay,
-            self.ns_coeffs,
-            self.ns_steps,
-            self.eps,
-            self.mu_dtype,
+            mu_dtype=self.mu_dtype,
             select=self.select,
-            preconditioning=self.preconditioning,
             weight_dimension_numbers=self._dims,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
+            **self.newton_schulz_options(),
         )

@@ -6,14 +6,24 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper
-from .._hyper import check_decay, check_nonnegative
+from .._declare import (
+    DECAY,
+    LEARNING_RATE,
+    NONNEGATIVE,
+    POSITIVE_INT,
+    hyper,
+    static_field,
+)
+from .._matrices import (
+    MuonDimensionNumbers,
+    full_dimension_numbers,
+    is_spec_leaf,
+    matrix_view,
+)
 from .._numerics import safe_increment
 from .._protocol import Alias, EmptyState, GradientTransformation, zero_count
-from .._pytree import static_field
 from .._sharding import explicit_sharding
 from ..combinators.chain import chain
 from ..combinators.masked import partition
@@ -21,22 +31,16 @@ from ..optimizers.adam import adamw
 from ..sharding.distributed import current_mesh, orthogonalize_many
 from ..transforms.cautious import decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
-from .dimensions import (
-    MuonDimensionNumbers,
-    is_dimension_numbers,
-    matrix_view,
-    shape_scale,
+from .coefficients import KELLER, NS_COEFFS
+from .dimensions import SHAPE_SCALING, shape_scale
+from .newton_schulz import orthogonalize
+from .options import (
+    PRECONDITIONING,
+    MomentumOptions,
+    NewtonSchulzOptions,
+    coefficient_rows,
 )
-from .newton_schulz import check_options, orthogonalize
-from .routing import full_dimension_numbers, warn_about_embeddings
-
-_PRECONDITIONING = {
-    # optax's names -> (normalization, preconditioner) of orthogonalize.
-    "frobenius": ("frobenius", None),
-    "spectral": ("spectral", None),
-    "aol": ("none", "aol"),
-    "schatten": ("schatten", None),
-}
+from .routing import warn_about_embeddings
 
 
 class MuonState(NamedTuple):
@@ -47,72 +51,43 @@ class MuonState(NamedTuple):
 
 
 def _coefficient_table(ns_coeffs: Any, ns_steps: int) -> Any:
-    """optax's rule: one row is used ns_steps times; a table is used whole."""
+    """optax's rule: one row is used ns_steps times; a table is used whole.
+
+    (A table with more rows than ``ns_steps`` is refused at construction.)
+    """
     if isinstance(ns_coeffs, str):
         return ns_coeffs, ns_steps
-    rows = tuple(
-        tuple(float(v) for v in r)
-        for r in np.atleast_2d(np.asarray(ns_coeffs, dtype=np.float64))
-    )
-    if len(rows) > 1 and len(rows) > ns_steps:
-        raise ValueError(
-            f"ns_coeffs has {len(rows)} rows but ns_steps is {ns_steps}: a table "
-            "must not have more rows than steps"
-        )
+    rows = coefficient_rows(ns_coeffs)
     return (rows, ns_steps) if len(rows) == 1 else (rows, len(rows))
 
 
-class scale_by_muon(GradientTransformation):
+class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation):
     """Muon's direction: momentum, then orthogonalization. See :class:`muon`.
 
     Args:
       ns_coeffs: a preset name or coefficients (see :func:`orthogonalize`).
-      ns_steps: Newton–Schulz steps.
+      ns_steps: Newton–Schulz steps, >= 1.
       beta: momentum decay, in [0, 1).
       eps: added to the norm before normalizing, >= 0.
       mu_dtype: dtype of the momentum buffer.
-      nesterov: use Nesterov momentum.
+      nesterov, momentum, bias_correction: how momentum is kept (see
+        :class:`gradax.orthogonal.options.MomentumOptions`).
       adaptive: scale by the dual norm ``<M, O>`` (arXiv:2409.20325).
-      preconditioning: 'frobenius', 'spectral', 'aol' or 'schatten'.
+      preconditioning, method, precision, distributed: how it orthogonalizes
+        (see :class:`gradax.orthogonal.options.NewtonSchulzOptions`).
       weight_dimension_numbers: a :class:`MuonDimensionNumbers`, a tree of
         them, or a function of the params returning one. A leaf with None
         gets the momentum direction, not orthogonalized. None: every leaf is
         a 2-D matrix.
-      momentum: 'ema' (``m = beta m + (1 - beta) g``) or 'sum'
-        (``m = beta m + g``, Moonlight/Keras/Dion).
-      bias_correction: divide EMA momentum by ``1 - beta^t`` (optax); False
-        for KellerJordan and torch.
-      method: Newton–Schulz variant, see :func:`orthogonalize`.
-      precision: iteration dtype, see :func:`orthogonalize`.
-      distributed: "auto" (spread the orthogonalizations over the mesh set
-        with ``jax.set_mesh``, if any), True (require one), False, or a mesh.
     """
 
-    ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
-    ns_steps: int = static_field(5)
+    ns_coeffs: Any = hyper(KELLER[0], NS_COEFFS, static=True)
+    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
     beta: Any = hyper(0.95, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
-    nesterov: bool = static_field(True, kw_only=True)
     adaptive: bool = static_field(False, kw_only=True)
-    preconditioning: str = static_field("frobenius", kw_only=True)
     weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    momentum: str = static_field("ema", kw_only=True)
-    bias_correction: bool = static_field(True, kw_only=True)
-    method: str = static_field("auto", kw_only=True)
-    precision: Any = static_field(None, kw_only=True)
-    distributed: Any = static_field("auto", kw_only=True)
-
-    def _check(self):
-        if self.preconditioning not in _PRECONDITIONING:
-            raise ValueError(
-                f"preconditioning must be one of {sorted(_PRECONDITIONING)}, "
-                f"got {self.preconditioning!r}"
-            )
-        if self.momentum not in ("ema", "sum"):
-            raise ValueError(f"momentum must be 'ema' or 'sum', got {self.momentum!r}")
-        check_options("frobenius", None, self.method, self.precision)
-        _coefficient_table(self.ns_coeffs, self.ns_steps)
 
     def _dimension_numbers(self, tree: Any) -> Any:
         return full_dimension_numbers(
@@ -146,7 +121,7 @@ class scale_by_muon(GradientTransformation):
 
     def _orthogonalize_matrices(self, matrices: jax.Array) -> jax.Array:
         coefficients, steps = _coefficient_table(self.ns_coeffs, self.ns_steps)
-        normalization, precondition = _PRECONDITIONING[self.preconditioning]
+        normalization, precondition = PRECONDITIONING[self.preconditioning]
         return orthogonalize(
             matrices,
             coefficients=coefficients,
@@ -177,8 +152,7 @@ class scale_by_muon(GradientTransformation):
         Under a device mesh, same-shape matrices are stacked and each device
         orthogonalizes whole matrices (no collective inside the iteration).
         """
-        is_leaf = lambda x: x is None or is_dimension_numbers(x)  # noqa: E731
-        flat_dims, treedef = jax.tree.flatten(dims, is_leaf=is_leaf)
+        flat_dims, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
         flat = treedef.flatten_up_to(tree)
         mesh = self._mesh()
         if mesh is None:
@@ -221,36 +195,6 @@ class scale_by_muon(GradientTransformation):
         return orthogonal, MuonState(safe_increment(state.count), mu)
 
 
-# The options a Muon direction takes from its optimizer (muon or a variant).
-_DIRECTION_OPTIONS = (
-    "ns_coeffs",
-    "ns_steps",
-    "beta",
-    "eps",
-    "mu_dtype",
-    "nesterov",
-    "adaptive",
-    "preconditioning",
-    "momentum",
-    "bias_correction",
-    "method",
-    "precision",
-    "distributed",
-)
-
-
-def muon_direction(owner: Any, **overrides: Any) -> scale_by_muon:
-    """The :class:`scale_by_muon` configured by ``owner``'s Muon options.
-
-    Every name in ``_DIRECTION_OPTIONS`` that ``owner`` has is passed on; the
-    others keep ``scale_by_muon``'s defaults. ``overrides`` win over both
-    (``muon`` passes its routing as ``weight_dimension_numbers``).
-    """
-    names = [name for name in _DIRECTION_OPTIONS if hasattr(owner, name)]
-    options = {name: getattr(owner, name) for name in names}
-    return scale_by_muon(**{**options, **overrides})
-
-
 class scale_by_shape(GradientTransformation):
     """Multiplies each orthogonalized update by its shape factor.
 
@@ -263,8 +207,8 @@ class scale_by_shape(GradientTransformation):
     """
 
     weight_dimension_numbers: Any = static_field(None)
-    consistent_rms: Any = hyper(None)
-    shape_scaling: str | None = static_field(None, kw_only=True)
+    consistent_rms: Any = hyper(None, NONNEGATIVE)
+    shape_scaling: str | None = hyper(None, SHAPE_SCALING, static=True, kw_only=True)
 
     def init_state(self, params):
         del params
@@ -288,37 +232,57 @@ class scale_by_shape(GradientTransformation):
         dims = full_dimension_numbers(
             self.weight_dimension_numbers, updates, default_2d_only=False
         )
-        scaled_updates = jax.tree.map(
-            scaled,
-            dims,
-            updates,
-            is_leaf=lambda x: x is None or is_dimension_numbers(x),
-        )
+        scaled_updates = jax.tree.map(scaled, dims, updates, is_leaf=is_spec_leaf)
         return scaled_updates, state
 
 
 class MuonGroups(Alias):
-    """Base of :class:`muon` and its variants: two parameter groups.
+    """Base of every optimizer of the Muon family: two parameter groups.
 
     Matrices (as routed by ``muon_weight_dimension_numbers``) get the
-    subclass's ``_muon_direction()``, the shape factor, decoupled weight decay
-    and the learning rate; every other leaf gets AdamW. Subclasses provide
-    ``_muon_direction()`` and the fields :meth:`build` reads:
-    ``learning_rate``, ``eps``, ``weight_decay``, ``weight_decay_mask``,
-    ``mu_dtype``, ``nesterov``, ``consistent_rms``, ``shape_scaling``,
-    ``cautious_weight_decay``, ``muon_weight_dimension_numbers`` and the
-    ``adam_*`` settings.
+    optimizer's direction, the shape factor, decoupled weight decay and the
+    learning rate; every other leaf gets AdamW. The options of the AdamW
+    group and of the routing are declared here, once, for every member.
+
+    A member (``muon``, ``normuon``, ``adamuon``, ``dion``, ``dion2``)
+    extends Muon in one way: it overrides :meth:`_muon_direction`, which
+    builds its direction from its own fields, named one by one. It also
+    provides what :meth:`build` reads besides the fields below, as arguments
+    or as fixed class attributes: ``eps`` (also AdamW's default eps),
+    ``weight_decay``, ``weight_decay_mask``, ``mu_dtype``, ``nesterov``
+    (also AdamW's), ``consistent_rms`` and ``shape_scaling``.
+
+    Args:
+      learning_rate: the learning rate of both groups, a number or
+        schedule, >= 0.
+      adam_b1: the AdamW group's first-moment decay, in [0, 1).
+      adam_b2: the AdamW group's second-moment decay, in [0, 1).
+      adam_eps_root: the AdamW group's eps inside the square root, >= 0.
+      adam_weight_decay: the AdamW group's decoupled weight decay, >= 0.
+      adam_learning_rate: the AdamW group's learning rate (None: the
+        optimizer's ``learning_rate``).
+      adam_eps: the AdamW group's eps (None: the optimizer's ``eps``).
+      muon_weight_dimension_numbers: None (2-D leaves are matrices), "auto"
+        (also stacked ``(L, m, n)`` and conv ``(h, w, c_in, c_out)``), one
+        :class:`MuonDimensionNumbers`, a tree of them with None for AdamW
+        leaves, or a function of the params returning such a tree.
+      cautious_weight_decay: decay matrices only where update and weight
+        agree in sign (arXiv:2510.12402).
     """
 
-    def _muon_direction(self) -> GradientTransformation:
-        raise NotImplementedError
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    adam_b1: Any = hyper(0.9, DECAY, kw_only=True)
+    adam_b2: Any = hyper(0.999, DECAY, kw_only=True)
+    adam_eps_root: Any = hyper(0.0, NONNEGATIVE, kw_only=True)
+    adam_weight_decay: Any = hyper(0.0, NONNEGATIVE, kw_only=True)
+    adam_learning_rate: Any = hyper(None, LEARNING_RATE, kw_only=True)
+    adam_eps: Any = hyper(None, NONNEGATIVE, kw_only=True)
+    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    cautious_weight_decay: bool = static_field(False, kw_only=True)
 
-    def _check(self):
-        check_nonnegative("weight_decay", self.weight_decay)
-        check_nonnegative("adam_weight_decay", self.adam_weight_decay)
-        check_decay("adam_b1", self.adam_b1)
-        check_decay("adam_b2", self.adam_b2)
-        self._muon_direction()  # validates the direction's options
+    def _muon_direction(self) -> GradientTransformation:
+        """The direction of the matrices (the one hook a member overrides)."""
+        raise NotImplementedError
 
     def _dims(self, tree: Any) -> Any:
         return full_dimension_numbers(
@@ -332,7 +296,7 @@ class MuonGroups(Alias):
             lambda d, _: "adam" if d is None else "muon",
             dims,
             params,
-            is_leaf=lambda x: x is None or is_dimension_numbers(x),
+            is_leaf=is_spec_leaf,
         )
 
     def build(self):
@@ -363,7 +327,7 @@ class MuonGroups(Alias):
         return partition({"muon": muon_group, "adam": adam_group}, self._labels)
 
 
-class muon(MuonGroups):
+class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
     r"""Muon: orthogonalized momentum for matrices, AdamW for everything else.
 
     For each matrix parameter :math:`W` (fan-in x fan-out) with gradient
@@ -384,12 +348,14 @@ class muon(MuonGroups):
     reproduce torch.optim.Muon, KellerJordan's Muon, Moonlight and Keras.
 
     Args:
-      learning_rate: :math:`\eta`, a number or schedule.
+      learning_rate: :math:`\eta`, a number or schedule, >= 0.
       ns_coeffs: a preset ("standard"/"keller", "dion"/"you5", "jiacheng6",
-        "polar_express") or coefficients of shape (3,) or (T, 3).
-      ns_steps: Newton–Schulz steps.
+        "polar_express") or coefficients of shape (3,) or (T, 3) (a table
+        must not have more rows than ``ns_steps``).
+      ns_steps: Newton–Schulz steps, an integer >= 1.
       beta: momentum decay in [0, 1).
-      eps: added to norms before dividing (also AdamW's eps by default).
+      eps: added to norms before dividing, >= 0 (also AdamW's eps by
+        default).
       weight_decay: :math:`\lambda` for the Muon group, >= 0.
       weight_decay_mask: which Muon leaves decay (a tree of bools or a
         function of the params).
@@ -403,8 +369,8 @@ class muon(MuonGroups):
         (also stacked ``(L, m, n)`` and conv ``(h, w, c_in, c_out)``), one
         :class:`MuonDimensionNumbers`, a tree of them with None for AdamW
         leaves, or a function of the params returning such a tree.
-      consistent_rms: None (KellerJordan scaling) or the target update RMS
-        (0.2 for Moonlight).
+      consistent_rms: None (KellerJordan scaling) or the target update RMS,
+        >= 0 (0.2 for Moonlight).
       momentum: "ema" or "sum" (Moonlight, Keras, Dion).
       bias_correction: bias-correct EMA momentum (optax); False for
         KellerJordan and torch.
@@ -419,6 +385,9 @@ class muon(MuonGroups):
       distributed: "auto" (under ``jax.set_mesh``, stack same-shape matrices
         and give each device whole matrices to orthogonalize, so no
         collective runs inside the iteration), True, False, or a mesh.
+
+    An invalid value raises a ValueError naming the argument when the
+    optimizer is built.
 
     Differences from optax: the keyword-only options after ``consistent_rms``
     are gradax's; "auto" routing; a warning when an embedding- or head-like
@@ -440,32 +409,25 @@ class muon(MuonGroups):
       (arXiv:2502.16982).
     """
 
-    learning_rate: Any = hyper()
-    ns_coeffs: Any = static_field((3.4445, -4.7750, 2.0315))
-    ns_steps: int = static_field(5)
-    beta: Any = hyper(0.95)
-    eps: Any = hyper(1e-8)
-    weight_decay: Any = hyper(0.0)
+    # learning_rate, the adam_* options, the routing and cautious_weight_decay
+    # are MuonGroups'; nesterov, momentum and bias_correction MomentumOptions';
+    # preconditioning, method, precision and distributed NewtonSchulzOptions'.
+    ns_coeffs: Any = hyper(KELLER[0], NS_COEFFS, static=True)
+    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
+    beta: Any = hyper(0.95, DECAY)
+    eps: Any = hyper(1e-8, NONNEGATIVE)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
     weight_decay_mask: Any = static_field(None)
     mu_dtype: Any = static_field(None)
-    nesterov: bool = static_field(True, kw_only=True)
     adaptive: bool = static_field(False, kw_only=True)
-    preconditioning: str = static_field("frobenius", kw_only=True)
-    adam_b1: Any = hyper(0.9, kw_only=True)
-    adam_b2: Any = hyper(0.999, kw_only=True)
-    adam_eps_root: Any = hyper(0.0, kw_only=True)
-    adam_weight_decay: Any = hyper(0.0, kw_only=True)
-    adam_learning_rate: Any = hyper(None, kw_only=True)
-    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    consistent_rms: Any = hyper(None, kw_only=True)
-    momentum: str = static_field("ema", kw_only=True)
-    bias_correction: bool = static_field(True, kw_only=True)
-    shape_scaling: str | None = static_field(None, kw_only=True)
-    cautious_weight_decay: bool = static_field(False, kw_only=True)
-    method: str = static_field("auto", kw_only=True)
-    precision: Any = static_field(None, kw_only=True)
-    adam_eps: Any = hyper(None, kw_only=True)
-    distributed: Any = static_field("auto", kw_only=True)
+    consistent_rms: Any = hyper(None, NONNEGATIVE, kw_only=True)
+    shape_scaling: str | None = hyper(None, SHAPE_SCALING, static=True, kw_only=True)
 
     def _muon_direction(self) -> scale_by_muon:
-        return muon_direction(self, weight_dimension_numbers=self._dims)
+        return scale_by_muon(
+            mu_dtype=self.mu_dtype,
+            adaptive=self.adaptive,
+            weight_dimension_numbers=self._dims,
+            **self.momentum_options(),
+            **self.newton_schulz_options(),
+        )

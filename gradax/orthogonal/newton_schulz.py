@@ -154,6 +154,10 @@ def orthogonalize(
     Returns:
       An array with ``x``'s shape and dtype.
 
+    Raises:
+      TypeError: ``x`` is not a floating-point or complex array.
+      ValueError: ``x`` has rank < 2, or an option is not known.
+
     Example:
       >>> import jax, jax.numpy as jnp, gradax
       >>> g = jax.random.normal(jax.random.key(0), (4, 6))
@@ -172,6 +176,13 @@ def orthogonalize(
     x = jnp.asarray(x)
     if x.ndim < 2:
         raise ValueError(f"orthogonalize needs an array of rank >= 2, got {x.shape}")
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        # The result has x's dtype; an integer polar factor would be garbage.
+        raise TypeError(
+            "orthogonalize needs a floating-point or complex array (the result "
+            f"has the input's dtype), got dtype {x.dtype}; convert x first, "
+            "e.g. x.astype(jnp.float32)"
+        )
     out_dtype = x.dtype
     work_dtype, mm_precision = _work_dtype_and_precision(x.dtype, precision)
     if jnp.iscomplexobj(x) and not jnp.issubdtype(work_dtype, jnp.complexfloating):

@@ -7,14 +7,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._common import (
-    NormalizedMuonAliasBase,
-    NormalizedMuonBase,
-    batch_shape,
-    real_dtype,
-    rms_align,
-)
-from .dimensions import matrix_view
+from .._matrices import matrix_view
+from .._numerics import real_dtype
+from ._common import NormalizedMuonAliasBase, NormalizedMuonBase, batch_shape, rms_align
 
 
 class NorMuonState(NamedTuple):
@@ -30,23 +25,19 @@ class scale_by_normuon(NormalizedMuonBase):
 
     Args:
       ns_coeffs: a preset name or coefficients (see :func:`orthogonalize`).
-      ns_steps: Newton–Schulz steps.
+      ns_steps: Newton–Schulz steps, >= 1.
       beta: momentum decay, in [0, 1).
       beta2: decay of the per-neuron second moment, in [0, 1).
       eps: added to norms before normalizing and to ``sqrt(v)``, >= 0.
       mu_dtype: dtype of the momentum buffer.
-      nesterov: use Nesterov momentum.
-      consistent_rms: target RMS of the update (0.2); None keeps the
+      consistent_rms: target RMS of the update (0.2), >= 0; None keeps the
         orthogonalized update's norm times ``sqrt(max(1, fan_out/fan_in))``,
         as the NorMuon reference code does.
-      preconditioning: 'frobenius', 'spectral', 'aol' or 'schatten'.
       weight_dimension_numbers: as in :class:`scale_by_muon`.
-      momentum: 'ema' or 'sum'.
-      bias_correction: bias-correct EMA momentum (off, as in the paper).
-      method: Newton–Schulz variant, see :func:`orthogonalize`.
-      precision: iteration dtype, see :func:`orthogonalize`.
-      distributed: spread the orthogonalizations over a device mesh, as in
-        :class:`scale_by_muon`.
+      nesterov, momentum, bias_correction: Muon's momentum options, as in
+        :class:`scale_by_muon` (bias correction is off, as in the paper).
+      preconditioning, method, precision, distributed: Muon's
+        Newton–Schulz options, as in :class:`scale_by_muon`.
     """
 
     _state_class = NorMuonState
@@ -95,7 +86,7 @@ class normuon(NormalizedMuonAliasBase):
       ns_steps: Newton–Schulz steps.
       beta: momentum decay :math:`\beta` in [0, 1).
       beta2: second-moment decay :math:`\beta_2` in [0, 1).
-      eps: :math:`\epsilon`, also Newton–Schulz's and AdamW's eps.
+      eps: :math:`\epsilon` >= 0, also Newton–Schulz's and AdamW's eps.
       weight_decay: :math:`\lambda` for the matrices, >= 0.
       weight_decay_mask: which matrices decay (tree of bools or function).
       mu_dtype: dtype of the momentum buffers.
@@ -128,4 +119,12 @@ class normuon(NormalizedMuonAliasBase):
       scalable, 2025 (arXiv:2510.05491).
     """
 
-    _direction_class = scale_by_normuon
+    def _muon_direction(self) -> scale_by_normuon:
+        return scale_by_normuon(
+            beta2=self.beta2,
+            mu_dtype=self.mu_dtype,
+            consistent_rms=self.consistent_rms,
+            weight_dimension_numbers=self._dims,
+            **self.momentum_options(),
+            **self.newton_schulz_options(),
+        )

@@ -8,6 +8,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._declare import Range, Spec, validate
+
+# tau caps the logits: a cap of 0 would zero every clipped head's weights.
+# inf (never clip) is allowed; a traced tau is not checked.
+_TAU = Spec(
+    valid=Range(0.0, low_open=True, allow_inf=True, hint="inf never clips"),
+    schedule=False,
+    array=False,
+    allow_none=False,
+)
+
 
 def _head_layout(shape: tuple[int, ...], head_axis: int, heads: int, split: bool):
     """Where a leaf's heads are: ``(axis, block, split_layout)``.
@@ -99,7 +110,7 @@ def qk_clip(
         head (for grouped-query attention, repeat the key heads first).
       max_logits: ``S_h``, shape ``(H,)``. For stacked layers ``(L, ...)``,
         use ``jax.vmap(qk_clip, in_axes=(0, 0, 0, None))``.
-      tau: the logit cap :math:`\tau` (Kimi K2: 100).
+      tau: the logit cap :math:`\tau` > 0 (Kimi K2: 100).
       head_axis: the axis of every leaf that indexes heads.
       rope_dim: MLA mode: rotary entries at the end of each query head.
       k_nope_dim: MLA mode: key entries at the start of each ``w_k`` head
@@ -107,6 +118,9 @@ def qk_clip(
 
     Returns:
       ``(w_q, w_k)`` with the offending heads rescaled.
+
+    Raises:
+      ValueError: ``tau`` is not > 0, or the shapes do not match.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -118,6 +132,7 @@ def qk_clip(
     References:
       Kimi Team, Kimi K2: Open Agentic Intelligence, 2025 (arXiv:2507.20534).
     """
+    validate("tau", tau, _TAU)
     max_logits = jnp.asarray(max_logits)
     if max_logits.ndim != 1:
         raise ValueError(

@@ -8,9 +8,9 @@ from typing import Any
 
 import jax
 
+from .._matrices import full_dimension_numbers, is_dimension_numbers, matrix_view
 from ..combinators.masked import MaskedNode
-from .dimensions import MuonDimensionNumbers, is_dimension_numbers, matrix_view
-from .dimensions import shape_scale as _shape_scale
+from .dimensions import SHAPE_SCALINGS, shape_scale
 
 # Paths that look like a token embedding or an output head. Keller Jordan and
 # Moonlight keep these on AdamW; the head does measurably worse under Muon.
@@ -23,54 +23,6 @@ _warned: set[str] = set()
 
 def _is_spec_leaf(x: Any) -> bool:
     return x is None or is_dimension_numbers(x) or isinstance(x, MaskedNode)
-
-
-def default_dimension_numbers(tree: Any, *, auto: bool = False) -> Any:
-    """One entry per leaf: dimension numbers for matrices, None otherwise.
-
-    With ``auto=False`` (optax's rule) only 2-D leaves are matrices. With
-    ``auto=True``, a 3-D leaf ``(L, m, n)`` is L stacked matrices and a 4-D
-    leaf is a conv kernel ``(h, w, c_in, c_out)`` flattened to
-    ``(h w c_in, c_out)``.
-    """
-
-    def rule(x):
-        if x.ndim == 2:
-            return MuonDimensionNumbers(0, 1)
-        if auto and x.ndim == 3:
-            return MuonDimensionNumbers(1, 2)
-        if auto and x.ndim == 4:
-            return MuonDimensionNumbers((0, 1, 2), 3)
-        return None
-
-    return jax.tree.map(rule, tree)
-
-
-def full_dimension_numbers(spec: Any, tree: Any, *, default_2d_only: bool) -> Any:
-    """Expand a dimension-number spec to one entry per leaf of ``tree``.
-
-    ``spec`` is None (the default rule), "auto", one MuonDimensionNumbers for
-    every leaf, a tree of them (a prefix of ``tree``; None marks a leaf that is
-    not a matrix), or a function of ``tree`` returning one of these.
-    """
-    if callable(spec) and not is_dimension_numbers(spec):
-        spec = spec(tree)
-    if spec is None:
-        if default_2d_only:
-            return default_dimension_numbers(tree)
-        return jax.tree.map(lambda _: MuonDimensionNumbers(), tree)
-    if isinstance(spec, str):
-        if spec != "auto":
-            raise ValueError(f"weight dimension numbers must be 'auto', got {spec!r}")
-        return default_dimension_numbers(tree, auto=True)
-    if is_dimension_numbers(spec):
-        return jax.tree.map(lambda _: spec, tree)
-    return jax.tree.map(
-        lambda d, sub: jax.tree.map(lambda _: d, sub),
-        spec,
-        tree,
-        is_leaf=_is_spec_leaf,
-    )
 
 
 def warn_about_embeddings(dims: Any) -> None:
@@ -123,6 +75,10 @@ def muon_labels(
       MuonDimensionNumbers or None, to pass as
       ``muon_weight_dimension_numbers``.
 
+    Raises:
+      ValueError: ``exclude`` is not a valid regular expression, or
+        ``shape_scaling`` is not a known rule.
+
     Example:
       >>> import jax.numpy as jnp, gradax
       >>> params = {"embed": jnp.zeros((10, 4)), "w": jnp.zeros((4, 8))}
@@ -131,11 +87,16 @@ def muon_labels(
       >>> labels
       {'embed': 'adam', 'w': 'muon'}
     """
+    if shape_scaling is not None and shape_scaling not in SHAPE_SCALINGS:
+        raise ValueError(
+            f"shape_scaling must be one of {SHAPE_SCALINGS} or None, got "
+            f"{shape_scaling!r}"
+        )
+    pattern = None if exclude is None else _compile_exclude(exclude)
     dims = full_dimension_numbers(
         weight_dimension_numbers, params, default_2d_only=True
     )
-    if exclude is not None:
-        pattern = re.compile(exclude)
+    if pattern is not None:
         dims = jax.tree_util.tree_map_with_path(
             lambda path, d: None if pattern.search(jax.tree_util.keystr(path)) else d,
             dims,
@@ -153,6 +114,20 @@ def muon_labels(
     return labels, dims
 
 
+def _compile_exclude(exclude: str) -> re.Pattern:
+    """``exclude`` compiled, or a ValueError that names it and the pattern."""
+    if not isinstance(exclude, str):
+        raise ValueError(
+            f"exclude must be a regular expression (a str), got {exclude!r}"
+        )
+    try:
+        return re.compile(exclude)
+    except re.error as error:
+        raise ValueError(
+            f"exclude must be a valid regular expression, got {exclude!r}: {error}"
+        ) from error
+
+
 def _report(params: Any, dims: Any, rule: str, rms: float | None) -> str:
     rows = [("path", "shape", "group", "matrices", "scale")]
     flat_dims = jax.tree.leaves(dims, is_leaf=_is_spec_leaf)
@@ -167,7 +142,7 @@ def _report(params: Any, dims: Any, rule: str, rms: float | None) -> str:
         for size in shape:
             count *= size
         count //= view.fan_in * view.fan_out
-        scale = _shape_scale(view.fan_in, view.fan_out, rule, rms or 0.2)
+        scale = shape_scale(view.fan_in, view.fan_out, rule, rms or 0.2)
         rows.append(
             (
                 jax.tree_util.keystr(path),

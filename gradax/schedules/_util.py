@@ -15,16 +15,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._declare import Range, spec_of
 from .._hyper import Schedule
 
 logger = logging.getLogger("gradax.schedules")
 
 
-def step_number(name: str, value: Any) -> int | float:
-    """A static step count as a plain Python number.
+def canonical_step(name: str, value: Any) -> Any:
+    """A static step count or fraction as a plain Python number, if it is one.
 
-    NumPy scalars and concrete 0-d arrays are converted; traced values are
-    refused because a step count decides the shape of the program.
+    NumPy scalars and concrete 0-d arrays become Python numbers; other values
+    are returned as they are, for the field's declaration to refuse. Traced
+    values are refused here: a static number decides the shape of the program.
     """
     if isinstance(value, jax.core.Tracer):
         raise ValueError(
@@ -35,6 +37,12 @@ def step_number(name: str, value: Any) -> int | float:
         value = value.item()
     elif isinstance(value, np.generic):
         value = value.item()
+    return value
+
+
+def step_number(name: str, value: Any) -> int | float:
+    """A static step (a boundary) as a plain Python number, or a ValueError."""
+    value = canonical_step(name, value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a real number, got {value!r}")
     return value
@@ -63,19 +71,25 @@ def select(pred: Any, on_true: Any, on_false: Any) -> Any:
 class ScheduleBase(Schedule):
     """A gradax schedule: fields are its arguments, ``_evaluate`` its formula.
 
-    Subclasses list their static step counts in ``_static_numbers``; these are
-    normalized to Python numbers when the schedule is built. Calls evaluate
-    ``_evaluate`` under standard dtype promotion, because a schedule mixes an
-    integer step count with float values by design (as optax does), and must
-    give the same numbers when a caller has turned on strict promotion.
+    Static numbers (step counts, fractions) are declared with
+    ``hyper(..., static=True)`` and brought to plain Python numbers before
+    their declarations are checked. Calls evaluate ``_evaluate`` under
+    standard dtype promotion, because a schedule mixes an integer step count
+    with float values by design (as optax does), and must give the same
+    numbers when a caller has turned on strict promotion.
     """
 
-    _static_numbers = ()
-
-    def __post_init__(self) -> None:
-        for name in self._static_numbers:
-            object.__setattr__(self, name, step_number(name, getattr(self, name)))
-        super().__post_init__()
+    def _convert_fields(self) -> None:
+        super()._convert_fields()
+        for name in self._static_fields:
+            spec = spec_of(self.__dataclass_fields__[name])
+            if spec is None or not isinstance(spec.valid, Range):
+                continue
+            value = canonical_step(name, getattr(self, name))
+            # A whole float (``1e4``, which optax accepts) counts as that step.
+            if spec.valid.integer and isinstance(value, float) and value.is_integer():
+                value = int(value)
+            object.__setattr__(self, name, value)
 
     def __call__(self, count: Any) -> Any:
         with jax.numpy_dtype_promotion("standard"):
@@ -92,3 +106,40 @@ def join(count: Any, pieces: Any, boundaries: Any) -> Any:
     for boundary, piece in zip(boundaries, pieces[1:], strict=True):
         out = jnp.where(count < boundary, out, piece(count - boundary))
     return out
+
+
+# --------------------------------------------------------------------------
+# Bounds: the smallest and largest value a schedule takes, from its arguments.
+# --------------------------------------------------------------------------
+
+
+def known_numbers(*values: Any) -> tuple[float, ...] | None:
+    """``values`` as floats when all are host numbers, else None.
+
+    Arrays and tracers are not read (nothing touches a device when a schedule
+    is checked at construction), so a schedule holding one has no known bounds.
+    """
+    out = []
+    for value in values:
+        number = concrete_scalar(value)
+        if number is None or isinstance(number, (bool, np.bool_)):
+            return None
+        out.append(float(number))
+    return tuple(out)
+
+
+def hull(*values: float) -> tuple[float, float]:
+    """The smallest interval holding all ``values``."""
+    return min(values), max(values)
+
+
+def hull_of_bounds(parts: Any) -> tuple[float, float] | None:
+    """The interval holding the bounds of every part, or None if one is unknown."""
+    lows, highs = [], []
+    for part in parts:
+        bounds = part.bounds() if isinstance(part, Schedule) else None
+        if bounds is None:
+            return None
+        lows.append(bounds[0])
+        highs.append(bounds[1])
+    return min(lows), max(highs)

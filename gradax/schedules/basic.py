@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import jax.numpy as jnp
 
-from .._declare import hyper
-from .._hyper import check_nonnegative
+from .._declare import (
+    ANY,
+    NONNEGATIVE,
+    OneOf,
+    Range,
+    Spec,
+    hyper,
+    validate,
+)
 from .._pytree import static_field
-from ._util import ScheduleBase, concrete_scalar, logger, select, step_number
+from ._util import (
+    ScheduleBase,
+    concrete_scalar,
+    hull,
+    known_numbers,
+    logger,
+    select,
+    step_number,
+)
+
+# A step count or step that optax also accepts when non-positive (the schedule
+# is then constant, or starts at 0), with a logged note.
+ANY_STEP = Range(integer=True)
 
 # --------------------------------------------------------------------------
 # Formulas, shared with the composite schedules of the other files.
@@ -54,6 +74,39 @@ def exponential_value(count, init_value, steps, rate, begin, staircase, end_valu
     return out
 
 
+def exponential_bounds(init_value, steps, rate, end_value):
+    """Bounds of :func:`exponential_value`, or None if unknown or unbounded.
+
+    Without ``end_value`` a rate above 1 grows without bound (None: nothing
+    is known to check against). Decaying, the value tends to 0, which float
+    arithmetic reaches.
+    """
+    known = known_numbers(init_value, rate)
+    end = None if end_value is None else known_numbers(end_value)
+    if known is None or (end_value is not None and end is None):
+        return None
+    init, rate = known
+    if steps <= 0 or rate == 0:
+        return hull(init)  # constant (end_value is not applied, as in optax)
+    if rate == 1:
+        low = high = init
+    elif rate < 1:
+        low, high = hull(init, 0.0)
+    else:
+        low, high = (init, math.inf) if init > 0 else (-math.inf, init)
+        if init == 0:
+            low = high = 0.0
+    if end is not None:
+        # A bound from below when decaying, from above otherwise.
+        if rate < 1:
+            low, high = max(low, end[0]), max(high, end[0])
+        else:
+            low, high = min(low, end[0]), min(high, end[0])
+    if math.isinf(low) or math.isinf(high):
+        return None
+    return low, high
+
+
 def _linear_between(start, end, pct):
     return (end - start) * pct + start
 
@@ -80,6 +133,23 @@ def piecewise_interpolate_value(count, kind, init_value, boundaries, scales):
     return inside.dot(pieces) + (bounds[-1] <= count) * levels[-1]
 
 
+def piecewise_interpolate_bounds(init_value, boundaries, scales):
+    """Bounds of :func:`piecewise_interpolate_value` over the steps >= 0.
+
+    Both interpolations stay between the two levels they join, so the bounds
+    are those of the levels in use from step 0 on: the level of the last
+    boundary <= 0 (``init_value`` if none) and every later one.
+    """
+    known = known_numbers(init_value, *scales)
+    if known is None:
+        return None
+    level, levels = known[0], [known[0]]
+    for boundary, scale in zip(boundaries, known[1:], strict=True):
+        level = level * scale
+        levels = [level] if boundary <= 0 else [*levels, level]
+    return hull(*levels)
+
+
 def boundaries_dict(name: str, mapping: Any) -> dict | None:
     """A copy of a ``{step: scale}`` mapping with plain-number keys, sorted."""
     if mapping is None:
@@ -92,9 +162,15 @@ def boundaries_dict(name: str, mapping: Any) -> dict | None:
     return dict(sorted(items, key=lambda item: item[0]))
 
 
-def check_scales(name: str, mapping: dict | None) -> None:
+# Each factor of a ``{step: factor}`` mapping: the declaration of a field,
+# applied to the entries of a dict (which a field's declaration cannot reach).
+_SCALE = Spec(NONNEGATIVE, schedule=False, array=True, allow_none=False)
+
+
+def validate_scales(name: str, mapping: dict | None) -> None:
+    """Each factor of ``mapping`` must be >= 0 (as optax requires)."""
     for step, scale in (mapping or {}).items():
-        check_nonnegative(f"{name}[{step!r}]", scale)
+        validate(f"{name}[{step!r}]", scale, _SCALE)
 
 
 # --------------------------------------------------------------------------
@@ -108,7 +184,7 @@ class constant_schedule(ScheduleBase):
     .. math:: f(t) = v
 
     Args:
-      value: the value.
+      value: the value, any real number.
 
     Returns:
       A schedule, called with the step count.
@@ -120,10 +196,14 @@ class constant_schedule(ScheduleBase):
       (0.1, 0.1)
     """
 
-    value: Any = hyper(schedule=False)
+    value: Any = hyper(valid=ANY, schedule=False)
 
     def _evaluate(self, count):
         return self.value
+
+    def bounds(self):
+        known = known_numbers(self.value)
+        return None if known is None else hull(*known)
 
 
 class polynomial_schedule(ScheduleBase):
@@ -141,9 +221,9 @@ class polynomial_schedule(ScheduleBase):
       init_value: the value :math:`v_0` up to ``transition_begin``.
       end_value: the value :math:`v_1` from ``transition_begin +
         transition_steps`` on.
-      power: the exponent :math:`p` (1 is linear).
-      transition_steps: how many steps the transition takes.
-      transition_begin: the step where the transition starts.
+      power: the exponent :math:`p` (1 is linear), >= 0.
+      transition_steps: how many steps the transition takes, an integer.
+      transition_begin: the step where the transition starts, an integer.
 
     Returns:
       A schedule, called with the step count.
@@ -156,13 +236,12 @@ class polynomial_schedule(ScheduleBase):
       (0.25, 0.0)
     """
 
-    init_value: Any = hyper(schedule=False)
-    end_value: Any = hyper(schedule=False)
-    power: Any = hyper(schedule=False)
-    transition_steps: int = static_field()
-    transition_begin: int = static_field(0)
-
-    _static_numbers = ("transition_steps", "transition_begin")
+    init_value: Any = hyper(valid=ANY, schedule=False)
+    end_value: Any = hyper(valid=ANY, schedule=False)
+    # (1 - progress) ** power stays in [0, 1]: the values stay between the two.
+    power: Any = hyper(valid=NONNEGATIVE, schedule=False)
+    transition_steps: int = hyper(valid=ANY_STEP, static=True)
+    transition_begin: int = hyper(0, ANY_STEP, static=True)
 
     def _check(self):
         _note_polynomial_fallbacks(self.transition_steps, self.transition_begin)
@@ -176,6 +255,13 @@ class polynomial_schedule(ScheduleBase):
             self.transition_steps,
             self.transition_begin,
         )
+
+    def bounds(self):
+        known = known_numbers(self.init_value, self.end_value, self.power)
+        if known is None:
+            return None
+        init, end, power = known
+        return polynomial_bounds(init, end, power, self.transition_steps)
 
 
 class linear_schedule(ScheduleBase):
@@ -193,8 +279,8 @@ class linear_schedule(ScheduleBase):
       init_value: the value :math:`v_0` up to ``transition_begin``.
       end_value: the value :math:`v_1` from ``transition_begin +
         transition_steps`` on.
-      transition_steps: how many steps the transition takes.
-      transition_begin: the step where the transition starts.
+      transition_steps: how many steps the transition takes, an integer.
+      transition_begin: the step where the transition starts, an integer.
 
     Returns:
       A schedule, called with the step count.
@@ -206,12 +292,10 @@ class linear_schedule(ScheduleBase):
       [1.0, 0.5, 0.0, 0.0]
     """
 
-    init_value: Any = hyper(schedule=False)
-    end_value: Any = hyper(schedule=False)
-    transition_steps: int = static_field()
-    transition_begin: int = static_field(0)
-
-    _static_numbers = ("transition_steps", "transition_begin")
+    init_value: Any = hyper(valid=ANY, schedule=False)
+    end_value: Any = hyper(valid=ANY, schedule=False)
+    transition_steps: int = hyper(valid=ANY_STEP, static=True)
+    transition_begin: int = hyper(0, ANY_STEP, static=True)
 
     def _check(self):
         _note_polynomial_fallbacks(self.transition_steps, self.transition_begin)
@@ -225,6 +309,20 @@ class linear_schedule(ScheduleBase):
             self.transition_steps,
             self.transition_begin,
         )
+
+    def bounds(self):
+        known = known_numbers(self.init_value, self.end_value)
+        if known is None:
+            return None
+        return polynomial_bounds(*known, 1.0, self.transition_steps)
+
+
+def polynomial_bounds(init, end, power, steps) -> tuple[float, float]:
+    """Bounds of :func:`polynomial_value` over the steps >= 0."""
+    if steps <= 0 or power == 0:
+        # Constant: ``0 ** 0 = 1`` keeps init_value even at the end.
+        return hull(init)
+    return hull(init, end)
 
 
 def _note_polynomial_fallbacks(steps, begin) -> None:
@@ -263,19 +361,14 @@ class piecewise_constant_schedule(ScheduleBase):
       [1.0, 0.5, 0.5, 0.05000000074505806]
     """
 
-    init_value: Any = hyper(schedule=False)
+    init_value: Any = hyper(valid=ANY, schedule=False)
     boundaries_and_scales: dict[int, float] | None = None
 
     def __post_init__(self):
-        object.__setattr__(
-            self,
-            "boundaries_and_scales",
-            boundaries_dict("boundaries_and_scales", self.boundaries_and_scales),
-        )
+        pairs = boundaries_dict("boundaries_and_scales", self.boundaries_and_scales)
+        validate_scales("boundaries_and_scales", pairs)
+        object.__setattr__(self, "boundaries_and_scales", pairs)
         super().__post_init__()
-
-    def _check(self):
-        check_scales("boundaries_and_scales", self.boundaries_and_scales)
 
     def _evaluate(self, count):
         value = self.init_value
@@ -284,6 +377,21 @@ class piecewise_constant_schedule(ScheduleBase):
             before = jnp.maximum(0.0, jnp.sign(boundary - count))
             value = value * before + (1 - before) * scale * value
         return value
+
+    def bounds(self):
+        pairs = self.boundaries_and_scales or {}
+        known = known_numbers(self.init_value, *pairs.values())
+        if known is None:
+            return None
+        init, scales = known[0], known[1:]
+        # The value at step t >= 0 is init times the factors of the
+        # boundaries <= t: those <= 0 apply from the start.
+        value, values = init, []
+        for boundary, scale in zip(pairs, scales, strict=True):
+            if boundary > 0:
+                values.append(value)
+            value = value * scale
+        return hull(*values, value)
 
 
 class piecewise_interpolate_schedule(ScheduleBase):
@@ -319,25 +427,15 @@ class piecewise_interpolate_schedule(ScheduleBase):
       [1.0, 2.0, 3.0, 2.25, 1.5, 1.5]
     """
 
-    interpolate_type: str = static_field()
-    init_value: Any = hyper(schedule=False)
+    interpolate_type: str = hyper(valid=OneOf(("linear", "cosine")), static=True)
+    init_value: Any = hyper(valid=ANY, schedule=False)
     boundaries_and_scales: dict[int, float] | None = None
 
     def __post_init__(self):
-        object.__setattr__(
-            self,
-            "boundaries_and_scales",
-            boundaries_dict("boundaries_and_scales", self.boundaries_and_scales),
-        )
+        pairs = boundaries_dict("boundaries_and_scales", self.boundaries_and_scales)
+        validate_scales("boundaries_and_scales", pairs)
+        object.__setattr__(self, "boundaries_and_scales", pairs)
         super().__post_init__()
-
-    def _check(self):
-        if self.interpolate_type not in ("linear", "cosine"):
-            raise ValueError(
-                "interpolate_type must be 'linear' or 'cosine', got "
-                f"{self.interpolate_type!r}"
-            )
-        check_scales("boundaries_and_scales", self.boundaries_and_scales)
 
     def _evaluate(self, count):
         pairs = self.boundaries_and_scales or {}
@@ -347,6 +445,12 @@ class piecewise_interpolate_schedule(ScheduleBase):
             self.init_value,
             tuple(pairs.keys()),
             tuple(pairs.values()),
+        )
+
+    def bounds(self):
+        pairs = self.boundaries_and_scales or {}
+        return piecewise_interpolate_bounds(
+            self.init_value, tuple(pairs.keys()), tuple(pairs.values())
         )
 
 
@@ -369,9 +473,11 @@ class exponential_decay(ScheduleBase):
 
     Args:
       init_value: the value :math:`v_0` up to ``transition_begin``.
-      transition_steps: the number of steps :math:`s` per factor of ``decay_rate``.
-      decay_rate: the factor :math:`r` per ``transition_steps`` steps.
-      transition_begin: the step :math:`b` where the decay starts.
+      transition_steps: the number of steps :math:`s` per factor of
+        ``decay_rate``, an integer.
+      decay_rate: the factor :math:`r` per ``transition_steps`` steps, >= 0
+        (above 1 the value grows).
+      transition_begin: the step :math:`b` where the decay starts, an integer.
       staircase: decay in whole factors only, once every ``transition_steps``.
       end_value: a bound the value does not pass, or None.
 
@@ -386,14 +492,13 @@ class exponential_decay(ScheduleBase):
       [1.0, 0.5, 0.25, 0.20000000298023224]
     """
 
-    init_value: Any = hyper(schedule=False)
-    transition_steps: int = static_field()
-    decay_rate: Any = hyper(schedule=False)
-    transition_begin: int = static_field(0)
+    init_value: Any = hyper(valid=ANY, schedule=False)
+    transition_steps: int = hyper(valid=ANY_STEP, static=True)
+    # A negative rate has no real fractional powers.
+    decay_rate: Any = hyper(valid=NONNEGATIVE, schedule=False)
+    transition_begin: int = hyper(0, ANY_STEP, static=True)
     staircase: bool = static_field(False)
-    end_value: Any = hyper(None, schedule=False)
-
-    _static_numbers = ("transition_steps", "transition_begin")
+    end_value: Any = hyper(None, ANY, schedule=False)
 
     def _check(self):
         if self.transition_steps <= 0:
@@ -418,4 +523,9 @@ class exponential_decay(ScheduleBase):
             self.transition_begin,
             self.staircase,
             self.end_value,
+        )
+
+    def bounds(self):
+        return exponential_bounds(
+            self.init_value, self.transition_steps, self.decay_rate, self.end_value
         )

@@ -7,10 +7,16 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .._declare import hyper
-from .._pytree import static_field
-from ._util import ScheduleBase, concrete_scalar, join
-from .basic import polynomial_value
+from .._declare import ANY, NONNEGATIVE, NONNEGATIVE_INT, POSITIVE_INT, hyper
+from ._util import (
+    ScheduleBase,
+    concrete_scalar,
+    hull,
+    hull_of_bounds,
+    join,
+    known_numbers,
+)
+from .basic import polynomial_bounds, polynomial_value
 
 
 def cosine_value(count, init_value, decay_steps, alpha, exponent):
@@ -35,9 +41,13 @@ def _end_fraction(peak_value, end_value):
     return jnp.where(is_zero, 0.0, end_value / safe_peak)
 
 
-def _check_decay_steps(name: str, decay_steps) -> None:
-    if not decay_steps > 0:
-        raise ValueError(f"{name} must be > 0, got {decay_steps!r}")
+def cosine_bounds(init_value, alpha, exponent) -> tuple[float, float]:
+    """Bounds of :func:`cosine_value`: it goes from ``init_value`` to
+    ``alpha * init_value`` (or stays at ``init_value`` when ``exponent`` is 0,
+    since ``0 ** 0 = 1``)."""
+    if exponent == 0:
+        return hull(init_value)
+    return hull(init_value, alpha * init_value)
 
 
 class cosine_decay_schedule(ScheduleBase):
@@ -56,9 +66,10 @@ class cosine_decay_schedule(ScheduleBase):
 
     Args:
       init_value: the value :math:`v_0` at step 0.
-      decay_steps: the number of steps :math:`D` of the decay; must be > 0.
-      alpha: the final value as a fraction of ``init_value``.
-      exponent: the power :math:`p` of the cosine factor.
+      decay_steps: the number of steps :math:`D` of the decay, an integer
+        >= 1.
+      alpha: the final value as a fraction of ``init_value``, any real number.
+      exponent: the power :math:`p` of the cosine factor, >= 0.
 
     Returns:
       A schedule, called with the step count.
@@ -70,20 +81,20 @@ class cosine_decay_schedule(ScheduleBase):
       [1.0, 0.55, 0.1, 0.1]
     """
 
-    init_value: Any = hyper(schedule=False)
-    decay_steps: int = static_field()
-    alpha: Any = hyper(0.0, schedule=False)
-    exponent: Any = hyper(1.0, schedule=False)
-
-    _static_numbers = ("decay_steps",)
-
-    def _check(self):
-        _check_decay_steps("decay_steps", self.decay_steps)
+    init_value: Any = hyper(valid=ANY, schedule=False)
+    decay_steps: int = hyper(valid=POSITIVE_INT, static=True)
+    alpha: Any = hyper(0.0, ANY, schedule=False)
+    # The cosine factor is in [0, 1]; a negative power would divide by 0.
+    exponent: Any = hyper(1.0, NONNEGATIVE, schedule=False)
 
     def _evaluate(self, count):
         return cosine_value(
             count, self.init_value, self.decay_steps, self.alpha, self.exponent
         )
+
+    def bounds(self):
+        known = known_numbers(self.init_value, self.alpha, self.exponent)
+        return None if known is None else cosine_bounds(*known)
 
 
 class warmup_cosine_decay_schedule(ScheduleBase):
@@ -105,11 +116,12 @@ class warmup_cosine_decay_schedule(ScheduleBase):
     Args:
       init_value: the value :math:`v_0` at step 0.
       peak_value: the value :math:`v_p` at the end of the warmup.
-      warmup_steps: the length :math:`W` of the warmup (0 for none).
+      warmup_steps: the length :math:`W` of the warmup, an integer >= 0 (0
+        for none).
       decay_steps: the total length :math:`D` of the schedule, warmup
-        included; must be greater than ``warmup_steps``.
+        included; an integer greater than ``warmup_steps``.
       end_value: the value :math:`v_1` at the end.
-      exponent: the power :math:`p` of the cosine factor.
+      exponent: the power :math:`p` of the cosine factor, >= 0.
 
     Returns:
       A schedule, called with the step count.
@@ -122,14 +134,12 @@ class warmup_cosine_decay_schedule(ScheduleBase):
       [0.0, 0.5, 1.0, 0.55, 0.1, 0.1]
     """
 
-    init_value: Any = hyper(schedule=False)
-    peak_value: Any = hyper(schedule=False)
-    warmup_steps: int = static_field()
-    decay_steps: int = static_field()
-    end_value: Any = hyper(0.0, schedule=False)
-    exponent: Any = hyper(1.0, schedule=False)
-
-    _static_numbers = ("warmup_steps", "decay_steps")
+    init_value: Any = hyper(valid=ANY, schedule=False)
+    peak_value: Any = hyper(valid=ANY, schedule=False)
+    warmup_steps: int = hyper(valid=NONNEGATIVE_INT, static=True)
+    decay_steps: int = hyper(valid=POSITIVE_INT, static=True)
+    end_value: Any = hyper(0.0, ANY, schedule=False)
+    exponent: Any = hyper(1.0, NONNEGATIVE, schedule=False)
 
     def _check(self):
         if not self.decay_steps - self.warmup_steps > 0:
@@ -158,6 +168,21 @@ class warmup_cosine_decay_schedule(ScheduleBase):
             )
 
         return join(count, (warmup, decay), (warmup_steps,))
+
+    def bounds(self):
+        known = known_numbers(
+            self.init_value, self.peak_value, self.end_value, self.exponent
+        )
+        if known is None:
+            return None
+        init, peak, end, exponent = known
+        # The decay runs from peak_value to alpha * peak_value (all 0 when
+        # peak_value is 0, see _end_fraction); the warmup only when W > 0.
+        alpha = 0.0 if peak == 0 else end / peak
+        low, high = cosine_bounds(peak, alpha, exponent)
+        if self.warmup_steps > 0:
+            low, high = hull(low, high, *polynomial_bounds(init, peak, 1.0, 1))
+        return low, high
 
 
 class sgdr_schedule(ScheduleBase):
@@ -223,3 +248,6 @@ class sgdr_schedule(ScheduleBase):
             step += cycle.decay_steps
             starts.append(step)
         return join(count, self.cosine_kwargs, starts)
+
+    def bounds(self):
+        return hull_of_bounds(self.cosine_kwargs)

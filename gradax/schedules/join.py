@@ -5,11 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._declare import hyper
+from .._declare import ANY, NONNEGATIVE, NONNEGATIVE_INT, hyper
 from .._hyper import Schedule, as_hyperparameter
 from .._pytree import static_field
-from ._util import ScheduleBase, join, step_number
-from .basic import exponential_value, polynomial_value
+from ._util import ScheduleBase, hull, hull_of_bounds, join, known_numbers, step_number
+from .basic import (
+    ANY_STEP,
+    exponential_bounds,
+    exponential_value,
+    polynomial_bounds,
+    polynomial_value,
+)
 
 
 class join_schedules(ScheduleBase):
@@ -82,6 +88,10 @@ class join_schedules(ScheduleBase):
     def _evaluate(self, count):
         return join(count, self.schedules, self.boundaries)
 
+    def bounds(self):
+        # Each part's bounds hold whatever stretch of it runs.
+        return hull_of_bounds(self.schedules)
+
 
 class warmup_constant_schedule(ScheduleBase):
     """Linear warmup from ``init_value`` to ``peak_value``, then constant.
@@ -95,7 +105,7 @@ class warmup_constant_schedule(ScheduleBase):
     Args:
       init_value: the value :math:`v_0` at step 0.
       peak_value: the value :math:`v_p` from ``warmup_steps`` on.
-      warmup_steps: the length :math:`W` of the warmup.
+      warmup_steps: the length :math:`W` of the warmup, an integer >= 0.
 
     Returns:
       A schedule, called with the step count.
@@ -107,16 +117,20 @@ class warmup_constant_schedule(ScheduleBase):
       [0.0, 0.25, 1.0, 1.0]
     """
 
-    init_value: Any = hyper(schedule=False)
-    peak_value: Any = hyper(schedule=False)
-    warmup_steps: int = static_field()
-
-    _static_numbers = ("warmup_steps",)
+    init_value: Any = hyper(valid=ANY, schedule=False)
+    peak_value: Any = hyper(valid=ANY, schedule=False)
+    warmup_steps: int = hyper(valid=NONNEGATIVE_INT, static=True)
 
     def _evaluate(self, count):
         return polynomial_value(
             count, self.init_value, self.peak_value, 1, self.warmup_steps, 0
         )
+
+    def bounds(self):
+        known = known_numbers(self.init_value, self.peak_value)
+        if known is None:
+            return None
+        return polynomial_bounds(*known, 1.0, self.warmup_steps)
 
 
 class warmup_exponential_decay_schedule(ScheduleBase):
@@ -137,10 +151,12 @@ class warmup_exponential_decay_schedule(ScheduleBase):
     Args:
       init_value: the value :math:`v_0` at step 0.
       peak_value: the value :math:`v_p` at the end of the warmup.
-      warmup_steps: the length :math:`W` of the warmup.
-      transition_steps: the number of steps per factor of ``decay_rate``.
-      decay_rate: the factor :math:`r` per ``transition_steps`` steps.
-      transition_begin: steps after the warmup before the decay starts.
+      warmup_steps: the length :math:`W` of the warmup, an integer >= 0.
+      transition_steps: the number of steps per factor of ``decay_rate``, an
+        integer.
+      decay_rate: the factor :math:`r` per ``transition_steps`` steps, >= 0.
+      transition_begin: steps after the warmup before the decay starts, an
+        integer.
       staircase: decay in whole factors only.
       end_value: a bound the decaying value does not pass, or None.
 
@@ -155,16 +171,14 @@ class warmup_exponential_decay_schedule(ScheduleBase):
       [0.0, 0.5, 1.0, 0.5, 0.25]
     """
 
-    init_value: Any = hyper(schedule=False)
-    peak_value: Any = hyper(schedule=False)
-    warmup_steps: int = static_field()
-    transition_steps: int = static_field()
-    decay_rate: Any = hyper(schedule=False)
-    transition_begin: int = static_field(0)
+    init_value: Any = hyper(valid=ANY, schedule=False)
+    peak_value: Any = hyper(valid=ANY, schedule=False)
+    warmup_steps: int = hyper(valid=NONNEGATIVE_INT, static=True)
+    transition_steps: int = hyper(valid=ANY_STEP, static=True)
+    decay_rate: Any = hyper(valid=NONNEGATIVE, schedule=False)
+    transition_begin: int = hyper(0, ANY_STEP, static=True)
     staircase: bool = static_field(False)
-    end_value: Any = hyper(None, schedule=False)
-
-    _static_numbers = ("warmup_steps", "transition_steps", "transition_begin")
+    end_value: Any = hyper(None, ANY, schedule=False)
 
     def _evaluate(self, count):
         def warmup(t):
@@ -184,3 +198,14 @@ class warmup_exponential_decay_schedule(ScheduleBase):
             )
 
         return join(count, (warmup, decay), (self.warmup_steps,))
+
+    def bounds(self):
+        decay = exponential_bounds(
+            self.peak_value, self.transition_steps, self.decay_rate, self.end_value
+        )
+        if decay is None or self.warmup_steps <= 0:
+            return decay
+        known = known_numbers(self.init_value, self.peak_value)
+        if known is None:
+            return None
+        return hull(*decay, *polynomial_bounds(*known, 1.0, 1))

@@ -4,30 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import POSITIVE, hyper
-from .._pytree import static_field
-from ._util import ScheduleBase
-from .basic import piecewise_interpolate_value
+from .._declare import ANY, POSITIVE, POSITIVE_INT, UNIT, hyper
+from ._util import ScheduleBase, known_numbers
+from .basic import piecewise_interpolate_bounds, piecewise_interpolate_value
 
 
-def _check_onecycle(schedule) -> None:
-    if not schedule.transition_steps > 0:
-        raise ValueError(
-            f"transition_steps must be > 0, got {schedule.transition_steps!r}"
-        )
+def _merged(pairs):
+    """``pairs`` (step, scale) as sorted steps and scales, the later pair winning.
+
+    A dict, like the user-facing piecewise_interpolate_schedule: when two
+    boundaries round to the same step, the later scale replaces the earlier.
+    """
+    merged = {}
+    for step, scale in pairs:
+        merged[step] = scale
+    steps = tuple(sorted(merged))
+    return steps, tuple(merged[s] for s in steps)
 
 
 def _interpolate(count, kind, init_value, pairs):
     """Interpolates through ``pairs`` (step, scale), the later pair winning."""
-    # A dict, like the user-facing piecewise_interpolate_schedule: when two
-    # boundaries round to the same step, the later scale replaces the earlier.
-    merged = {}
-    for step, scale in pairs:
-        merged[step] = scale
-    steps = sorted(merged)
-    return piecewise_interpolate_value(
-        count, kind, init_value, tuple(steps), tuple(merged[s] for s in steps)
-    )
+    return piecewise_interpolate_value(count, kind, init_value, *_merged(pairs))
+
+
+def _interpolate_bounds(init_value, pairs):
+    return piecewise_interpolate_bounds(init_value, *_merged(pairs))
 
 
 class linear_onecycle_schedule(ScheduleBase):
@@ -45,10 +46,11 @@ class linear_onecycle_schedule(ScheduleBase):
     ============================  ======================================
 
     Args:
-      transition_steps: the length :math:`T` of the cycle; must be > 0.
+      transition_steps: the length :math:`T` of the cycle, an integer >= 1.
       peak_value: the highest value.
-      pct_start: the fraction of the cycle spent going up.
-      pct_final: the fraction of the cycle at which the way down ends.
+      pct_start: the fraction of the cycle spent going up, in [0, 1].
+      pct_final: the fraction of the cycle at which the way down ends, in
+        [0, 1].
       div_factor: the initial value is ``peak_value / div_factor``; > 0.
       final_div_factor: the last value is the initial one divided by this; > 0.
 
@@ -66,30 +68,35 @@ class linear_onecycle_schedule(ScheduleBase):
       Networks Using Large Learning Rates, 2017 (arXiv:1708.07120).
     """
 
-    transition_steps: int = static_field()
-    peak_value: Any = hyper(schedule=False)
-    pct_start: float = static_field(0.3)
-    pct_final: float = static_field(0.85)
+    transition_steps: int = hyper(valid=POSITIVE_INT, static=True)
+    peak_value: Any = hyper(valid=ANY, schedule=False)
+    pct_start: float = hyper(0.3, UNIT, static=True)
+    pct_final: float = hyper(0.85, UNIT, static=True)
     div_factor: Any = hyper(25.0, POSITIVE, schedule=False)
     final_div_factor: Any = hyper(10000.0, POSITIVE, schedule=False)
 
-    _static_numbers = ("transition_steps", "pct_start", "pct_final")
-
-    def _check(self):
-        _check_onecycle(self)
+    def _pairs(self, div, final_div):
+        steps = self.transition_steps
+        return (
+            (int(self.pct_start * steps), div),
+            (int(self.pct_final * steps), 1.0 / div),
+            (steps, 1.0 / final_div),
+        )
 
     def _evaluate(self, count):
-        steps = self.transition_steps
         return _interpolate(
             count,
             "linear",
             self.peak_value / self.div_factor,
-            (
-                (int(self.pct_start * steps), self.div_factor),
-                (int(self.pct_final * steps), 1.0 / self.div_factor),
-                (steps, 1.0 / self.final_div_factor),
-            ),
+            self._pairs(self.div_factor, self.final_div_factor),
         )
+
+    def bounds(self):
+        known = known_numbers(self.peak_value, self.div_factor, self.final_div_factor)
+        if known is None:
+            return None
+        peak, div, final_div = known
+        return _interpolate_bounds(peak / div, self._pairs(div, final_div))
 
 
 class cosine_onecycle_schedule(ScheduleBase):
@@ -102,9 +109,9 @@ class cosine_onecycle_schedule(ScheduleBase):
     it stays.
 
     Args:
-      transition_steps: the length :math:`T` of the cycle; must be > 0.
+      transition_steps: the length :math:`T` of the cycle, an integer >= 1.
       peak_value: the highest value.
-      pct_start: the fraction of the cycle spent going up.
+      pct_start: the fraction of the cycle spent going up, in [0, 1].
       div_factor: the initial value is ``peak_value / div_factor``; > 0.
       final_div_factor: the last value is the initial one divided by this; > 0.
 
@@ -122,25 +129,30 @@ class cosine_onecycle_schedule(ScheduleBase):
       Networks Using Large Learning Rates, 2017 (arXiv:1708.07120).
     """
 
-    transition_steps: int = static_field()
-    peak_value: Any = hyper(schedule=False)
-    pct_start: float = static_field(0.3)
+    transition_steps: int = hyper(valid=POSITIVE_INT, static=True)
+    peak_value: Any = hyper(valid=ANY, schedule=False)
+    pct_start: float = hyper(0.3, UNIT, static=True)
     div_factor: Any = hyper(25.0, POSITIVE, schedule=False)
     final_div_factor: Any = hyper(10000.0, POSITIVE, schedule=False)
 
-    _static_numbers = ("transition_steps", "pct_start")
-
-    def _check(self):
-        _check_onecycle(self)
+    def _pairs(self, div, final_div):
+        steps = self.transition_steps
+        return (
+            (int(self.pct_start * steps), div),
+            (int(steps), 1.0 / (div * final_div)),
+        )
 
     def _evaluate(self, count):
-        steps = self.transition_steps
         return _interpolate(
             count,
             "cosine",
             self.peak_value / self.div_factor,
-            (
-                (int(self.pct_start * steps), self.div_factor),
-                (int(steps), 1.0 / (self.div_factor * self.final_div_factor)),
-            ),
+            self._pairs(self.div_factor, self.final_div_factor),
         )
+
+    def bounds(self):
+        known = known_numbers(self.peak_value, self.div_factor, self.final_div_factor)
+        if known is None:
+            return None
+        peak, div, final_div = known
+        return _interpolate_bounds(peak / div, self._pairs(div, final_div))

@@ -86,7 +86,9 @@ def caution(updates: Any, grads: Any) -> Any:
 
 
 class _cautious_decay(GradientTransformation):
-    weight_decay: Any = hyper()
+    """The stage add_cautious_decayed_weights builds (without its mask)."""
+
+    weight_decay: Any = hyper(valid=NONNEGATIVE)
 
     def init_state(self, params):
         del params

@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, hyper
-from .._hyper import check_nonnegative
+from .._declare import NONNEGATIVE, Range, Spec, hyper, validate
+from .._numerics import abs_sq
 from .._protocol import EmptyState, GradientTransformation
 from .._pytree import static_field
 
@@ -23,18 +23,16 @@ ClipState = EmptyState
 ClipByGlobalNormState = EmptyState
 AdaptiveGradClipState = EmptyState
 
-
-def _abs_sq(x: jax.Array) -> jax.Array:
-    """``|x|**2`` element-wise, real for complex ``x``."""
-    return (jnp.conj(x) * x).real if jnp.iscomplexobj(x) else x * x
+# A bound on a norm or a value: >= 0, and inf means "no clipping".
+CLIP_BOUND = Range(0.0, allow_inf=True)
 
 
 class clip(GradientTransformation):
     """Clips every element of the updates to ``[-max_delta, max_delta]``.
 
     Args:
-      max_delta: the largest allowed absolute value, >= 0; a number, an array
-        or a schedule.
+      max_delta: the largest allowed absolute value, >= 0 (inf: no
+        clipping); a number, an array or a schedule.
 
     Returns:
       A transformation with an empty state.
@@ -46,7 +44,7 @@ class clip(GradientTransformation):
       Array([-1. ,  0.5,  1. ], dtype=float32)
     """
 
-    max_delta: Any = hyper(valid=NONNEGATIVE)
+    max_delta: Any = hyper(valid=CLIP_BOUND)
 
     def init_state(self, params):
         del params
@@ -63,7 +61,8 @@ class clip_by_block_rms(GradientTransformation):
     with :math:`\mathrm{rms}(u) = \sqrt{\mathrm{mean}(|u|^2)}`.
 
     Args:
-      threshold: :math:`\tau`, the largest allowed rms of a leaf, >= 0.
+      threshold: :math:`\tau`, the largest allowed rms of a leaf, >= 0 (inf:
+        no clipping).
 
     Returns:
       A transformation with an empty state.
@@ -75,7 +74,7 @@ class clip_by_block_rms(GradientTransformation):
       Array([0.84852815, 1.1313709 ], dtype=float32)
     """
 
-    threshold: Any = hyper(valid=NONNEGATIVE)
+    threshold: Any = hyper(valid=CLIP_BOUND)
 
     def init_state(self, params):
         del params
@@ -85,7 +84,7 @@ class clip_by_block_rms(GradientTransformation):
         threshold = self.threshold
 
         def shrink(u):
-            rms = jnp.sqrt(jnp.mean(_abs_sq(u)))
+            rms = jnp.sqrt(jnp.mean(abs_sq(u)))
             return u / jnp.maximum(1.0, rms / threshold)
 
         return jax.tree.map(shrink, updates), state
@@ -98,7 +97,8 @@ class clip_by_global_norm(GradientTransformation):
     :math:`u = g` if :math:`\|g\| < c`, else :math:`u = (g / \|g\|)\, c`.
 
     Args:
-      max_norm: :math:`c`, >= 0; a number, a scalar array or a schedule.
+      max_norm: :math:`c`, >= 0 (inf: no clipping); a number, a scalar array
+        or a schedule.
 
     Returns:
       A transformation with an empty state.
@@ -114,7 +114,7 @@ class clip_by_global_norm(GradientTransformation):
       ICML 2013 (arXiv:1211.5063).
     """
 
-    max_norm: Any = hyper(valid=NONNEGATIVE)
+    max_norm: Any = hyper(valid=CLIP_BOUND)
 
     def init_state(self, params):
         del params
@@ -186,7 +186,7 @@ def unitwise_norm(x: jax.Array, axis: int | tuple[int, ...] | None = None) -> ja
              [5., 1.]], dtype=float32)
     """
     x = jnp.asarray(x)
-    sq = _abs_sq(x)
+    sq = abs_sq(x)
     if axis is not None:
         total = jnp.sum(sq, axis=axis, keepdims=True)
     elif jnp.squeeze(x).ndim <= 1:
@@ -243,7 +243,7 @@ class adaptive_grad_clip(GradientTransformation):
 
     Args:
       clipping: :math:`\lambda`, the largest ratio of update norm to parameter
-        norm, >= 0.
+        norm, >= 0 (inf: no clipping).
       eps: :math:`\epsilon`, >= 0, so that zero-initialized params can move.
       axis: the axes a unit norm reduces over (see :func:`unitwise_norm`).
 
@@ -262,7 +262,7 @@ class adaptive_grad_clip(GradientTransformation):
       Normalization, 2021 (arXiv:2102.06171).
     """
 
-    clipping: Any = hyper(valid=NONNEGATIVE)
+    clipping: Any = hyper(valid=CLIP_BOUND)
     eps: Any = hyper(0.001, NONNEGATIVE)
     axis: Any = static_field(None)
 
@@ -301,10 +301,16 @@ def _check_batched(grads: Any, name: str) -> None:
         )
 
 
-def _check_clip_number(name: str, value: Any) -> None:
-    # Only Python numbers: checking an array here would wait on the device.
+# The per-example functions take their bound as an argument, not as a field:
+# the same declaration, checked at the call.
+_CLIP_BOUND_ARGUMENT = Spec(CLIP_BOUND, schedule=False, array=True, allow_none=False)
+
+
+def _validate_clip_bound(name: str, value: Any) -> None:
+    # Only Python numbers: these functions run inside jit, where a bound is
+    # traced, and reading a concrete array here would wait on the device.
     if isinstance(value, (int, float)):
-        check_nonnegative(name, value)
+        validate(name, value, _CLIP_BOUND_ARGUMENT)
 
 
 def per_example_global_norm_clip(
@@ -317,7 +323,8 @@ def per_example_global_norm_clip(
 
     Args:
       grads: a tree whose leaves all have a leading batch axis.
-      l2_norm_clip: :math:`C`, the largest per-example norm, >= 0.
+      l2_norm_clip: :math:`C`, the largest per-example norm, >= 0 (inf: no
+        clipping).
 
     Returns:
       ``(sum, num_clipped)``: the sum of the clipped gradients (a tree like
@@ -334,7 +341,7 @@ def per_example_global_norm_clip(
       (arXiv:1607.00133).
     """
     _check_batched(grads, "per_example_global_norm_clip")
-    _check_clip_number("l2_norm_clip", l2_norm_clip)
+    _validate_clip_bound("l2_norm_clip", l2_norm_clip)
     norms = jax.vmap(gtree.norm)(grads)
     weights = jnp.nan_to_num(jnp.minimum(l2_norm_clip / norms, 1.0), nan=1.0)
     num_clipped = jnp.sum(weights < 1.0)
@@ -354,7 +361,7 @@ def per_example_layer_norm_clip(
 
     Args:
       grads: a tree whose leaves all have a leading batch axis.
-      global_l2_norm_clip: :math:`C`, >= 0.
+      global_l2_norm_clip: :math:`C`, >= 0 (inf: no clipping).
       uniform: split :math:`C` equally between leaves (else by size).
 
     Returns:
@@ -373,7 +380,7 @@ def per_example_layer_norm_clip(
       Models, 2017 (arXiv:1710.06963).
     """
     _check_batched(grads, "per_example_layer_norm_clip")
-    _check_clip_number("global_l2_norm_clip", global_l2_norm_clip)
+    _validate_clip_bound("global_l2_norm_clip", global_l2_norm_clip)
     leaves, treedef = jax.tree.flatten(grads)
     if uniform:
         bounds = [global_l2_norm_clip * (1.0 / len(leaves)) ** 0.5 for _ in leaves]

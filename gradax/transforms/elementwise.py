@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, hyper
+from .._declare import NONNEGATIVE, Range, hyper
 from .._numerics import safe_increment
 from .._protocol import EmptyState, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -47,8 +47,8 @@ class add_noise(GradientTransformation):
       key: a PRNG key (``jax.random.key``, or raw ``jax.random.PRNGKey``
         data) or an integer seed; None means seed 0. The key is made in
         ``init``, not here.
-      seed: an integer seed, the older spelling of ``key`` (give one or the
-        other).
+      seed: an integer seed (any integer), the older spelling of ``key``
+        (give one or the other).
 
     Returns:
       A transformation whose state is an :class:`AddNoiseState`.
@@ -68,14 +68,12 @@ class add_noise(GradientTransformation):
     eta: Any = hyper(valid=NONNEGATIVE)
     gamma: Any = hyper(valid=NONNEGATIVE)
     key: Any = None
-    seed: int | None = static_field(None, kw_only=True)
+    # Any integer: jax.random.key takes negative seeds too.
+    seed: int | None = hyper(None, Range(integer=True), static=True, kw_only=True)
 
     def _check(self):
-        if self.seed is not None:
-            if self.key is not None:
-                raise ValueError("add_noise: give key or seed, not both")
-            if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-                raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if self.seed is not None and self.key is not None:
+            raise ValueError("add_noise: give key or seed, not both")
 
     def init_state(self, params):
         del params

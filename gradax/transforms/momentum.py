@@ -7,15 +7,19 @@ from typing import Any, NamedTuple
 import jax
 
 from .. import tree as gtree
-from .._declare import DECAY, Range, hyper
+from .._declare import DECAY, UNIT, hyper
 from .._numerics import safe_increment
 from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
 
 
-def _canonical_dtype(dtype: Any) -> Any:
-    """``dtype`` as JAX would store it (float64 is float32 without x64)."""
+def canonical_dtype(dtype: Any) -> Any:
+    """An accumulator dtype as JAX stores it (float64 is float32 without x64).
+
+    None (the params' dtypes) stays None.
+    """
     return None if dtype is None else jax.dtypes.canonicalize_dtype(dtype)
+
 
 
 class TraceState(NamedTuple):
@@ -65,7 +69,7 @@ class trace(GradientTransformation):
     accumulator_dtype: Any = static_field(None)
 
     def init_state(self, params):
-        dtype = _canonical_dtype(self.accumulator_dtype)
+        dtype = canonical_dtype(self.accumulator_dtype)
         return TraceState(trace=gtree.zeros_like(params, dtype))
 
     def update_state(self, updates, state, params=None, **extra_args):
@@ -125,12 +129,12 @@ class ema(GradientTransformation):
       Array([0.75, 0.75], dtype=float32)
     """
 
-    decay: Any = hyper(valid=Range(0.0, 1.0))
+    decay: Any = hyper(valid=UNIT)
     debias: bool = static_field(True)
     accumulator_dtype: Any = static_field(None)
 
     def init_state(self, params):
-        dtype = _canonical_dtype(self.accumulator_dtype)
+        dtype = canonical_dtype(self.accumulator_dtype)
         return EmaState(count=zero_count(), ema=gtree.zeros_like(params, dtype))
 
     def update_state(self, updates, state, params=None, **extra_args):

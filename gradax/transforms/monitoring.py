@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import Range, hyper
+from .._declare import UNIT, hyper
 from .._protocol import Alias, EmptyState, GradientTransformation, as_transformation
 from .._pytree import static_field
 from ..combinators.chain import chain
@@ -224,7 +224,7 @@ class measure_with_ema(Alias):
     """
 
     measure: Callable[[Any], Any] = static_field()
-    decay: Any = hyper(valid=Range(0.0, 1.0))
+    decay: Any = hyper(valid=UNIT)
     debias: bool = static_field(True)
     accumulator_dtype: Any = static_field(None)
 

@@ -10,14 +10,14 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import tree as gtree
 from .._declare import NONNEGATIVE, UNIT, hyper
-from .._hyper import check_decay
-from .._numerics import safe_increment
+from .._hyper import Schedule
+from .._numerics import abs_sq, safe_increment
 from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
-from .clipping import _abs_sq
 
 
 class ScaleByRssState(NamedTuple):
@@ -74,7 +74,7 @@ class scale_by_rss(GradientTransformation):
 
     def update_state(self, updates, state, params=None, **extra_args):
         eps = self.eps
-        sums = jax.tree.map(lambda g, t: _abs_sq(g) + t, updates, state.sum_of_squares)
+        sums = jax.tree.map(lambda g, t: abs_sq(g) + t, updates, state.sum_of_squares)
         # Where nothing has accumulated the update is zero, not 0 / 0.
         inv_root = jax.tree.map(
             lambda t: jnp.where(t > 0, jax.lax.rsqrt(t + eps), 0.0), sums
@@ -84,9 +84,27 @@ class scale_by_rss(GradientTransformation):
 
 
 def check_rms_decay(tx: Any) -> None:
-    """With bias correction, ``decay = 1`` would divide by ``1 - 1**t = 0``."""
-    if tx.bias_correction:
-        check_decay("decay", tx.decay)
+    """With bias correction, ``decay = 1`` would divide by ``1 - 1**t = 0``.
+
+    A rule between two arguments (``decay`` alone may be 1). Host numbers are
+    checked, and schedules through their known bounds; a JAX array's values
+    are not read here.
+    """
+    decay = tx.decay
+    if not tx.bias_correction:
+        return
+    if isinstance(decay, Schedule):
+        bounds = decay.bounds()
+        largest = None if bounds is None else bounds[1]
+    elif isinstance(decay, (int, float, np.number, np.ndarray)):
+        largest = np.max(decay)
+    else:
+        largest = None
+    if largest is not None and largest >= 1:
+        raise ValueError(
+            f"decay must be < 1 when bias_correction=True (the correction "
+            f"divides by 1 - decay**t), got decay={decay!r}"
+        )
 
 
 def _inverse_root(eps: Any, eps_in_sqrt: bool):
@@ -185,7 +203,7 @@ class scale_by_stddev(GradientTransformation):
             mu_hat, nu_hat = mu, nu
         inverse_root = _inverse_root(self.eps, self.eps_in_sqrt)
         scaling = jax.tree.map(
-            lambda m, n: inverse_root(n - _abs_sq(m)), mu_hat, nu_hat
+            lambda m, n: inverse_root(n - abs_sq(m)), mu_hat, nu_hat
         )
         new_updates = jax.tree.map(lambda s, g: s * g, scaling, updates)
         if self.bias_correction:

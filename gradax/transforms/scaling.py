@@ -6,7 +6,7 @@ from typing import Any
 
 import jax
 
-from .._declare import hyper
+from .._declare import ANY, LEARNING_RATE, hyper
 from .._protocol import EmptyState, GradientTransformation
 from .._pytree import static_field
 
@@ -19,7 +19,8 @@ class scale(GradientTransformation):
     """Multiplies every update by ``step_size``.
 
     Args:
-      step_size: a number, an array or a schedule of the step count.
+      step_size: any real number (a plain multiplier: negative flips the
+        direction), an array or a schedule of the step count.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -28,7 +29,7 @@ class scale(GradientTransformation):
       Array([-0.5, -0.5], dtype=float32)
     """
 
-    step_size: Any = hyper()
+    step_size: Any = hyper(valid=ANY)
 
     def init_state(self, params):
         del params
@@ -42,10 +43,11 @@ class scale_by_schedule(GradientTransformation):
     """Multiplies updates by ``step_size_fn(count)``, count starting at 0.
 
     Args:
-      step_size_fn: a schedule (any callable of the step count).
+      step_size_fn: a schedule (any callable of the step count) of real
+        multipliers.
     """
 
-    step_size_fn: Any = hyper()
+    step_size_fn: Any = hyper(valid=ANY)
 
     def init_state(self, params):
         del params
@@ -60,11 +62,12 @@ class scale_by_learning_rate(GradientTransformation):
     """Multiplies updates by ``-learning_rate`` (or ``+`` with flip_sign=False).
 
     Args:
-      learning_rate: a number, an array, a schedule, or None (no scaling).
+      learning_rate: a number >= 0, an array, a schedule, or None (no
+        scaling).
       flip_sign: negate so that ``apply_updates`` descends.
     """
 
-    learning_rate: Any = hyper(None)
+    learning_rate: Any = hyper(None, LEARNING_RATE)
     flip_sign: bool = static_field(True, kw_only=True)
 
     def init_state(self, params):

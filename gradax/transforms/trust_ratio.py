@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from .._declare import NONNEGATIVE, hyper
+from .._numerics import abs_sq
 from .._protocol import EmptyState, GradientTransformation
-from .clipping import _abs_sq
 
 ScaleByTrustRatioState = EmptyState
 
@@ -39,7 +39,7 @@ def _norm(x: jax.Array) -> jax.Array:
 
 
 def _rms(x: jax.Array) -> jax.Array:
-    return jnp.sqrt(jnp.mean(_abs_sq(x)))
+    return jnp.sqrt(jnp.mean(abs_sq(x)))
 
 
 def _needs_params(name: str, params: Any) -> None:

@@ -13,7 +13,9 @@ from ..combinators.masked import masked
 
 
 class _decay(GradientTransformation):
-    weight_decay: Any = hyper()
+    """The stage add_decayed_weights builds (without its mask)."""
+
+    weight_decay: Any = hyper(valid=NONNEGATIVE)
 
     def init_state(self, params):
         del params

@@ -1,0 +1,133 @@
+"""Weights seen as batches of matrices: dimension numbers and matrix views.
+
+Muon (``gradax.orthogonal``) and the Kronecker-factored preconditioners
+(``gradax.optimizers``: Shampoo, SOAP) both treat a weight as a batch of
+``(fan_in, fan_out)`` matrices. How a weight maps to its matrices lives here,
+below both packages, so neither imports the other for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+
+
+class MuonDimensionNumbers(NamedTuple):
+    """The reduction (fan-in) and output (fan-out) axes of a weight.
+
+    For ``y = x @ W`` the reduction axis is 0 and the output axis 1 (the
+    default). Every other axis is a batch axis: each slice along it is its own
+    matrix (stacked layers from ``scan``). Several reduction axes are
+    flattened together (a conv kernel ``(h, w, c_in, c_out)`` has reduction
+    axes ``(0, 1, 2)`` and output axis 3).
+    """
+
+    reduction_axis: Any = 0
+    output_axis: Any = 1
+
+
+def is_dimension_numbers(x: Any) -> bool:
+    """Whether ``x`` is a :class:`MuonDimensionNumbers`."""
+    return isinstance(x, MuonDimensionNumbers)
+
+
+def is_spec_leaf(x: Any) -> bool:
+    """Stop at dimension numbers (and None) when mapping over a spec tree."""
+    return x is None or is_dimension_numbers(x)
+
+
+def matrix_axes(value: Any, ndim: int) -> tuple[int, ...]:
+    """One or several axes (as in :class:`MuonDimensionNumbers`), non-negative."""
+    values = (value,) if isinstance(value, int) else tuple(value)
+    return tuple(v % ndim for v in values)
+
+
+class MatrixView(NamedTuple):
+    """How one weight maps to a batch of (fan_in, fan_out) matrices."""
+
+    to_matrices: Callable[[jax.Array], jax.Array]
+    from_matrices: Callable[[jax.Array], jax.Array]
+    fan_in: int
+    fan_out: int
+
+
+def matrix_view(shape: tuple[int, ...], dims: MuonDimensionNumbers) -> MatrixView:
+    """Reshape functions between a weight and its ``(batch, fan_in, fan_out)``."""
+    ndim = len(shape)
+    if ndim < 2:
+        raise ValueError(f"Muon needs weights of rank >= 2, got shape {shape}")
+    reduction = matrix_axes(dims.reduction_axis, ndim)
+    output = matrix_axes(dims.output_axis, ndim)
+    if set(reduction) & set(output) or not reduction or not output:
+        raise ValueError(
+            f"dimension numbers {dims} need disjoint, non-empty reduction and "
+            f"output axes for shape {shape}"
+        )
+    batch = tuple(a for a in range(ndim) if a not in reduction + output)
+    order = batch + reduction + output
+    inverse = tuple(sorted(range(ndim), key=order.__getitem__))
+    fan_in = math.prod(shape[a] for a in reduction)
+    fan_out = math.prod(shape[a] for a in output)
+    batch_shape = tuple(shape[a] for a in batch)
+    permuted = tuple(shape[a] for a in order)
+
+    def to_matrices(x):
+        return x.transpose(order).reshape((*batch_shape, fan_in, fan_out))
+
+    def from_matrices(x):
+        return x.reshape(permuted).transpose(inverse)
+
+    return MatrixView(to_matrices, from_matrices, fan_in, fan_out)
+
+
+def default_dimension_numbers(tree: Any, *, auto: bool = False) -> Any:
+    """One entry per leaf: dimension numbers for matrices, None otherwise.
+
+    With ``auto=False`` (optax's rule) only 2-D leaves are matrices. With
+    ``auto=True``, a 3-D leaf ``(L, m, n)`` is L stacked matrices and a 4-D
+    leaf is a conv kernel ``(h, w, c_in, c_out)`` flattened to
+    ``(h w c_in, c_out)``.
+    """
+
+    def rule(x):
+        if x.ndim == 2:
+            return MuonDimensionNumbers(0, 1)
+        if auto and x.ndim == 3:
+            return MuonDimensionNumbers(1, 2)
+        if auto and x.ndim == 4:
+            return MuonDimensionNumbers((0, 1, 2), 3)
+        return None
+
+    return jax.tree.map(rule, tree)
+
+
+def full_dimension_numbers(spec: Any, tree: Any, *, default_2d_only: bool) -> Any:
+    """Expand a dimension-number spec to one entry per leaf of ``tree``.
+
+    ``spec`` is None (the default rule), "auto", one MuonDimensionNumbers for
+    every leaf, a tree of them (a prefix of ``tree``; None marks a leaf that is
+    not a matrix), or a function of ``tree`` returning one of these.
+    """
+    if callable(spec) and not is_dimension_numbers(spec):
+        spec = spec(tree)
+    if spec is None:
+        if default_2d_only:
+            return default_dimension_numbers(tree)
+        return jax.tree.map(lambda _: MuonDimensionNumbers(), tree)
+    if isinstance(spec, str):
+        if spec != "auto":
+            raise ValueError(f"weight dimension numbers must be 'auto', got {spec!r}")
+        return default_dimension_numbers(tree, auto=True)
+    if is_dimension_numbers(spec):
+        return jax.tree.map(lambda _: spec, tree)
+    # A masked-out part (an empty node, such as gradax.MaskedNode) has no
+    # leaves, so it maps to itself.
+    return jax.tree.map(
+        lambda d, sub: jax.tree.map(lambda _: d, sub),
+        spec,
+        tree,
+        is_leaf=is_spec_leaf,
+    )

@@ -1,0 +1,208 @@
+"""Declared hyperparameters: every public constructor refuses bad values.
+
+Each numeric field declares its valid values once (``gradax.declare.hyper``);
+these tests walk every public class and check that each declaration is
+enforced at construction with an error naming the field, and draw arguments
+with hypothesis: valid ones give finite updates, invalid ones an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import hypothesis
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import pytest
+from registry import ENTRIES
+
+import gradax
+from gradax._declare import OneOf, Range, spec_of
+
+# Arguments that build the public classes without a registry entry of their
+# own (schedules, and transformations the registry builds another way).
+EXTRA_ARGS = {
+    "constant_schedule": dict(value=0.1),
+    "linear_schedule": dict(init_value=0.1, end_value=0.0, transition_steps=10),
+    "polynomial_schedule": dict(
+        init_value=0.1, end_value=0.0, power=2, transition_steps=10
+    ),
+    "exponential_decay": dict(init_value=0.1, transition_steps=10, decay_rate=0.5),
+    "cosine_decay_schedule": dict(init_value=0.1, decay_steps=10),
+    "warmup_cosine_decay_schedule": dict(
+        init_value=0.0, peak_value=0.1, warmup_steps=2, decay_steps=10
+    ),
+    "warmup_constant_schedule": dict(init_value=0.0, peak_value=0.1, warmup_steps=2),
+    "warmup_exponential_decay_schedule": dict(
+        init_value=0.0,
+        peak_value=0.1,
+        warmup_steps=2,
+        transition_steps=10,
+        decay_rate=0.5,
+    ),
+    "piecewise_constant_schedule": dict(init_value=0.1),
+    "piecewise_interpolate_schedule": dict(interpolate_type="linear", init_value=0.1),
+    "linear_onecycle_schedule": dict(transition_steps=10, peak_value=0.1),
+    "cosine_onecycle_schedule": dict(transition_steps=10, peak_value=0.1),
+}
+
+
+def _public_classes():
+    """Every public gradax class with at least one declared field."""
+    found = {}
+    for module in (gradax, gradax.contrib):
+        for name in dir(module):
+            obj = getattr(module, name)
+            if not (isinstance(obj, type) and issubclass(obj, gradax.Module)):
+                continue
+            if not dataclasses.is_dataclass(obj):
+                continue
+            if any(spec_of(f) for f in dataclasses.fields(obj)):
+                found[name] = obj
+    return found
+
+
+def _base_args():
+    args = {}
+    for entry in ENTRIES:
+        if entry.build_fn is None:
+            args.setdefault(entry.name, entry.kwargs)
+    args.update(EXTRA_ARGS)
+    return args
+
+
+def _bad_values(spec):
+    """Values outside a declaration (each must be refused)."""
+    valid = spec.valid
+    if isinstance(valid, OneOf):
+        return ["__not_one_of_them__"]
+    bad = ["0.1", [0.1], True]
+    if valid.integer:
+        if math.isfinite(valid.low):
+            bad.append(int(valid.low) - (0 if valid.low_open else 1))
+        bad.append(1.5)
+    else:
+        bad.append(float("nan"))
+        if not valid.allow_inf:
+            bad.append(float("inf"))
+        if math.isfinite(valid.low):
+            bad.append(valid.low if valid.low_open else valid.low - 0.5)
+        if math.isfinite(valid.high):
+            bad.append(valid.high if valid.high_open else valid.high + 0.5)
+    return bad
+
+
+def test_every_public_class_has_arguments_to_build_it():
+    base = _base_args()
+    missing = []
+    for name, cls in _public_classes().items():
+        try:
+            cls(**base.get(name, {}))
+        except TypeError as error:
+            missing.append(f"{name}: {error}")
+    assert not missing, "add base arguments to EXTRA_ARGS:\n" + "\n".join(missing)
+
+
+def test_every_declared_field_refuses_values_outside_its_declaration():
+    base = _base_args()
+    failures = []
+    checked = 0
+    for name, cls in _public_classes().items():
+        kwargs = base.get(name, {})
+        try:
+            cls(**kwargs)
+        except TypeError:
+            continue  # reported by the test above
+        for field in dataclasses.fields(cls):
+            spec = spec_of(field)
+            if spec is None or not field.init:
+                continue
+            for value in _bad_values(spec):
+                try:
+                    cls(**{**kwargs, field.name: value})
+                except gradax.HyperparameterError as error:
+                    if field.name not in str(error):
+                        failures.append(f"{name}.{field.name}={value!r}: {error}")
+                else:
+                    failures.append(f"{name}.{field.name}={value!r} was accepted")
+                checked += 1
+    assert not failures, "\n".join(failures)
+    assert checked > 1000
+
+
+def test_the_mistakes_users_made_get_errors_at_construction():
+    with pytest.raises(gradax.HyperparameterError, match="learning_rate.*ascend"):
+        gradax.adam(-1e-3)
+    with pytest.raises(gradax.HyperparameterError, match="learning_rate.*nan"):
+        gradax.adam(float("nan"))
+    with pytest.raises(gradax.HyperparameterError, match="learning_rate.*str"):
+        gradax.adam("1e-3")
+    with pytest.raises(gradax.HyperparameterError, match="weight_decay.*list"):
+        gradax.adamw(1e-3, weight_decay=[0.1])
+    with pytest.raises(gradax.HyperparameterError, match="warmup_steps"):
+        gradax.warmup_cosine_decay_schedule(0.0, 1e-3, -5, 100)
+    # A schedule whose values leave the range is refused when that is known.
+    with pytest.raises(gradax.HyperparameterError, match="learning_rate"):
+        gradax.adam(gradax.linear_schedule(1e-3, -1e-3, 100))
+    # The errors are ValueErrors (bad values) and TypeErrors (non-numbers).
+    assert issubclass(gradax.HyperparameterError, ValueError)
+    assert issubclass(gradax.HyperparameterError, TypeError)
+
+
+# -- hypothesis over the registry ---------------------------------------------
+
+
+def _drawable(entry):
+    """Declared, schedulable numeric fields of an entry built from kwargs."""
+    if entry.build_fn is not None or not entry.injectable:
+        return []
+    cls = entry.factory
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        return []
+    fields = []
+    for field in dataclasses.fields(cls):
+        spec = spec_of(field)
+        if spec and spec.schedule and isinstance(spec.valid, Range):
+            if entry.kwargs.get(field.name, 0) is not None:
+                fields.append((field.name, spec.valid))
+    return fields
+
+
+_CASES = [(entry, field) for entry in ENTRIES for field in _drawable(entry)]
+
+
+def _valid_value(valid: Range):
+    low = valid.low if math.isfinite(valid.low) else -2.0
+    high = valid.high if math.isfinite(valid.high) else low + 2.0
+    return st.floats(
+        low, high, exclude_min=valid.low_open, exclude_max=valid.high_open
+    ).filter(lambda x: math.isfinite(x))
+
+
+def _invalid_value(valid: Range):
+    options = [st.just(float("nan")), st.text(max_size=3)]
+    if math.isfinite(valid.low):
+        options.append(st.floats(valid.low - 10.0, valid.low, exclude_max=True))
+    if math.isfinite(valid.high):
+        options.append(st.floats(valid.high, valid.high + 10.0, exclude_min=True))
+    return st.one_of(options)
+
+
+@hypothesis.settings(max_examples=60)
+@hypothesis.given(data=st.data())
+def test_drawn_hyperparameters(data):
+    entry, (name, valid) = data.draw(st.sampled_from(_CASES), label="case")
+    if data.draw(st.booleans(), label="valid"):
+        value = data.draw(_valid_value(valid), label=name)
+        tx = entry.build(**{name: value})
+        params = {"v": jnp.array([0.5, -1.5, 2.0]), "m": jnp.eye(3) + 0.25}
+        grads = jax.tree.map(lambda p: 0.3 * p + 0.1, params)
+        updates, _ = tx.update(grads, tx.init(params), params, value=jnp.float32(1.0))
+        for leaf in jax.tree.leaves(updates):
+            assert jnp.all(jnp.isfinite(leaf)), (entry, name, value)
+    else:
+        value = data.draw(_invalid_value(valid), label=name)
+        with pytest.raises(gradax.HyperparameterError, match=name):
+            entry.build(**{name: value})

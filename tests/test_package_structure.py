@@ -1,0 +1,144 @@
+"""Rules of the code base: registry coverage, import direction, private names."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from registry import ENTRIES
+
+import gradax
+
+PACKAGE = Path(gradax.__file__).parent
+
+# Public transformations that the conformance registry cannot run, and why.
+# Each has tests of its own.
+NOT_IN_REGISTRY = {
+    "GradientTransformation": "the base class (FunctionTransformation is tested)",
+    "GradientTransformationExtraArgs": "optax's name for the base class",
+    "Alias": "a base class for compositions",
+    "FunctionTransformation": "wraps user functions; tests/test_protocol.py",
+    "lbfgs": "needs value and grad of the objective (value_fn); tests/test_lbfgs.py",
+    "scale_by_lbfgs": "as lbfgs; tests/test_lbfgs.py",
+    "scale_by_zoom_linesearch": "needs value, grad and value_fn; test_linesearch.py",
+    "scale_by_backtracking_linesearch": "needs value_fn; tests/test_linesearch.py",
+    "lookahead": "params must be a LookaheadParams pair; test_combinators_wrappers",
+    "polyak_sgd": "needs the objective's value; tests/test_polyak_noisy_sgd.py",
+    "scale_by_polyak": "needs the objective's value; tests/test_polyak_noisy_sgd.py",
+    "momo": "needs the objective's value; tests/test_contrib.py",
+    "momo_adam": "needs the objective's value; tests/test_contrib.py",
+    "reduce_on_plateau": "needs the loss as value; tests/test_contrib.py",
+    "hutchinson_estimator_diag_hessian": "needs obj_fn; tests/test_contrib.py",
+    "stateless": "wraps a user function; tests/test_transforms.py",
+    "stateless_with_tree_map": "wraps a user function; tests/test_transforms.py",
+}
+
+
+def _public_transformations():
+    names = set()
+    for module in (gradax, gradax.contrib):
+        for name in dir(module):
+            obj = getattr(module, name)
+            if isinstance(obj, type) and issubclass(obj, gradax.GradientTransformation):
+                names.add(name)
+    return names
+
+
+def test_every_public_transformation_has_a_registry_entry_or_a_reason():
+    registered = {entry.name for entry in ENTRIES}
+    missing = sorted(_public_transformations() - registered - set(NOT_IN_REGISTRY))
+    assert not missing, f"add registry entries (tests/registry*.py) for {missing}"
+    stale = sorted(set(NOT_IN_REGISTRY) & registered)
+    assert not stale, f"remove from NOT_IN_REGISTRY, now registered: {stale}"
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = list(relative.parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        yield ".".join(parts), is_package, ast.parse(path.read_text())
+
+
+def _imports(module: str, is_package: bool, tree: ast.Module):
+    """(imported module, imported names) for each gradax import of a module."""
+    package = module if is_package else module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target == "gradax" or target.startswith("gradax."):
+                yield target, [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("gradax."):
+                    yield alias.name, []
+
+
+def _is_submodule(package: str, name: str) -> bool:
+    folder = PACKAGE.parent.joinpath(*package.split("."))
+    return (folder / f"{name}.py").exists() or (folder / name).is_dir()
+
+
+def _unit(module: str) -> str:
+    """The node of the import graph: a subpackage, or a top-level module."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_no_import_cycle_between_gradax_packages():
+    graph: dict[str, set[str]] = {}
+    for module, is_package, tree in _modules():
+        if module == "gradax":
+            continue  # the public facade re-exports everything
+        source = _unit(module)
+        for target, names in _imports(module, is_package, tree):
+            targets = [target]
+            if target == "gradax":  # `from .. import tree` imports submodules
+                targets = [f"gradax.{name}" for name in names]
+            for t in targets:
+                unit = _unit(t)
+                if unit != source and unit != "gradax":
+                    graph.setdefault(source, set()).add(unit)
+
+    cycles = []
+
+    def visit(node, path):
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                cycle = path[path.index(nxt) :] + [nxt]
+                if cycle[0] == min(cycle[:-1]):
+                    cycles.append(" -> ".join(cycle))
+            else:
+                visit(nxt, path + [nxt])
+
+    for start in sorted(graph):
+        visit(start, [start])
+    assert not cycles, "import cycles between packages:\n" + "\n".join(
+        sorted(set(cycles))
+    )
+
+
+def test_no_private_name_is_imported_across_packages():
+    offenders = []
+    for module, is_package, tree in _modules():
+        source = _unit(module)
+        for target, names in _imports(module, is_package, tree):
+            if _unit(target) == source:
+                continue
+            private = [
+                n
+                for n in names
+                if n.startswith("_")
+                and not n.startswith("__")
+                and not _is_submodule(target, n)  # `from . import _x` is a module
+            ]
+            if private:
+                offenders.append(f"{module} imports {private} from {target}")
+    assert not offenders, "\n".join(offenders)
