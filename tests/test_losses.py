@@ -676,7 +676,10 @@ def _value_and_vjp(lib, call, args, diff):
 
 # No LLVM optimization: the programs run once on small arrays, and compiling
 # them is most of this file's time (IEEE arithmetic is the same).
-_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0}
+_COMPILE_OPTIONS = {
+    "xla_backend_optimization_level": 0,
+    "xla_cpu_use_fusion_emitters": False,
+}
 
 
 def _run_group(cases: list[Case]) -> dict[str, Any]:
@@ -846,38 +849,58 @@ def test_errors_like_optax(name, args, kwargs, error):
 
 def test_convex_kl_divergence_is_deprecated():
     with pytest.warns(DeprecationWarning, match="generalized_kl_divergence"):
-        glosses.convex_kl_divergence(LOG_P, SOFT)
+        jax.jit(glosses.convex_kl_divergence)(LOG_P, SOFT)
 
 
-def _finite_grads(fn, *args):
-    grads = jax.grad(lambda *a: jnp.sum(fn(*a)), argnums=tuple(range(len(args))))(*args)
-    return all(bool(jnp.all(jnp.isfinite(g))) for g in grads)
+def _compiled(fn: Callable[..., Any], *args: Any) -> Any:
+    lowered = jax.jit(fn).lower(*args)
+    return jax.device_get(lowered.compile(compiler_options=_COMPILE_OPTIONS)(*args))
+
+
+def _sum_grads(fn: Callable[..., Any], *args: Any) -> tuple:
+    return jax.grad(lambda *a: jnp.sum(fn(*a)), argnums=tuple(range(len(args))))(*args)
 
 
 def test_limits_where_optax_gives_nan():
-    """The conventions gradax adds: each limit checked by its definition."""
-    # Zero vectors have cosine similarity 0, as do vectors `where` leaves out.
-    a = jnp.array([[0.0, 0.0], [1.0, 2.0]])
-    b = jnp.array([[1.0, 1.0], [3.0, 1.0]])
-    sim = glosses.cosine_similarity(a, b)
-    assert sim[0] == 0.0
-    np.testing.assert_allclose(sim[1], optax.losses.cosine_similarity(a[1], b[1]))
-    assert _finite_grads(glosses.cosine_similarity, a, b)
+    """The conventions gradax adds, each checked against its definition."""
+    zero_row = jnp.array([[0.0, 0.0], [1.0, 2.0]])
+    other = jnp.array([[1.0, 1.0], [3.0, 1.0]])
     rows = jnp.array([[False, False], [True, True]])
-    assert _finite_grads(lambda x, y: glosses.cosine_distance(x, y, where=rows), b, b)
-    # No positive pair: nothing to average, loss 0.
     no_pairs = jnp.arange(6)
-    assert glosses.ntxent(jnp.asarray(EMB), no_pairs) == 0.0
-    assert _finite_grads(lambda e: glosses.ntxent(e, no_pairs), jnp.asarray(EMB))
-    # A zero target has a finite slope.
-    assert _finite_grads(
-        glosses.kl_divergence, jnp.asarray(LOG_P), jnp.asarray(TARGETS_0)
-    )
-    # Smoothing over no class leaves the labels scaled by 1 - alpha.
-    smoothed = glosses.smooth_labels(jnp.asarray(SOFT), 0.3, where=MASK)
-    np.testing.assert_allclose(smoothed[2], 0.7 * SOFT[2], rtol=1e-6)
-    ref = optax.losses.smooth_labels(jnp.asarray(SOFT), 0.3, where=MASK)
-    np.testing.assert_allclose(smoothed[MASK.any(1)], ref[MASK.any(1)], rtol=1e-6)
+
+    def limits(emb, log_p, targets, soft, neg_inf, labels):
+        return {
+            # Zero vectors (or vectors `where` leaves out) have similarity 0.
+            "cos": glosses.cosine_similarity(zero_row, other),
+            "cos_ref": optax.losses.cosine_similarity(zero_row[1], other[1]),
+            "cos_grads": _sum_grads(glosses.cosine_similarity, zero_row, other),
+            "masked_grads": _sum_grads(
+                lambda x, y: glosses.cosine_distance(x, y, where=rows), other, other
+            ),
+            # No positive pair: nothing to average, the loss is 0.
+            "ntxent": glosses.ntxent(emb, no_pairs),
+            "ntxent_grads": _sum_grads(lambda e: glosses.ntxent(e, no_pairs), emb),
+            # A zero target has a finite slope.
+            "kl_grads": _sum_grads(glosses.kl_divergence, log_p, targets),
+            # Smoothing over no class leaves the labels scaled by 1 - alpha.
+            "smooth": glosses.smooth_labels(soft, 0.3, where=MASK),
+            "smooth_ref": optax.losses.smooth_labels(soft, 0.3, where=MASK),
+            # Second derivatives at masked classes.
+            "hessian": jax.hessian(lambda x: glosses.softmax_cross_entropy(x, labels))(
+                neg_inf
+            ),
+        }
+
+    out = _compiled(limits, EMB, LOG_P, TARGETS_0, SOFT, NEG_INF[0], ONE_HOT[0])
+    assert out["cos"][0] == 0.0
+    np.testing.assert_allclose(out["cos"][1], out["cos_ref"], rtol=1e-6)
+    assert out["ntxent"] == 0.0
+    finite = ("cos_grads", "masked_grads", "ntxent_grads", "kl_grads", "hessian")
+    for leaf in jax.tree.leaves([out[k] for k in finite]):
+        assert np.all(np.isfinite(leaf))
+    np.testing.assert_allclose(out["smooth"][2], 0.7 * SOFT[2], rtol=1e-6)
+    valid = MASK.any(1)
+    np.testing.assert_allclose(out["smooth"][valid], out["smooth_ref"][valid])
 
 
 def test_dice_probabilities_are_checked_eagerly_and_work_under_jit():
@@ -888,10 +911,3 @@ def test_dice_probabilities_are_checked_eagerly_and_work_under_jit():
     jitted = jax.jit(functools.partial(glosses.dice_loss, apply_softmax=False))
     for got in (eager, jitted(probs, targets)):
         np.testing.assert_allclose(got, expected, rtol=tolerance(jnp.float32))
-
-
-def test_second_derivatives_at_masked_classes_are_finite():
-    hessian = jax.hessian(lambda x: glosses.softmax_cross_entropy(x, ONE_HOT[0]))(
-        jnp.asarray(NEG_INF[0])
-    )
-    assert bool(jnp.all(jnp.isfinite(hessian)))

@@ -69,12 +69,16 @@ def _all_projections(lib, x, a, scale):
 
 @functools.partial(jax.jit, static_argnums=0)
 def _every_case(lib, cases):
-    """:func:`_all_projections` of every case, at two radii, in one program."""
+    """:func:`_all_projections` of every case, at two radii, in one program.
+
+    Each case is a batch (a leading axis) of inputs of one shape.
+    """
     scales = jnp.array([1.0, 0.8])
-    return {
-        name: jax.vmap(lambda s, x=x, a=a: _all_projections(lib, x, a, s))(scales)
-        for name, (x, a) in cases.items()
-    }
+
+    def one(x, a):
+        return jax.vmap(lambda s: _all_projections(lib, x, a, s))(scales)
+
+    return {name: jax.vmap(one)(x, a) for name, (x, a) in cases.items()}
 
 
 def _assert_trees_close(actual, expected, rtol=RTOL, atol=ATOL):
@@ -89,18 +93,22 @@ def _random(shape, seed):
     return jnp.asarray(np.random.default_rng(seed).normal(size=shape), jnp.float32)
 
 
+PYTREE = {"w": _random((2, 3), 4), "b": (_random(3, 5), jnp.float32(0.7))}
+PYTREE_A = {"w": _random((2, 3), 6), "b": (_random(3, 7), jnp.float32(-1.2))}
+INSIDE = jnp.array([0.01, -0.02, 0.03, 0.0])
 CASES = {
-    "vector": (_random(50, 0), _random(50, 1)),
-    "pytree": (
-        {"w": _random((2, 3), 4), "b": (_random(3, 5), jnp.float32(0.7))},
-        {"w": _random((2, 3), 6), "b": (_random(3, 7), jnp.float32(-1.2))},
+    "vector": (_random((1, 50), 0), _random((1, 50), 1)),
+    "pytree": jax.tree.map(lambda v: jnp.asarray(v)[None], (PYTREE, PYTREE_A)),
+    "edge": (
+        jnp.stack(
+            [
+                INSIDE,  # inside every ball and the box: must not move
+                jnp.zeros(4),  # zero: a boundary case of every formula
+                jnp.full(4, 0.25),  # ties, and a point already on the simplex
+            ]
+        ),
+        jnp.array([[1.0, 2.0, 3.0, 4.0], [1.0, -1.0, 2.0, 0.5], [1.0, 1.0, 1.0, 1.0]]),
     ),
-    # Inside every ball and the box: the projections must not move it.
-    "inside": (jnp.array([0.01, -0.02, 0.03]), jnp.array([1.0, 2.0, 3.0])),
-    # The zero vector: a boundary case of every formula (l2_sphere is NaN).
-    "zeros": (jnp.zeros(4), jnp.array([1.0, -1.0, 2.0, 0.5])),
-    # Ties and a mass already on the simplex.
-    "ties": (jnp.array([0.25, 0.25, 0.25, 0.25]), jnp.ones(4)),
 }
 
 
@@ -109,14 +117,15 @@ def test_values_match_optax():
     theirs = _every_case(optax.projections, CASES)
     for case in CASES:
         _assert_trees_close(ours[case], theirs[case])
-    x = CASES["inside"][0]
     for name in ("l1_ball", "l2_ball", "linf_ball", "halfspace_inside"):
-        _assert_trees_close(ours["inside"][name], jnp.stack([x, x]))
+        _assert_trees_close(ours["edge"][name][0], jnp.stack([INSIDE, INSIDE]))
+    # The sphere of the zero vector is undefined (NaN) in both libraries.
+    assert jnp.all(jnp.isnan(ours["edge"]["l2_sphere"][1]))
 
 
 def test_sets_are_reached():
     """Invariants, independent of optax: mass, norms and feasibility."""
-    x = CASES["pytree"][0]
+    x = PYTREE
     scale = 2.5
     out = jax.jit(lambda x: _all_projections(gp, x, x, scale))(x)
     out["hypercube"] = gp.projection_hypercube(x, scale)
@@ -135,12 +144,10 @@ def _jacobians(lib, x, a):
     """Jacobians (reverse mode) and JVPs (forward mode) of each projection."""
     fns = {
         "simplex": lambda x: lib.projection_simplex(x, 0.8),
-        "l1_sphere": lambda x: lib.projection_l1_sphere(x, 0.8),
         "l1_ball": lambda x: lib.projection_l1_ball(x, 0.8),
         "l2_sphere": lambda x: lib.projection_l2_sphere(x, 0.8),
         "l2_ball": lambda x: lib.projection_l2_ball(x, 0.8),
         "box": lambda x: lib.projection_box(x, -0.3, 0.4),
-        "hyperplane": lambda x: lib.projection_hyperplane(x, a, 0.5),
         "halfspace": lambda x: lib.projection_halfspace(x, a, -0.5),
     }
     out = {name: jax.jacrev(fn)(x) for name, fn in fns.items()}

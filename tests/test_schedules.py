@@ -566,7 +566,7 @@ def test_bounds_are_the_smallest_and_largest_value(schedule):
     np.testing.assert_allclose(values.max(), bounds[1], rtol=1e-6, atol=slack)
 
 
-def test_bounds_before_step_0_are_not_counted():
+def test_bounds_hold_but_may_be_loose_before_step_0():
     # A boundary before step 0: the level 4 is only passed through before
     # step 0, so the bounds hold the values from step 0 on without being met.
     schedule = gradax.piecewise_interpolate_schedule("linear", 1.0, {-3: 4.0, 6: 0.25})

@@ -109,4 +109,3 @@ def all_finite(tree: Any) -> jax.Array:
     for leaf in jax.tree.leaves(tree):
         result = jnp.logical_and(result, jnp.all(jnp.isfinite(leaf)))
     return result
-

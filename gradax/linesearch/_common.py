@@ -23,11 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-
-
-def real_dtype(dtype: Any) -> Any:
-    """The real counterpart of ``dtype`` (float32 for complex64)."""
-    return jnp.finfo(dtype).dtype
+from .._numerics import real_dtype
 
 
 def state_dtype(params: Any) -> Any:

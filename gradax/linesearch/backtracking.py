@@ -8,10 +8,13 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, POSITIVE, Range, hyper
+from .._declare import NONNEGATIVE, NONNEGATIVE_INT, Range, hyper
 from .._protocol import GradientTransformation
 from .._pytree import static_field
 from . import _common as common
+
+# A growth factor or a largest step: > 0, and inf for "no bound".
+POSITIVE_OR_INF = Range(0.0, low_open=True, allow_inf=True)
 
 
 class BacktrackingLinesearchInfo(NamedTuple):
@@ -61,15 +64,21 @@ class scale_by_backtracking_linesearch(GradientTransformation):
     gradient comes from one reverse pass of the accepted evaluation; extra
     keyword arguments that ``value_fn`` does not take are ignored.
 
+    The numbers are constants of the search (numbers or arrays, not
+    schedules): the state keeps no step count.
+
     Args:
-      max_backtracking_steps: the most shrinking steps per search.
-      slope_rtol: :math:`c`, the fraction of the predicted decrease required.
+      max_backtracking_steps: the most shrinking steps per search, an integer
+        >= 0.
+      slope_rtol: :math:`c \ge 0`, the fraction of the predicted decrease
+        required.
       decrease_factor: shrinking factor, in (0, 1).
-      increase_factor: :math:`\gamma_{+}`, growth of the first guess over
-        the last step (``1`` keeps it, ``math.inf`` starts at the maximum).
-      max_learning_rate: :math:`\eta_{max}`.
-      atol: :math:`\epsilon`, absolute tolerance of the criterion.
-      rtol: :math:`\delta`, relative tolerance of the criterion.
+      increase_factor: :math:`\gamma_{+} > 0`, growth of the first guess
+        over the last step (``1`` keeps it, ``math.inf`` starts at the
+        maximum).
+      max_learning_rate: :math:`\eta_{max} > 0` (``math.inf`` for no bound).
+      atol: :math:`\epsilon \ge 0`, absolute tolerance of the criterion.
+      rtol: :math:`\delta \ge 0`, relative tolerance of the criterion.
       store_grad: also compute and keep the gradient at the accepted point
         (for :func:`value_and_grad_from_state`).
       verbose: print diagnostics when a search fails.
@@ -97,13 +106,15 @@ class scale_by_backtracking_linesearch(GradientTransformation):
       2019 (arXiv:1905.09997); Nocedal and Wright, Numerical Optimization, 1999.
     """
 
-    max_backtracking_steps: Any = hyper(valid=NONNEGATIVE)
-    slope_rtol: Any = hyper(0.0001, NONNEGATIVE)
-    decrease_factor: Any = hyper(0.8, Range(0.0, 1.0, low_open=True, high_open=True))
-    increase_factor: Any = hyper(1.5, POSITIVE)
-    max_learning_rate: Any = hyper(1.0, POSITIVE)
-    atol: Any = hyper(0.0, NONNEGATIVE)
-    rtol: Any = hyper(0.0, NONNEGATIVE)
+    max_backtracking_steps: Any = hyper(valid=NONNEGATIVE_INT, schedule=False)
+    slope_rtol: Any = hyper(0.0001, NONNEGATIVE, schedule=False)
+    decrease_factor: Any = hyper(
+        0.8, Range(0.0, 1.0, low_open=True, high_open=True), schedule=False
+    )
+    increase_factor: Any = hyper(1.5, POSITIVE_OR_INF, schedule=False)
+    max_learning_rate: Any = hyper(1.0, POSITIVE_OR_INF, schedule=False)
+    atol: Any = hyper(0.0, NONNEGATIVE, schedule=False)
+    rtol: Any = hyper(0.0, NONNEGATIVE, schedule=False)
     store_grad: bool = static_field(False)
     verbose: bool = static_field(False)
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import POSITIVE_INT, hyper
+from .._declare import LEARNING_RATE, POSITIVE_INT, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
@@ -172,7 +172,7 @@ class lbfgs(Alias):
     parameters are accumulated in float32.
 
     Args:
-      learning_rate: scales the direction; None (default) for the line
+      learning_rate: scales the direction, >= 0; None (default) for the line
         search's step alone.
       memory_size: :math:`m`, the number of pairs kept.
       scale_init_precond: use :math:`\gamma_k` (else :math:`\gamma_k = 1`).
@@ -194,7 +194,7 @@ class lbfgs(Alias):
       Numerical Optimization, 1999, Algorithms 7.4, 7.5.
     """
 
-    learning_rate: Any = hyper(None)
+    learning_rate: Any = hyper(None, LEARNING_RATE)
     memory_size: int = hyper(10, POSITIVE_INT, static=True)
     scale_init_precond: bool = static_field(True)
     linesearch: Any = scale_by_zoom_linesearch(

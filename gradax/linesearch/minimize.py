@@ -12,10 +12,14 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._hyper import check_nonnegative
+from .._declare import Range, Spec, validate
 from .._updates import apply_updates
 from . import _common as common
 from .lbfgs import lbfgs
+
+# ``tol`` is an argument of a function, not a field: its declaration, checked
+# at the call (inf stops at once).
+_TOL = Spec(Range(0.0, allow_inf=True), schedule=False, array=True, allow_none=False)
 
 
 class MinimizeStatus(enum.IntEnum):
@@ -297,7 +301,7 @@ def minimize(
     """
     if not isinstance(method, str) or method.lower() != "lbfgs":
         raise ValueError(f"minimize: unknown method {method!r}; use 'lbfgs'")
-    check_nonnegative("tol", tol)
+    validate("tol", tol, _TOL)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int):
         max_steps = jnp.asarray(max_steps, jnp.int32)
     elif max_steps < 0:

@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, POSITIVE, hyper
-from .._hyper import check_nonnegative, check_positive
+from .._declare import NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, OneOf, Range, hyper
 from .._protocol import GradientTransformation
 from .._pytree import static_field
 from . import _common as common
+from .backtracking import POSITIVE_OR_INF
 
 
 class ZoomLinesearchInfo(NamedTuple):
@@ -139,16 +139,23 @@ class scale_by_zoom_linesearch(GradientTransformation):
     are ignored rather than raising; the search evaluates the objective once
     per iteration outside a ``lax.cond``.
 
+    The numbers are constants of the search (numbers or arrays, not
+    schedules): the state keeps no step count.
+
     Args:
-      max_linesearch_steps: the most objective evaluations per search.
-      max_learning_rate: largest step allowed, or None for no bound.
-      tol: :math:`\epsilon`, tolerance on both criteria.
-      increase_factor: growth of the step while looking for a bracket.
-      slope_rtol: :math:`c_1`.
-      curv_rtol: :math:`c_2` (``jnp.inf`` drops the curvature condition).
-      approx_dec_rtol: :math:`c_3`, or None for the plain Armijo condition.
-      stepsize_precision: once the bracket is shorter than this and a step
-        with sufficient decrease is known, the search ends with that step.
+      max_linesearch_steps: the most objective evaluations per search, an
+        integer >= 0.
+      max_learning_rate: largest step allowed, > 0, or None for no bound.
+      tol: :math:`\epsilon \ge 0`, tolerance on both criteria.
+      increase_factor: growth of the step while looking for a bracket, > 0.
+      slope_rtol: :math:`c_1 \ge 0`.
+      curv_rtol: :math:`c_2 \ge 0` (``jnp.inf`` drops the curvature
+        condition).
+      approx_dec_rtol: :math:`c_3 \ge 0`, or None for the plain Armijo
+        condition.
+      stepsize_precision: once the bracket is shorter than this (>= 0) and a
+        step with sufficient decrease is known, the search ends with that
+        step.
       initial_guess_strategy: ``"one"`` (start every search at 1, best for
         quasi-Newton directions) or ``"keep"`` (start at the last step size).
       verbose: print diagnostics when a search fails.
@@ -173,27 +180,16 @@ class scale_by_zoom_linesearch(GradientTransformation):
       (doi:10.1145/1132973.1132979).
     """
 
-    max_linesearch_steps: Any = hyper(valid=NONNEGATIVE)
-    max_learning_rate: Any = hyper(None)
-    tol: Any = hyper(0.0, NONNEGATIVE)
-    increase_factor: Any = hyper(2.0, POSITIVE)
-    slope_rtol: Any = hyper(0.0001, NONNEGATIVE)
-    curv_rtol: Any = hyper(0.9, NONNEGATIVE)
-    approx_dec_rtol: Any = hyper(1e-6)
-    stepsize_precision: Any = hyper(1e-5, NONNEGATIVE)
-    initial_guess_strategy: str = static_field("keep")
+    max_linesearch_steps: Any = hyper(valid=NONNEGATIVE_INT, schedule=False)
+    max_learning_rate: Any = hyper(None, POSITIVE_OR_INF, schedule=False)
+    tol: Any = hyper(0.0, NONNEGATIVE, schedule=False)
+    increase_factor: Any = hyper(2.0, POSITIVE, schedule=False)
+    slope_rtol: Any = hyper(0.0001, NONNEGATIVE, schedule=False)
+    curv_rtol: Any = hyper(0.9, Range(0.0, allow_inf=True), schedule=False)
+    approx_dec_rtol: Any = hyper(1e-6, NONNEGATIVE, schedule=False, allow_none=True)
+    stepsize_precision: Any = hyper(1e-5, NONNEGATIVE, schedule=False)
+    initial_guess_strategy: str = hyper("keep", OneOf(("one", "keep")), static=True)
     verbose: bool = static_field(False)
-
-    def _check(self):
-        if self.max_learning_rate is not None:
-            check_positive("max_learning_rate", self.max_learning_rate)
-        if self.approx_dec_rtol is not None:
-            check_nonnegative("approx_dec_rtol", self.approx_dec_rtol)
-        if self.initial_guess_strategy not in ("one", "keep"):
-            raise ValueError(
-                "initial_guess_strategy must be 'one' or 'keep', got "
-                f"{self.initial_guess_strategy!r}"
-            )
 
     def init_state(self, params):
         dtype = common.state_dtype(params)

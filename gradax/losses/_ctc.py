@@ -15,6 +15,7 @@ log-weight ``log_epsilon``, a finite stand-in for :math:`\log 0`.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -106,12 +107,26 @@ def ctc_loss_with_forward_probs(
     check_rank(labels, 2, "labels", fn)
     check_same_shape(labels, label_paddings, fn)
     check_same_shape(logits[..., 0], logit_paddings, fn)
-    batch, _, _ = logits.shape
-    _, max_labels = labels.shape
+    batch = logits.shape[0]
     if labels.shape[0] != batch:
         raise ValueError(
             f"{fn}: labels have batch size {labels.shape[0]}, logits {batch}"
         )
+    return _forward(
+        logits,
+        jnp.asarray(logit_paddings),
+        labels,
+        jnp.asarray(label_paddings),
+        log_epsilon,
+        blank_id=blank_id,
+    )
+
+
+# Compiled once per shape: eager calls would otherwise retrace the scan.
+@functools.partial(jax.jit, static_argnames="blank_id")
+def _forward(logits, logit_paddings, labels, label_paddings, log_epsilon, *, blank_id):
+    """The forward recursion of ``ctc_loss_with_forward_probs`` (checked inputs)."""
+    batch, max_labels = labels.shape
     dtype = jnp.result_type(logits.dtype, default_float())
     log_probs = jax.nn.log_softmax(logits).astype(dtype)
     # -inf (a masked class) becomes log_epsilon, as a forbidden transition.
@@ -125,7 +140,7 @@ def ctc_loss_with_forward_probs(
 
     blank_steps = jnp.transpose(log_probs[:, :, blank_id : blank_id + 1], (1, 0, 2))
     label_steps = jnp.transpose(_emission_log_probs(log_probs, labels), (1, 0, 2))
-    pad_steps = jnp.transpose(jnp.asarray(logit_paddings) != 0)[..., None]
+    pad_steps = jnp.transpose(logit_paddings != 0)[..., None]
 
     def step(carry, frame):
         blank, label = carry

@@ -58,6 +58,12 @@ def ntxent(embeddings: Any, labels: Any, temperature: Any = 0.07) -> jax.Array:
             f"ntxent: {labels.shape[0]} labels for {embeddings.shape[0]} embeddings;"
             " the leading dimensions must be equal"
         )
+    return _ntxent(embeddings, labels, temperature)
+
+
+@jax.jit
+def _ntxent(embeddings, labels, temperature):
+    """NT-Xent of checked inputs, compiled once per shape."""
     eps = jnp.finfo(embeddings.dtype).eps
     similarity = cosine_similarity(
         embeddings[None, :, :], embeddings[:, None, :], epsilon=eps

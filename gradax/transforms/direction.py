@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, hyper
+from .._declare import ANY, NONNEGATIVE, hyper
 from .._protocol import EmptyState, GradientTransformation
 
 
@@ -56,7 +56,8 @@ class normalize_by_update_norm(GradientTransformation):
       u_t = s\, \frac{g_t}{\|g_t\| + \epsilon}.
 
     Args:
-      scale_factor: :math:`s`, a number, an array or a schedule.
+      scale_factor: :math:`s`, any real number (negative flips the
+        direction), an array or a schedule.
       eps: :math:`\epsilon \ge 0`, keeps a zero update finite.
 
     Returns:
@@ -69,7 +70,7 @@ class normalize_by_update_norm(GradientTransformation):
       {'a': Array([0.6], dtype=float32), 'b': Array([0.8], dtype=float32)}
     """
 
-    scale_factor: Any = hyper(1.0)
+    scale_factor: Any = hyper(1.0, ANY)
     eps: Any = hyper(1e-6, NONNEGATIVE)
 
     def init_state(self, params):

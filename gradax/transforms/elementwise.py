@@ -12,7 +12,6 @@ from .. import tree as gtree
 from .._declare import NONNEGATIVE, Range, hyper
 from .._numerics import safe_increment
 from .._protocol import EmptyState, GradientTransformation, zero_count
-from .._pytree import static_field
 
 NonNegativeParamsState = EmptyState
 

@@ -21,7 +21,6 @@ def canonical_dtype(dtype: Any) -> Any:
     return None if dtype is None else jax.dtypes.canonicalize_dtype(dtype)
 
 
-
 class TraceState(NamedTuple):
     """State of :class:`trace`."""
 

@@ -202,9 +202,7 @@ class scale_by_stddev(GradientTransformation):
         else:
             mu_hat, nu_hat = mu, nu
         inverse_root = _inverse_root(self.eps, self.eps_in_sqrt)
-        scaling = jax.tree.map(
-            lambda m, n: inverse_root(n - abs_sq(m)), mu_hat, nu_hat
-        )
+        scaling = jax.tree.map(lambda m, n: inverse_root(n - abs_sq(m)), mu_hat, nu_hat)
         new_updates = jax.tree.map(lambda s, g: s * g, scaling, updates)
         if self.bias_correction:
             return new_updates, ScaleByRStdDevWithCountState(count=count, mu=mu, nu=nu)
