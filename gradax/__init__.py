@@ -1,9 +1,11 @@
 """gradax: gradient processing and optimization for JAX."""
 
 from . import contrib as contrib
+from . import declare as declare
 from . import microbatching as microbatching
 from . import tree as tree
 from . import tree_utils as tree_utils
+from ._declare import HyperparameterError as HyperparameterError
 from ._distributions import multi_normal as multi_normal
 from ._hyper import FunctionSchedule as FunctionSchedule
 from ._hyper import Schedule as Schedule
@@ -12,8 +14,6 @@ from ._numerics import safe_increment as safe_increment
 from ._numerics import safe_int32_increment as safe_int32_increment
 from ._numerics import safe_norm as safe_norm
 from ._numerics import safe_root_mean_squares as safe_root_mean_squares
-from . import declare as declare
-from ._declare import HyperparameterError as HyperparameterError
 from ._protocol import Alias as Alias
 from ._protocol import EmptyState as EmptyState
 from ._protocol import FunctionTransformation as FunctionTransformation
@@ -363,12 +363,12 @@ __version__ = "0.1.0.dev0"
 # Projections, perturbations, assignment, second order, experimental.
 from . import assignment as assignment  # noqa: E402
 from . import experimental as experimental  # noqa: E402
-from . import perturbations as perturbations  # noqa: E402
-from . import projections as projections  # noqa: E402
-from . import second_order as second_order  # noqa: E402
 
 # Losses (optax.losses).
 from . import losses as losses  # noqa: E402
+from . import perturbations as perturbations  # noqa: E402
+from . import projections as projections  # noqa: E402
+from . import second_order as second_order  # noqa: E402
 from .losses import convex_kl_divergence as convex_kl_divergence  # noqa: E402
 from .losses import cosine_distance as cosine_distance  # noqa: E402
 from .losses import cosine_similarity as cosine_similarity  # noqa: E402

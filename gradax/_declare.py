@@ -68,8 +68,10 @@ class Range:
     hint: str = ""
 
     def describe(self) -> str:
-        """The range as text, e.g. ``[0, 1)`` or ``an integer >= 1``."""
+        """The range as text, e.g. ``in [0, 1)`` or ``an integer >= 1``."""
         if self.integer:
+            if math.isinf(self.low) and math.isinf(self.high):
+                return "an integer"
             if math.isinf(self.high):
                 op = ">" if self.low_open else ">="
                 return f"an integer {op} {self.low:g}"
@@ -79,8 +81,12 @@ class Range:
         return f"in {self._interval()}"
 
     def _interval(self) -> str:
+        # inf is a member only where the range allows it ("no clipping").
         left = "(" if self.low_open or math.isinf(self.low) else "["
-        right = ")" if self.high_open or math.isinf(self.high) else "]"
+        high_closed = not self.high_open and (
+            not math.isinf(self.high) or self.allow_inf
+        )
+        right = "]" if high_closed else ")"
         return f"{left}{self.low:g}, {self.high:g}{right}"
 
     def contains(self, numbers: np.ndarray) -> bool:

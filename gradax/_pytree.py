@@ -93,9 +93,15 @@ def _keep_declarations_of_redefined_fields(cls: type) -> None:
     ``class nadam(adam): nesterov: bool = True`` must stay static and
     keyword-only, and ``b1: float = 0.95`` keep adam's valid range.
     """
-    inherited = getattr(cls, "__dataclass_fields__", {})
     for name in cls.__dict__.get("__annotations__", {}):
-        parent = inherited.get(name)
+        parent = next(
+            (
+                base.__dict__["__dataclass_fields__"][name]
+                for base in cls.__mro__[1:]
+                if name in base.__dict__.get("__dataclass_fields__", {})
+            ),
+            None,
+        )
         value = cls.__dict__.get(name, dataclasses.MISSING)
         if parent is None or isinstance(value, dataclasses.Field):
             continue

@@ -197,6 +197,10 @@ def test_constant_schedule_equals_scalar(entry: Entry):
     params = make_params()
     plain = jax.jit(lambda p: trajectory(entry.build(), p, 5))(params)
     scheduled_tx = entry.build(**{entry.schedule_arg: constant})
+    # The state's tree is the same (a checkpoint survives the switch).
+    plain_state = jax.eval_shape(entry.build().init, params)
+    scheduled_state = jax.eval_shape(scheduled_tx.init, params)
+    assert jax.tree.structure(plain_state) == jax.tree.structure(scheduled_state)
     scheduled = jax.jit(lambda p: trajectory(scheduled_tx, p, 5))(params)
     for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(scheduled), strict=True):
         # The scalar is folded into the compiled program as a constant, the

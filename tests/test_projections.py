@@ -25,6 +25,13 @@ NAMES = sorted(n for n in dir(optax.projections) if not n.startswith("_"))
 # sums reduce in different orders). That is rounding: a few ulps of the largest
 # magnitude involved, times the length of the sums (here at most 50 entries).
 EPS32 = float(jnp.finfo(jnp.float32).eps)
+
+# Each test program is compiled once and run once: without LLVM's optimization
+# of the generated code it compiles in about half the time. Both libraries are
+# compiled alike, so comparisons are like with like.
+jit_once = functools.partial(
+    jax.jit, compiler_options={"xla_backend_optimization_level": 0}
+)
 RTOL = ATOL = 64 * EPS32
 
 
@@ -67,7 +74,7 @@ def _all_projections(lib, x, a, scale):
     return out
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@functools.partial(jit_once, static_argnums=0)
 def _every_case(lib, cases):
     """:func:`_all_projections` of every case, at two radii, in one program.
 
@@ -127,7 +134,7 @@ def test_sets_are_reached():
     """Invariants, independent of optax: mass, norms and feasibility."""
     x = PYTREE
     scale = 2.5
-    out = jax.jit(lambda x: _all_projections(gp, x, x, scale))(x)
+    out = jit_once(lambda x: _all_projections(gp, x, x, scale))(x)
     out["hypercube"] = gp.projection_hypercube(x, scale)
     leaves = lambda t: jnp.concatenate([jnp.ravel(v) for v in jax.tree.leaves(t)])  # noqa: E731
     tol = 8 * EPS32 * scale
@@ -159,8 +166,8 @@ def _jacobians(lib, x, a):
 
 def test_derivatives_match_optax():
     x, a = _random(12, 8), _random(12, 9)
-    ours = jax.jit(lambda x, a: _jacobians(gp, x, a))(x, a)
-    theirs = jax.jit(lambda x, a: _jacobians(optax.projections, x, a))(x, a)
+    ours = jit_once(lambda x, a: _jacobians(gp, x, a))(x, a)
+    theirs = jit_once(lambda x, a: _jacobians(optax.projections, x, a))(x, a)
     _assert_trees_close(ours, theirs)
     # The simplex Jacobian is diag(s) - s s^T / |s| on the support s.
     support = (gp.projection_simplex(x, 0.8) > 0).astype(jnp.float32)
@@ -183,8 +190,8 @@ def test_simplex_with_minus_infinity():
 def test_vmap_with_per_row_scale():
     x = _random((3, 20), 10)
     scales = jnp.array([1.0, 0.8, 2.0])
-    ours = jax.jit(jax.vmap(gp.projection_simplex))(x, scales)
-    theirs = jax.jit(jax.vmap(optax.projections.projection_simplex))(x, scales)
+    ours = jit_once(jax.vmap(gp.projection_simplex))(x, scales)
+    theirs = jit_once(jax.vmap(optax.projections.projection_simplex))(x, scales)
     _assert_trees_close(ours, theirs)
 
 
@@ -212,7 +219,7 @@ def test_half_precision_keeps_its_dtype():
     half = _random(30, 11).astype(jnp.bfloat16)
     names = ("projection_simplex", "projection_l1_ball", "projection_linf_ball")
 
-    @jax.jit
+    @jit_once
     def run(half):
         ours = {n: getattr(gp, n)(half) for n in names}
         wide = {n: getattr(gp, n)(half.astype(jnp.float32)) for n in names}

@@ -42,6 +42,7 @@ from typing import Any
 MODULES = (
     "gradax",
     "gradax.tree",
+    "gradax.declare",
     "gradax.contrib",
     "gradax.sharding",
     "gradax.sharding.distributed",

@@ -37,7 +37,10 @@ def _solve_wide(cost: jax.Array) -> jax.Array:
             slack = jnp.where(better, reduced, slack)
             came_from = jnp.where(better, col, came_from)
             masked = jnp.where(open_cols, slack, inf)
-            nxt = jnp.argmin(masked) + 1
+            nxt = jnp.argmin(masked)
+            # Only if every open slack is infinite can argmin land on a
+            # visited column; any open one then keeps the search moving.
+            nxt = jnp.where(open_cols[nxt], nxt, jnp.argmax(open_cols)) + 1
             delta = masked[nxt - 1]
             # Visited columns and their rows move by delta; the others' slack
             # shrinks by it.
@@ -90,7 +93,9 @@ def hungarian_algorithm(cost_matrix):
     :math:`O(n^2 m)` time for :math:`n \le m` (a wide matrix; a tall one is
     transposed). Each step updates whole rows of arrays, so this is
     usually faster than :func:`base_hungarian_algorithm`. Pure JAX: works
-    under ``jit`` and ``vmap``. Costs must be finite.
+    under ``jit`` and ``vmap``. An infinite cost forbids a pair; when every
+    assignment uses a forbidden pair, some assignment is returned (not a
+    meaningful one).
 
     Args:
       cost_matrix: an :math:`n \times m` array of costs.

@@ -26,16 +26,22 @@ def _augment_from(cost, u, v, col_of, row_of, start):
         dist, came_from, seen_rows, seen_cols, row, reach, sink = state
         seen_rows = seen_rows.at[row].set(True)
         through_row = reach + cost[row] - u[row] - v
-        better = ~seen_cols & (through_row < dist)
+        # A column reached for the first time records its row even at an
+        # infinite distance (a forbidden pair), so every path can be followed.
+        better = ~seen_cols & ((through_row < dist) | (came_from < 0))
         dist = jnp.where(better, through_row, dist)
         came_from = jnp.where(better, row, came_from)
         # Closest unscanned column; among equals, a free one ends the search.
+        # Without a closest one (NaN), any unscanned column keeps the search
+        # moving: each step scans a new column, so it ends within m steps.
         open_dist = jnp.where(seen_cols, inf, dist)
         reach = jnp.min(open_dist)
         nearest = ~seen_cols & (open_dist == reach)
         free_nearest = nearest & (row_of < 0)
         col = jnp.where(
-            jnp.any(free_nearest), jnp.argmax(free_nearest), jnp.argmax(nearest)
+            jnp.any(free_nearest),
+            jnp.argmax(free_nearest),
+            jnp.where(jnp.any(nearest), jnp.argmax(nearest), jnp.argmax(~seen_cols)),
         )
         seen_cols = seen_cols.at[col].set(True)
         is_free = row_of[col] < 0
@@ -45,12 +51,12 @@ def _augment_from(cost, u, v, col_of, row_of, start):
 
     state = (
         jnp.full(m, inf),
-        jnp.full(m, -1),
+        jnp.full(m, -1, int),
         jnp.zeros(n, bool),
         jnp.zeros(m, bool),
         start,
         jnp.zeros((), cost.dtype),
-        jnp.full((), -1),
+        jnp.full((), -1, int),
     )
     dist, came_from, seen_rows, seen_cols, _, reach, sink = jax.lax.while_loop(
         not_done, scan_row, state
@@ -86,8 +92,8 @@ def _solve_wide(cost: jax.Array) -> jax.Array:
     init = (
         jnp.zeros(n, cost.dtype),
         jnp.zeros(m, cost.dtype),
-        jnp.full(n, -1),
-        jnp.full(m, -1),
+        jnp.full(n, -1, int),
+        jnp.full(m, -1, int),
     )
     _, _, col_of, _ = jax.lax.fori_loop(0, n, body, init)
     return col_of
@@ -109,7 +115,9 @@ def base_hungarian_algorithm(cost_matrix):
     Dijkstra's algorithm on the reduced costs :math:`C_{ij} - u_i - v_j \ge 0`
     (the algorithm of Crouse's survey, also behind
     ``scipy.optimize.linear_sum_assignment``), in :math:`O(n^2 m)` time.
-    Pure JAX: works under ``jit`` and ``vmap``. Costs must be finite.
+    Pure JAX: works under ``jit`` and ``vmap``. An infinite cost forbids a
+    pair; when every assignment uses a forbidden pair, some assignment is
+    returned (not a meaningful one).
 
     Args:
       cost_matrix: an :math:`n \times m` array of costs.

@@ -11,9 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import tree as gtree
 from .._hyper import Schedule, StatefulSchedule, as_hyperparameter
-from .._numerics import safe_increment
+from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, as_transformation, zero_count
 from .._pytree import Module, static_field
 from .._state_guard import is_weakly_typed
@@ -46,6 +45,24 @@ def _convert_floats(value: Any, dtype: Any) -> Any:
     return jnp.asarray(value)
 
 
+def default_hyperparam_dtype(params: Any) -> Any:
+    """The dtype injected hyperparameters are stored in, unless one is given.
+
+    The widest real floating dtype of the params, and at least float32.
+    Differences from optax (which takes the params' highest dtype as is):
+    hyperparameters of a bfloat16 or float16 group (a masked group of a
+    partition sees only its own leaves) stay in float32, where Adam's
+    ``b2 = 0.999`` does not round to 1 (which made ``1 - b2**t`` zero and the
+    group's updates silently zero or NaN); complex params store real numbers.
+    """
+    result = jnp.dtype(jnp.float32)
+    for leaf in jax.tree.leaves(params):
+        dtype = getattr(leaf, "dtype", None)
+        if dtype is not None and jnp.issubdtype(dtype, jnp.inexact):
+            result = jnp.promote_types(result, real_dtype(dtype))
+    return result
+
+
 def _static_names(factory: Callable) -> set[str]:
     """Arguments a gradax class declares static (masks, dtypes, flags)."""
     if isinstance(factory, type) and issubclass(factory, Module):
@@ -74,7 +91,7 @@ class InjectHyperparams(GradientTransformation):
     def _dtype(self, params: Any) -> Any:
         if self.hyperparam_dtype is not None:
             return self.hyperparam_dtype
-        return gtree.dtype(params, "highest")
+        return default_hyperparam_dtype(params)
 
     def _scheduled_values(self, count, states, dtype, **extra_args):
         values = {}
@@ -152,8 +169,9 @@ def inject_stateful_hyperparams(
     Args:
       inner_factory: a function or class returning a transformation.
       static_args: names of arguments never to treat as hyperparameters.
-      hyperparam_dtype: dtype of the stored values (default: the highest
-        float dtype of the params).
+      hyperparam_dtype: dtype of the stored values (default: the widest real
+        float dtype of the params, at least float32; see
+        :func:`default_hyperparam_dtype`).
 
     Returns:
       A function with the signature of ``inner_factory``.

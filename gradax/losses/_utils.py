@@ -81,6 +81,7 @@ def mul_or_zero(weight: Any, value: Any) -> jax.Array:
     finite stand-in of an infinite slope). Elsewhere this is the plain product
     and so are its derivatives.
     """
+    weight, value = jnp.asarray(weight), jnp.asarray(value)
     dropped = (weight == 0) & ~jnp.isfinite(value)
     safe_value = jnp.where(dropped, jnp.zeros_like(value), value)
     product = weight * safe_value

@@ -112,8 +112,11 @@ class _Process(GradientTransformation):
 
     def update_state(self, updates, state, params=None, **extra_args):
         pre_state, agg_state, post_state = state
+        # Per-element updates have batch axes the params lack, and a gradax
+        # preprocessor checks their shapes against the params': it gets none.
+        pre_params = None if isinstance(self, Aggregator) else params
         updates, pre_state = self.preprocessor.update(
-            updates, pre_state, params, **extra_args
+            updates, pre_state, pre_params, **extra_args
         )
         aggregated, agg_state = self.aggregator.update(
             updates, agg_state, params, **extra_args
@@ -157,6 +160,13 @@ def process(
     aggregator's state has no ``ready`` entry or it is true, so an
     aggregator that accumulates microbatches holds the optimizer back (and
     zeros come out) until it has a full update.
+
+    ``params`` passed to ``update`` reach the aggregator and the
+    postprocessor. When ``aggregator`` is an :class:`Aggregator` the
+    preprocessor works on per-element updates, whose leaves have batch axes
+    that the parameters lack, and it is given ``params=None`` (optax passes
+    the parameters on; gradax transformations check that updates and
+    parameters have the same shapes).
 
     Args:
       preprocessor: transformation of the per-element updates (e.g. a
