@@ -567,6 +567,41 @@ def test_masked_group_inside_inject_hyperparams_gets_its_updates(name, jit):
         params = gradax.apply_updates(params, updates)
 
 
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_injected_half_precision_group_gets_its_updates(jit):
+    # The bfloat16 group's injected hyperparameters are stored in float32: in
+    # bfloat16 (optax's choice, the group's own dtype) b2 = 0.999 rounds to 1
+    # and the group's updates become zeros or NaN (optax gives NaN here).
+    params = {"w": jnp.ones(3, jnp.bfloat16), "b": jnp.ones(2, jnp.float32)}
+    labels = {"w": "half", "b": "full"}
+    tx = gradax.partition(
+        {
+            "half": gradax.inject_hyperparams(gradax.adam)(learning_rate=0.1),
+            "full": gradax.inject_hyperparams(gradax.adam)(learning_rate=0.1),
+        },
+        labels,
+    )
+    plain = gradax.partition(
+        {"half": gradax.adam(0.1), "full": gradax.adam(0.1)}, labels
+    )
+    init, update = (jax.jit(tx.init), jax.jit(tx.update)) if jit else tx
+    state, plain_state = init(params), plain.init(params)
+    for step in range(3):
+        grads = jax.tree.map(lambda p, s=step: (0.5 + s) * p, params)
+        updates, state = update(grads, state, params)
+        expected, plain_state = plain.update(grads, plain_state, params)
+        assert updates["w"].dtype == jnp.bfloat16
+        assert bool(jnp.all(jnp.isfinite(updates["w"]) & (updates["w"] != 0)))
+        np.testing.assert_allclose(
+            np.asarray(updates["w"], np.float32),
+            np.asarray(expected["w"], np.float32),
+            rtol=2e-2,
+        )
+        np.testing.assert_allclose(updates["b"], expected["b"], rtol=1e-5)
+    for _, value in gradax.tree.get_all_with_path(state, "b2"):
+        assert value.dtype == jnp.float32
+
+
 def test_injected_learning_rate_of_a_masked_group_can_be_changed():
     tx = _masked_group_builds(gradax)["partition(masked(inject(adam)))"](0.1)
     params = make_params()

@@ -181,13 +181,13 @@ def test_optimal_cost_matches_scipy(solver):
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
-def test_assignment_matches_optax_cost_and_handles_edge_inputs(solver):
-    ours, theirs = getattr(ga, solver), getattr(optax.assignment, solver)
-    # Integer costs, eagerly (as in optax's documentation example).
+def test_assignment_edge_inputs(solver):
+    ours = getattr(ga, solver)
+    # Integer costs, eagerly: optax's documentation example (optimum 15).
     cost = jnp.array([[8, 4, 7], [5, 2, 3], [9, 6, 7], [9, 4, 8]])
     i, j = ours(cost)
-    ti, tj = theirs(cost)
-    assert int(cost[i, j].sum()) == int(cost[ti, tj].sum()) == 15
+    assert i.dtype == j.dtype == jnp.arange(1).dtype
+    assert int(cost[i, j].sum()) == 15
     # Every assignment uses a forbidden pair: still a valid matching (optax's
     # base_hungarian_algorithm does not return on this one).
     i, j = ours(jnp.array([[jnp.inf, jnp.inf], [1.0, 1.0]]))

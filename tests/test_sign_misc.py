@@ -71,7 +71,7 @@ def test_rprop_schedule_sets_the_initial_step_size():
     plain = gradax.rprop(0.05)
     _leaves_close(trajectory(scheduled, params, 8), trajectory(plain, params, 8))
     state = scheduled.init(params)
-    np.testing.assert_allclose(state.inner_state[0].step_sizes["m"], 0.05)
+    np.testing.assert_allclose(state[0].step_sizes["m"], 0.05)
 
 
 def test_rprop_constant_schedule_matches_optax_with_the_number():

@@ -89,8 +89,12 @@ class fromage(Alias):
     learning_rate: Any = hyper(valid=LEARNING_RATE)
     min_norm: Any = hyper(1e-6, NONNEGATIVE)
 
+    # The factors below are functions of the learning rate at this step, so
+    # the base resolves schedules before build() runs (unlike other aliases,
+    # whose parts resolve them).
+    _resolves_schedules = True
+
     def build(self):
-        # Schedules are resolved before build() runs: learning_rate is a number.
         step, shrink = _fromage_factors(self.learning_rate)
         return chain(
             scale_by_trust_ratio(self.min_norm),

@@ -13,7 +13,7 @@ from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, UNIT, hyper
 from .._numerics import abs_sq
 from .._protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
-from ..transforms.scaling import scale
+from ..transforms.scaling import scale_by_learning_rate
 
 
 class ScaleBySM3State(NamedTuple):
@@ -131,7 +131,8 @@ class sm3(Alias):
       momentum: :math:`b_1`, in [0, 1).
 
     Returns:
-      The optimizer: ``chain(scale_by_sm3(momentum), scale(-learning_rate))``.
+      The optimizer: ``chain(scale_by_sm3(momentum),
+      scale_by_learning_rate(learning_rate))``.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax
@@ -151,4 +152,6 @@ class sm3(Alias):
     momentum: Any = hyper(0.9, DECAY)
 
     def build(self):
-        return chain(scale_by_sm3(self.momentum), scale(-self.learning_rate))
+        return chain(
+            scale_by_sm3(self.momentum), scale_by_learning_rate(self.learning_rate)
+        )

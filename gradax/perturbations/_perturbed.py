@@ -69,7 +69,8 @@ def make_perturbed_fun(
       >>> from gradax.perturbations import make_perturbed_fun
       >>> relu_sum = lambda x: jnp.sum(jnp.maximum(x, 0.0))
       >>> smooth = make_perturbed_fun(relu_sum, num_samples=100, sigma=0.5)
-      >>> jax.grad(smooth, argnums=1)(jax.random.key(0), jnp.zeros(3)).shape
+      >>> grad = jax.jit(jax.grad(smooth, argnums=1))
+      >>> grad(jax.random.key(0), jnp.zeros(3)).shape
       (3,)
 
     References:
