@@ -14,8 +14,9 @@ Memory is read from the compiled program (``memory_analysis()``: temporary
 buffers, and temporaries plus arguments plus outputs), which needs no run
 and no memory, so it is reported for every size. Timing runs the programs:
 the optax formulation at vocab 128k holds about 8 GiB of temporaries, so
-sizes to time are chosen with ``--time-sizes`` (by default those whose
-optax temporaries fit in half of the memory ``free`` reports). Times are
+sizes to time are chosen with ``--time-sizes`` (by default those where
+the largest program fits in half of the memory ``free`` calls available).
+``--quick`` is 2048 tokens at vocab 32k. Times are
 medians of interleaved rounds after a warm-up call, reported as ratios to
 optax.
 

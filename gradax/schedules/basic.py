@@ -244,6 +244,7 @@ class polynomial_schedule(ScheduleBase):
     transition_begin: int = hyper(0, ANY_STEP, static=True)
 
     def _check(self):
+        # Accepted, as in optax, with a note on how they are read.
         _note_polynomial_fallbacks(self.transition_steps, self.transition_begin)
 
     def _evaluate(self, count):
@@ -298,6 +299,7 @@ class linear_schedule(ScheduleBase):
     transition_begin: int = hyper(0, ANY_STEP, static=True)
 
     def _check(self):
+        # Accepted, as in optax, with a note on how they are read.
         _note_polynomial_fallbacks(self.transition_steps, self.transition_begin)
 
     def _evaluate(self, count):
@@ -501,6 +503,7 @@ class exponential_decay(ScheduleBase):
     end_value: Any = hyper(None, ANY, schedule=False)
 
     def _check(self):
+        # Accepted, as in optax, with a note on how they are read.
         if self.transition_steps <= 0:
             logger.info(
                 "transition_steps=%r is not positive: the schedule is the "
