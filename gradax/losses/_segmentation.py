@@ -24,8 +24,9 @@ def _check_distributions(probs: jax.Array) -> None:
     sums = np.asarray(jnp.sum(probs, axis=-1), dtype=np.float64)
     if not np.allclose(sums, 1.0, rtol=1e-5):
         raise ValueError(
-            "dice_loss: with apply_softmax=False the predictions must be "
-            "probabilities summing to 1 over the class axis; the sums range "
+            "dice_loss: with apply_softmax=False the predictions must be valid "
+            "probability distributions (summing to 1 over the class axis); the "
+            "sums range "
             f"over [{sums.min():.6f}, {sums.max():.6f}]"
         )
 
