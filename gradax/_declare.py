@@ -259,14 +259,19 @@ def _is_schedule_like(value: Any) -> bool:
 
 def _concrete_numbers(value: Any) -> np.ndarray | None:
     """The numbers of ``value`` when they can be read without a trace."""
+    numbers = None
     if isinstance(value, (int, float, complex, np.number, np.ndarray)):
-        return np.asarray(value)
-    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
+        numbers = np.asarray(value)
+    elif isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
         # A user's concrete array: reading it back syncs once, at construction.
         # Arrays spread over processes cannot be read here and are not checked.
         if getattr(value, "is_fully_addressable", True):
-            return np.asarray(value)
-    return None
+            numbers = np.asarray(value)
+    if numbers is not None and numbers.dtype.kind == "V":
+        # bfloat16 and the float8 types are NumPy "void" kinds to NumPy.
+        if jax.numpy.issubdtype(numbers.dtype, jax.numpy.floating):
+            numbers = numbers.astype(np.float32)
+    return numbers
 
 
 def validate(name: str, value: Any, spec: Spec) -> None:

@@ -34,12 +34,17 @@ TransformUpdateExtraArgsFn = Callable[..., tuple[Updates, OptState]]
 state, params=None, **extra_args) -> (updates, state)``. Every gradax
 ``update`` has this type."""
 
-AddDecayedWeightsState = EmptyState
-"""State of :class:`add_decayed_weights` without a mask: an :class:`EmptyState`
-(as in optax)."""
+AddDecayedWeightsState = ScheduleState
+"""State of :class:`add_decayed_weights` without a mask: a
+:class:`ScheduleState` holding the step count its (possibly scheduled)
+``weight_decay`` is read at.
 
-ScaleState = EmptyState
-"""State of :class:`scale`: an :class:`EmptyState` (as in optax)."""
+Differences from optax: optax's is an ``EmptyState`` for a number and a
+``WeightDecaySchedule`` for a schedule; gradax's tree is the same for both."""
+
+ScaleState = ScheduleState
+"""State of :class:`scale`: a :class:`ScheduleState` (optax: an
+``EmptyState``), the same tree for a number and a scheduled ``step_size``."""
 
 MultiTransformState = PartitionState
 """State of :class:`multi_transform`: a :class:`PartitionState` (as in optax)."""

@@ -46,6 +46,23 @@ EXTRA_ARGS = {
     "piecewise_interpolate_schedule": dict(interpolate_type="linear", init_value=0.1),
     "linear_onecycle_schedule": dict(transition_steps=10, peak_value=0.1),
     "cosine_onecycle_schedule": dict(transition_steps=10, peak_value=0.1),
+    "DogInitStep": dict(kind="distance", value=1e-6),
+    "MultiSteps": dict(opt=gradax.sgd(0.1), every_k_schedule=2),
+    "apply_if_finite": dict(inner=gradax.sgd(0.1), max_consecutive_errors=2),
+    "differentially_private_aggregate": dict(
+        l2_norm_clip=1.0, noise_multiplier=0.1, seed=0
+    ),
+    "dpsgd": dict(learning_rate=0.1, l2_norm_clip=1.0, noise_multiplier=0.1, seed=0),
+    "lookahead": dict(
+        fast_optimizer=gradax.sgd(0.1), sync_period=2, slow_step_size=0.5
+    ),
+    "measure_with_ema": dict(measure=lambda p: p, decay=0.9),
+    "mechanize": dict(base_optimizer=gradax.sgd(0.1)),
+    "sam": dict(optimizer=gradax.sgd(0.1), adv_optimizer=gradax.sgd(0.01)),
+    "schedule_free": dict(base_optimizer=gradax.sgd(1.0), learning_rate=0.1),
+    "sophia": dict(learning_rate=0.1),
+    "scale_by_backtracking_linesearch": dict(max_backtracking_steps=5),
+    "scale_by_zoom_linesearch": dict(max_linesearch_steps=5),
 }
 
 
