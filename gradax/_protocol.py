@@ -140,6 +140,10 @@ class GradientTransformation(Module):
     _self_resolved: ClassVar[tuple[str, ...]] = ()
     # Set for each class: the fields the base resolves at the step count.
     _schedulable: ClassVar[tuple[str, ...]] = ()
+    # False where updates may legitimately differ in shape from the params:
+    # per-example gradients with a leading batch axis, and the combinators
+    # that hand updates on unchanged (their parts check what they receive).
+    _checks_update_shapes: ClassVar[bool] = True
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is GradientTransformation:
@@ -243,7 +247,8 @@ class GradientTransformation(Module):
         if params is not None and updates is not None:  # None: an empty tree
             like = self._params_like_updates(params)
             check_same_structure(updates, like, "updates", "params")
-            check_same_shapes(updates, like, "updates", "params")
+            if self._checks_update_shapes:
+                check_same_shapes(updates, like, "updates", "params")
         wrapped = bool(self._schedulable) and isinstance(state, ScheduleState)
         inner = state.inner_state if wrapped else state
         count = state.count if wrapped else self.schedule_count(state)
@@ -319,6 +324,7 @@ class Alias(GradientTransformation):
     """
 
     _resolves_schedules = False
+    _checks_update_shapes = False  # the parts check
 
     def build(self) -> GradientTransformation:
         """The composition this alias stands for."""

@@ -142,3 +142,20 @@ def test_schedule_state_reads_through_to_its_inner_state():
     state = gradax.sgd(0.1, momentum=0.9).init(_params())
     np.testing.assert_array_equal(state[0].trace["a"], jnp.zeros(2))
     assert int(state[0].count) == 0
+
+
+def test_shapes_are_checked_by_the_part_that_receives_the_updates():
+    params = {"a": jnp.ones(2), "b": jnp.ones((2, 3))}
+    wrong = {"a": jnp.ones(2), "b": jnp.ones((3, 2))}
+    tx = gradax.chain(gradax.clip(1.0), gradax.adam(0.1))
+    with pytest.raises(ValueError, match=r"\['b'\]"):
+        tx.update(wrong, tx.init(params), params)
+    # Per-example gradients carry a batch axis into a chain: the private
+    # aggregate takes them, the parts after it see ordinary gradients.
+    private = gradax.chain(
+        gradax.contrib.differentially_private_aggregate(1.0, 0.0, key=0),
+        gradax.sgd(0.1),
+    )
+    per_example = {"a": jnp.ones((4, 2)), "b": jnp.ones((4, 2, 3))}
+    updates, _ = private.update(per_example, private.init(params), params)
+    assert updates["b"].shape == (2, 3)

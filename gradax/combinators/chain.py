@@ -23,6 +23,7 @@ class chain(GradientTransformation):
     """
 
     transforms: tuple[GradientTransformation, ...]
+    _checks_update_shapes = False  # each part checks what it receives
 
     def __init__(self, *transforms: Any):
         checked = tuple(
@@ -57,6 +58,7 @@ class named_chain(GradientTransformation):
 
     names: tuple[str, ...] = static_field()
     transforms: tuple[GradientTransformation, ...] = ()
+    _checks_update_shapes = False  # each part checks what it receives
 
     def __init__(self, *transforms: tuple[str, Any]):
         names = []

@@ -75,6 +75,9 @@ class differentially_private_aggregate(GradientTransformation):
       (arXiv:1607.00133).
     """
 
+    # The updates are per-example gradients, with a leading batch axis.
+    _checks_update_shapes = False
+
     l2_norm_clip: Any = hyper(valid=NONNEGATIVE)
     noise_multiplier: Any = hyper(valid=NONNEGATIVE)
     key: Any = None
