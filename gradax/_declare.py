@@ -117,6 +117,8 @@ class OneOf:
 
     def describe(self) -> str:
         """The allowed values as text."""
+        if not self.values:
+            return self.also_text
         text = "one of " + ", ".join(repr(v) for v in self.values)
         return f"{text}, or {self.also_text}" if self.also_text else text
 

@@ -23,6 +23,15 @@ def abs_sq(x: jax.Array) -> jax.Array:
     return x * x
 
 
+def canonical_dtype(dtype: Any) -> Any:
+    """A state dtype as JAX stores it (float64 is float32 without x64), or None.
+
+    A state made in this dtype does not warn that float64 is unavailable;
+    None (the params' dtypes) stays None.
+    """
+    return None if dtype is None else jax.dtypes.canonicalize_dtype(dtype)
+
+
 def real_dtype(dtype: Any) -> Any:
     """The real counterpart of a floating dtype (float32 for complex64)."""
     return jnp.finfo(dtype).dtype

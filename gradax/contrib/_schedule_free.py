@@ -10,11 +10,10 @@ import jax.numpy as jnp
 from .. import tree as gtree
 from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, NONNEGATIVE_INT, Range, hyper
 from .._hyper import resolve
-from .._numerics import real_dtype, safe_increment
+from .._numerics import canonical_dtype, real_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
-from ..optimizers._util import canonical_dtype
 from ..optimizers.sgd import sgd
 from ..schedules import warmup_constant_schedule
 from ..transforms.rms import scale_by_rms

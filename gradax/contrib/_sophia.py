@@ -17,12 +17,11 @@ from .._declare import (
     Range,
     hyper,
 )
-from .._numerics import safe_increment
+from .._numerics import canonical_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
 from .._pytree import static_field
 from .._state_guard import match_state
 from ..combinators.chain import chain
-from ..optimizers._util import canonical_dtype
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
 from ._util import require_params

@@ -9,13 +9,12 @@ import jax.numpy as jnp
 
 from .. import tree as gtree
 from .._declare import LEARNING_RATE, NONNEGATIVE, UNIT, OneOf, hyper
-from .._numerics import safe_increment
+from .._numerics import canonical_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution, decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
-from ._util import canonical_dtype
 
 
 class ScaleByLionState(NamedTuple):

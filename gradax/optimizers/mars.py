@@ -9,11 +9,10 @@ import jax.numpy as jnp
 
 from .. import tree as gtree
 from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, OneOf, hyper
-from .._numerics import abs_sq, safe_increment
+from .._numerics import abs_sq, canonical_dtype, safe_increment
 from .._protocol import Alias, EmptyState, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
-from ._util import canonical_dtype
 from .adam import adam_ratio
 
 _TYPES = ("mars-adamw", "mars-lion")

@@ -7,18 +7,10 @@ from typing import Any, NamedTuple
 import jax
 
 from .. import tree as gtree
-from .._declare import DECAY, UNIT, hyper
-from .._numerics import safe_increment
+from .._declare import UNIT, hyper
+from .._numerics import canonical_dtype, safe_increment
 from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
-
-
-def canonical_dtype(dtype: Any) -> Any:
-    """An accumulator dtype as JAX stores it (float64 is float32 without x64).
-
-    None (the params' dtypes) stays None.
-    """
-    return None if dtype is None else jax.dtypes.canonicalize_dtype(dtype)
 
 
 class TraceState(NamedTuple):
@@ -41,7 +33,8 @@ class trace(GradientTransformation):
     :math:`\mu\, m_{t-1} + (1 - \mu) g_t`.
 
     Args:
-      decay: :math:`\mu`, in [0, 1); a number, an array or a schedule.
+      decay: :math:`\mu`, in [0, 1] (1 keeps a running sum, as in optax); a
+        number, an array or a schedule.
       nesterov: return the Nesterov look-ahead :math:`g_t + \mu m_t`.
       accumulator_dtype: dtype of the stored trace (default: the params').
 
@@ -63,7 +56,7 @@ class trace(GradientTransformation):
       momentum in deep learning, ICML 2013.
     """
 
-    decay: Any = hyper(valid=DECAY)
+    decay: Any = hyper(valid=UNIT)
     nesterov: bool = static_field(False)
     accumulator_dtype: Any = static_field(None)
 
