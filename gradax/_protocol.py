@@ -144,6 +144,9 @@ class GradientTransformation(Module):
     # per-example gradients with a leading batch axis, and the combinators
     # that hand updates on unchanged (their parts check what they receive).
     _checks_update_shapes: ClassVar[bool] = True
+    # Keyword arguments ``update`` cannot work without (``value`` for Polyak
+    # steps); missing ones are reported before anything else is checked.
+    _required_extra_args: ClassVar[tuple[str, ...]] = ()
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is GradientTransformation:
@@ -244,6 +247,14 @@ class GradientTransformation(Module):
         **extra_args: Any,
     ) -> tuple[Updates, OptState]:
         """Transform ``updates``; returns ``(new_updates, new_state)``."""
+        missing = [n for n in self._required_extra_args if extra_args.get(n) is None]
+        if missing:
+            raise TypeError(
+                f"{self._public_name()}.update needs the keyword argument(s) "
+                f"{', '.join(missing)}: call update(updates, state, params, "
+                + ", ".join(f"{n}=..." for n in missing)
+                + ")"
+            )
         if params is not None and updates is not None:  # None: an empty tree
             like = self._params_like_updates(params)
             check_same_structure(updates, like, "updates", "params")

@@ -575,3 +575,13 @@ def test_acprop_first_step_is_the_gradient():
 def test_monitor_rejects_non_measures():
     with pytest.raises(TypeError, match="measures\\['x'\\]"):
         gradax.monitor({"x": 3})
+
+
+def test_deprecations_and_required_arguments_as_in_optax():
+    with pytest.warns(DeprecationWarning, match="optimistic_adam_v2"):
+        gradax.optimistic_adam(1e-3)
+    # A missing value= is reported before the trees are compared.
+    tx = gradax.scale_by_polyak()
+    params = jnp.ones(2)
+    with pytest.raises(TypeError, match="value"):
+        tx.update((params, params), tx.init(params), params)

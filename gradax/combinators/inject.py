@@ -16,6 +16,7 @@ from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, as_transformation, zero_count
 from .._pytree import Module, static_field
 from .._state_guard import is_weakly_typed
+from ..schedules.wrapped import WrappedSchedule
 
 
 class InjectStatefulHyperparamsState(NamedTuple):
@@ -61,6 +62,31 @@ def default_hyperparam_dtype(params: Any) -> Any:
         if dtype is not None and jnp.issubdtype(dtype, jnp.inexact):
             result = jnp.promote_types(result, real_dtype(dtype))
     return result
+
+
+def _promoted_schedule_state(schedule: Any, state: Any, dtype: Any) -> Any:
+    """A stateful schedule's state, with its numbers stored in at least ``dtype``.
+
+    optax lets such a state change dtype in ``update`` (an int32 total plus a
+    float extra argument becomes float32). A gradax state keeps the dtypes
+    ``init`` gave it, so the total must start as a float, or a 0.3 added to
+    it would be cast back to 0. Integer and lower-precision float leaves are
+    therefore promoted with ``dtype`` (at least float32); booleans stay. A
+    :class:`WrappedSchedule` keeps its int32 step count, as in optax.
+    """
+    if isinstance(schedule, WrappedSchedule):
+        return state
+    dtype = jnp.promote_types(dtype, jnp.float32)
+
+    def promote(leaf: Any) -> Any:
+        leaf = jnp.asarray(leaf)
+        if jnp.issubdtype(leaf.dtype, jnp.integer) or jnp.issubdtype(
+            leaf.dtype, jnp.inexact
+        ):
+            return leaf.astype(jnp.promote_types(leaf.dtype, dtype))
+        return leaf
+
+    return jax.tree.map(promote, state)
 
 
 def _static_names(factory: Callable) -> set[str]:
@@ -110,7 +136,7 @@ class InjectHyperparams(GradientTransformation):
         dtype = self._dtype(params)
         count = zero_count()
         states = {
-            name: s.init()
+            name: _promoted_schedule_state(s, s.init(), dtype)
             for name, s in self.schedules.items()
             if isinstance(s, StatefulSchedule)
         }

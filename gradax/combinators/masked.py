@@ -9,6 +9,7 @@ import jax
 
 from .._protocol import GradientTransformation, as_transformation
 from .._pytree import static_field
+from ..tree._access import is_params_placeholder
 
 
 class MaskedNode(NamedTuple):
@@ -91,6 +92,11 @@ class masked(GradientTransformation):
         return self.mask(tree) if callable(self.mask) else self.mask
 
     def init_state(self, params):
+        if is_params_placeholder(params):
+            # gradax.tree.map_params asks where the params go: the stand-in has
+            # no leaves for the mask to fit, and the inner state holds it whole
+            # (as in optax; the state's masked leaves are empty nodes).
+            return MaskedState(inner_state=self.inner.init(params))
         masked_params = mask_tree(params, self._mask_for(params))
         return MaskedState(inner_state=self.inner.init(masked_params))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
@@ -63,6 +64,15 @@ class optimistic_adam(Alias):
     eps_root: Any = hyper(0.0, NONNEGATIVE)
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(True, kw_only=True)
+
+    def __post_init__(self) -> None:
+        # As in optax: this version is kept for compatibility only.
+        warnings.warn(
+            "`optimistic_adam` is deprecated, please use `optimistic_adam_v2` instead.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        super().__post_init__()
 
     def build(self):
         optimism = self.learning_rate if self.optimism is None else self.optimism

@@ -36,6 +36,8 @@ class scale_by_polyak(GradientTransformation):
         ``value - f_min`` to 0.
     """
 
+    _required_extra_args = ("value",)
+
     f_min: Any = hyper(0.0, ANY)
     max_learning_rate: Any = hyper(1.0, _MAX_LEARNING_RATE)
     eps: Any = hyper(0.0, NONNEGATIVE)
@@ -46,12 +48,7 @@ class scale_by_polyak(GradientTransformation):
         return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
-        value = extra_args.get("value")
-        if value is None:
-            raise TypeError(
-                f"{self._public_name()}.update needs the objective's value: "
-                "call update(updates, state, params, value=loss)"
-            )
+        value = extra_args["value"]  # required: the base checked it is given
         grad_sq_norm = gtree.norm(updates, squared=True)
         gap = jnp.asarray(value - self.f_min).astype(grad_sq_norm.dtype)
         if self.variant == "sps+":

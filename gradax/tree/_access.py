@@ -83,18 +83,40 @@ def _matches(name: Any, key: Any) -> bool:
     return name is not _UNNAMED and name == key
 
 
-def _find(path: KeyPath, node: Any, key: Any, found: list[tuple[KeyPath, Any]]) -> None:
+def _holders(path: KeyPath, node: Any, key: Any, out: list) -> None:
+    """The outermost nodes that hold a match (named ``key``, or a child named so).
+
+    Appends ``(path, node, children)`` in tree order; does not look inside them.
+    """
     level = _children(node)
     if level is None:
         return
     children, _ = level
-    if _matches(_class_name(node, children), key):
-        found.append((path, node))
+    if _matches(_class_name(node, children), key) or any(
+        _matches(_entry_name(entry), key) for entry, _ in children
+    ):
+        out.append((path, node, children))
+        return
     for entry, child in children:
-        child_path = (*path, entry)
-        if _matches(_entry_name(entry), key):
-            found.append((child_path, child))
-        _find(child_path, child, key, found)
+        _holders((*path, entry), child, key, out)
+
+
+def _find(path: KeyPath, node: Any, key: Any, found: list[tuple[KeyPath, Any]]) -> None:
+    # optax's order: first the match of every outermost holder (in tree order),
+    # then, holder by holder, the matches nested inside its children.
+    holders: list[tuple[KeyPath, Any, list[tuple[Any, Any]]]] = []
+    _holders(path, node, key, holders)
+    for holder_path, holder, children in holders:
+        if _matches(_class_name(holder, children), key):
+            # A node named ``key`` is the match itself (as in optax).
+            found.append((holder_path, holder))
+            continue
+        for entry, child in children:
+            if _matches(_entry_name(entry), key):
+                found.append(((*holder_path, entry), child))
+    for holder_path, _, children in holders:
+        for entry, child in children:
+            _find((*holder_path, entry), child, key, found)
 
 
 def get_all_with_path(
@@ -114,8 +136,10 @@ def get_all_with_path(
             it accepts are kept.
 
     Returns:
-        A list of ``(path, value)`` in depth-first order. A path is a tuple of
-        JAX key entries, with :class:`NamedTupleKey` for NamedTuple fields;
+        A list of ``(path, value)`` in optax's order: first the outermost
+        matches (in tree order), then, for each of them in turn, the matches
+        nested inside it. A path is a tuple of JAX key entries, with
+        :class:`NamedTupleKey` for NamedTuple fields;
         :func:`jax.tree_util.keystr` prints it.
 
     Example:
@@ -236,6 +260,16 @@ class _ParamsPlaceholder:
 jax.tree_util.register_pytree_node(
     _ParamsPlaceholder, lambda _: ((), None), lambda _, __: _ParamsPlaceholder()
 )
+
+
+def is_params_placeholder(params: Any) -> bool:
+    """Whether ``params`` is the stand-in :func:`map_params` gives to ``init``.
+
+    A transformation whose ``init`` reshapes the parameters to fit an argument
+    of its own (``masked``'s mask) passes the stand-in through unchanged, so
+    :func:`map_params` still finds where the parameters go.
+    """
+    return isinstance(params, _ParamsPlaceholder)
 
 
 def map_params(

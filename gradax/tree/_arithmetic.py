@@ -107,6 +107,10 @@ def add_scale(tree_x: Any, scalar: Any, tree_y: Any) -> Any:
     )
 
 
+# One compiled program, as jnp.vdot (which optax calls on this JAX version) is:
+# run op by op, XLA would compute the conjugate apart from the product and the
+# complex result could differ from optax's in the last bit.
+@jax.jit
 def _vdot_leaf(a: Any, b: Any) -> jax.Array:
     a, b = jnp.asarray(a), jnp.asarray(b)
     if a.shape != b.shape:
