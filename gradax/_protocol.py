@@ -263,7 +263,11 @@ class GradientTransformation(Module):
         wrapped = bool(self._schedulable) and isinstance(state, ScheduleState)
         inner = state.inner_state if wrapped else state
         count = state.count if wrapped else self.schedule_count(state)
-        if count is None and self._schedulable:
+        holds_schedule = any(is_schedule(getattr(self, n)) for n in self._schedulable)
+        if count is None and holds_schedule:
+            # Without a step count no schedule can be read. A state with no
+            # count is accepted otherwise (optax's tests pass None or 0 to
+            # stateless transformations).
             raise TypeError(
                 f"{self._public_name()}.update was given a state not made by its "
                 f"init (no step count in {type(state).__name__})"

@@ -165,8 +165,15 @@ CORE_ENTRIES: list[Entry] = [
     ),
     Entry(
         "scale_by_shape",
-        dict(consistent_rms=0.2),
+        dict(
+            consistent_rms=0.2,
+            # Matrices only: the test tree also has a scalar and a vector.
+            weight_dimension_numbers=lambda tree: jax.tree.map(
+                lambda x: gradax.MuonDimensionNumbers() if x.ndim == 2 else None, tree
+            ),
+        ),
         schedule_arg="consistent_rms",
+        injectable=False,  # the dimension-numbers function is not a number
         optax_name="",  # optax has no scale_by_shape
     ),
     Entry(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -612,6 +612,173 @@ def test_injected_learning_rate_of_a_masked_group_can_be_changed():
     updates, _ = tx.update(grads, state, params)
     np.testing.assert_array_equal(updates["w"], jnp.zeros_like(params["w"]))
     np.testing.assert_array_equal(updates["inner"]["s"], grads["inner"]["s"])
+
+
+# ---------------------------------------------------------------------------
+# tree.map_params through masked and partition.
+
+_MAP_PARAMS = {"a": jnp.ones(2), "b": [jnp.ones(1), jnp.ones(3)]}
+_MAP_MASK = {"a": True, "b": [False, True]}
+
+
+def _masked_momentum(lib):
+    return lib.masked(lib.sgd(1.0, momentum=0.9), _MAP_MASK)
+
+
+def _partition_momentum(lib):
+    return lib.partition(
+        {"x": lib.sgd(1.0, momentum=0.9), "y": lib.adam(1.0)},
+        {"a": "x", "b": ["y", "x"]},
+    )
+
+
+@pytest.mark.parametrize("build", [_masked_momentum, _partition_momentum])
+def test_map_params_through_masked_matches_optax(build):
+    # map_params calls init on a stand-in for the params, which no mask fits;
+    # masked passes it through, as optax does.
+    def shapes(lib):
+        tx = build(lib)
+        state = tx.init(_MAP_PARAMS)
+        return lib.tree.map_params(tx, lambda p: f"shape {p.shape}", state)
+
+    ours, theirs = shapes(gradax), shapes(optax)
+    for key in ["trace", "mu", "nu"]:
+        found = gradax.tree.get_all_with_path(ours, key)
+        expected = optax.tree.get_all_with_path(theirs, key)
+        assert len(found) == len(expected)
+        for (_, value), (_, want) in zip(found, expected, strict=True):
+            # Equal leaves; the masked-out ones are empty nodes (each library's
+            # own MaskedNode, so the structures are not compared).
+            assert jax.tree.leaves(value) == jax.tree.leaves(want)
+            assert jax.tree.leaves(value)
+
+
+def test_map_params_through_masked_with_extra_tree():
+    # optax's recipe for sharding specs: skip the masked leaves with is_leaf.
+    specs = {"a": 1, "b": [2, 3]}
+
+    def mapped(lib):
+        tx = _masked_momentum(lib)
+        return lib.tree.map_params(
+            tx,
+            lambda p, spec: None if isinstance(p, lib.MaskedNode) else spec,
+            tx.init(_MAP_PARAMS),
+            specs,
+            is_leaf=lambda v: isinstance(v, lib.MaskedNode),
+            transform_non_params=lambda _: None,
+        )
+
+    ours, theirs = mapped(gradax), mapped(optax)
+    assert gradax.tree.get(ours, "trace") == {"a": 1, "b": [None, 3]}
+    assert gradax.tree.get(ours, "trace") == optax.tree.get(theirs, "trace")
+
+
+def test_map_params_through_masked_gives_init_of_mapped_params():
+    tx = _masked_momentum(gradax)
+    state = tx.init(_MAP_PARAMS)
+    grow = jax.tree.map(lambda p: jnp.zeros(p.shape + (1,)), _MAP_PARAMS)
+    mapped = gradax.tree.map_params(tx, lambda p: jnp.zeros(p.shape + (1,)), state)
+    want = tx.init(grow)
+    assert jax.tree.structure(mapped) == jax.tree.structure(want)
+    for a, b in zip(jax.tree.leaves(mapped), jax.tree.leaves(want), strict=True):
+        assert a.shape == b.shape
+
+
+# ---------------------------------------------------------------------------
+# A stateful schedule inside inject_hyperparams.
+
+
+class _TotalState(NamedTuple):
+    total: jax.Array
+
+
+def _summing_schedule(lib):
+    """optax's test schedule: its value is the sum of an extra argument."""
+
+    base = (
+        gradax.StatefulSchedule if lib is gradax else optax.schedules.StatefulSchedule
+    )
+
+    class Summing(base):
+        def init(self):
+            return _TotalState(total=jnp.zeros([], dtype=jnp.int32))
+
+        def update(self, state, **extra_args):
+            return _TotalState(total=state.total + extra_args["addendum"])
+
+        def __call__(self, state, **extra_args):
+            return state.total
+
+    return Summing()
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_stateful_schedule_state_is_promoted_as_in_optax(jit):
+    # optax's total turns float32 when a float is added; gradax's state keeps
+    # init's dtypes, so it starts as float32 (an int32 total would cast 0.3
+    # back to 0 and the step size would stay 0).
+    grads = (jnp.ones(3), jnp.ones(2))
+    extra = {"addendum": 0.3 * jnp.ones((), jnp.float32)}
+
+    def run(lib):
+        tx = lib.inject_hyperparams(lib.scale)(step_size=_summing_schedule(lib))
+        init, update = (jax.jit(tx.init), jax.jit(tx.update)) if jit else tx
+        state = init(grads)
+        outs = []
+        for _ in range(3):
+            updates, state = update(grads, state, params=grads, **extra)
+            outs.append(updates)
+        return outs, state
+
+    (ours, state), (theirs, their_state) = run(gradax), run(optax)
+    for u, v in zip(ours, theirs, strict=True):
+        for a, b in zip(jax.tree.leaves(u), jax.tree.leaves(v), strict=True):
+            np.testing.assert_array_equal(a, b)
+    for name in ["hyperparams", "hyperparams_states"]:
+        a, b = (
+            getattr(state, name)["step_size"],
+            getattr(their_state, name)["step_size"],
+        )
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+            assert x.dtype == y.dtype == jnp.float32
+            np.testing.assert_array_equal(x, y)
+    # The value used by the third update is the total after two.
+    two = np.float32(0.3) + np.float32(0.3)
+    np.testing.assert_array_equal(state.hyperparams["step_size"], two)
+
+
+def test_wrapped_schedule_keeps_its_int_count():
+    tx = gradax.inject_hyperparams(gradax.scale)(
+        step_size=gradax.WrappedSchedule(gradax.linear_schedule(1.0, 0.0, 10))
+    )
+    state = tx.init(jnp.ones(2))
+    _, state = tx.update(jnp.ones(2), state)
+    count = state.hyperparams_states["step_size"].count
+    assert count.dtype == jnp.int32 and int(count) == 1
+
+
+# ---------------------------------------------------------------------------
+# Leaf shapes are checked by the part that receives the updates.
+
+
+def test_wrappers_pass_per_example_gradients_to_the_part_that_takes_them():
+    params = {"w": jnp.ones((3, 2)), "b": jnp.ones(2)}
+    per_example = jax.tree.map(lambda x: jnp.ones((4, *x.shape)), params)
+
+    def dpsgd():
+        return gradax.contrib.dpsgd(0.1, 1.0, 0.5, seed=0)
+
+    for tx in [
+        gradax.masked(dpsgd(), {"w": True, "b": True}),
+        gradax.partition({"x": dpsgd()}, {"w": "x", "b": "x"}),
+        gradax.inject_hyperparams(gradax.contrib.dpsgd)(0.1, 1.0, 0.5, seed=0),
+    ]:
+        updates, _ = tx.update(per_example, tx.init(params), params)
+        assert jax.tree.map(jnp.shape, updates) == jax.tree.map(jnp.shape, params)
+    # An inner transformation that needs params-shaped updates still says so.
+    tx = gradax.masked(gradax.adam(0.1), {"w": True, "b": False})
+    with pytest.raises(ValueError, match=r"\['w'\]"):
+        tx.update({"w": jnp.ones(5), "b": jnp.ones(2)}, tx.init(params), params)
 
 
 # ---------------------------------------------------------------------------

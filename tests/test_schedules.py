@@ -589,7 +589,7 @@ def test_out_of_range_schedules_are_refused_at_construction():
     with pytest.raises(gradax.HyperparameterError, match="b1"):
         gradax.adam(1e-3, b1=gradax.linear_schedule(0.9, 1.0, 100))
     with pytest.raises(gradax.HyperparameterError, match="decay"):
-        gradax.trace(gradax.constant_schedule(1.0))
+        gradax.trace(gradax.constant_schedule(1.5))
     with pytest.raises(gradax.HyperparameterError, match="max_norm"):
         gradax.clip_by_global_norm(gradax.cosine_decay_schedule(-1.0, 10))
     # In range, or unknown (a growing schedule, an array): accepted.

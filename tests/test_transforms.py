@@ -143,6 +143,18 @@ CASES = [
         lambda: gradax.trace(0.8, True),
         lambda: optax.trace(0.8, True),
     ),
+    # decay=1 keeps a running sum; optax accepts it, so gradax does too.
+    Case("trace_running_sum", lambda: gradax.trace(1.0), lambda: optax.trace(1.0)),
+    Case(
+        "trace_running_sum_nesterov",
+        lambda: gradax.trace(1.0, True),
+        lambda: optax.trace(1.0, True),
+    ),
+    Case(
+        "ema_decay_one",
+        lambda: gradax.ema(1.0, debias=False),
+        lambda: optax.ema(1.0, debias=False),
+    ),
     Case(
         "trace_bf16_accumulator",
         lambda: gradax.trace(0.9, accumulator_dtype=jnp.bfloat16),
@@ -429,7 +441,7 @@ def test_float64_accumulator_is_canonicalized():
 # ---------------------------------------------------------------------------
 
 BAD = [
-    (lambda: gradax.trace(1.0), "decay"),
+    (lambda: gradax.trace(1.5), "decay"),
     (lambda: gradax.trace(-0.1), "decay"),
     (lambda: gradax.ema(1.5), "decay"),
     (lambda: gradax.ema(-0.5), "decay"),
@@ -443,7 +455,7 @@ BAD = [
     (lambda: gradax.add_noise(0.1, -0.5), "gamma"),
     (lambda: gradax.add_noise(0.1, 0.5, 1, seed=2), "key or seed"),
     (lambda: gradax.add_noise(0.1, 0.5, seed=1.5), "seed"),
-    (lambda: gradax.sgd(0.1, 1.0), "momentum"),
+    (lambda: gradax.sgd(0.1, 1.5), "momentum"),
     (lambda: gradax.sgd(0.1, -0.9), "momentum"),
     (lambda: gradax.trace(0.9).replace(decay=2.0), "decay"),
     (
@@ -465,14 +477,15 @@ def test_bad_hyperparameters_raise(make, name):
 
 def test_error_message_names_value_and_range():
     # The message names the argument and its range, then the value.
-    with pytest.raises(ValueError, match=r"decay must be in \[0, 1\) .*got 1\.0"):
-        gradax.trace(1.0)
+    with pytest.raises(ValueError, match=r"decay must be in \[0, 1\] .*got 1\.01"):
+        gradax.trace(1.01)
     with pytest.raises(ValueError, match=r"decay must be in \[0, 1\] .*got 1\.5"):
         gradax.ema(1.5)
 
 
 def test_edge_values_are_accepted():
     gradax.trace(0.0)
+    gradax.trace(1.0)  # a running sum, as optax allows
     gradax.ema(1.0)
     gradax.ema(0.0)
     gradax.sgd(0.1, None)

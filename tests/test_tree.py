@@ -126,10 +126,32 @@ def test_import_creates_no_device_arrays():
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "vdot"])
 def test_binary_ops(name, dtype):
     x, y = make_tree(dtype, 0), make_tree(dtype, 1)
-    # Complex vdot contracts axes in place (sharding-friendly) where optax 0.2.8
-    # ravels on this JAX version: the last bit may differ.
-    rtol = 1e-6 if (name, dtype) == ("vdot", jnp.complex64) else 0.0
-    assert_same(getattr(gt, name)(x, y), getattr(optax.tree, name)(x, y), rtol)
+    assert_same(getattr(gt, name)(x, y), getattr(optax.tree, name)(x, y))
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.complex64, jnp.bfloat16])
+def test_vdot_is_bitwise_optax(dtype, jit):
+    # Complex products are where a conjugate computed apart from the product
+    # (op by op) differed from optax's jnp.vdot in the last bit.
+    rng = np.random.default_rng(0)
+
+    def arr(shape):
+        x = rng.normal(size=shape) * 10
+        if dtype == jnp.complex64:
+            x = x + 1j * rng.normal(size=shape)
+        return jnp.asarray(x, dtype)
+
+    shapes = [(3,), (7, 5), (100,), (4, 3, 2), (64, 64), ()]
+    x = [arr(shape) for shape in shapes]
+    y = [arr(shape) for shape in shapes]
+    ours, theirs = gt.vdot, optax.tree.vdot
+    if jit:
+        ours, theirs = jax.jit(ours), jax.jit(theirs)
+    for a, b in zip(x, y, strict=True):
+        assert_same(ours(a, b), theirs(a, b))
+        assert_same(ours(a, b), jnp.vdot(a, b, precision=jax.lax.Precision.HIGHEST))
+    assert_same(ours(x, y), theirs(x, y))
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
@@ -456,7 +478,11 @@ def make_state() -> FrozenState:
 
 
 def paths(found):
-    return sorted(jax.tree_util.keystr(path) for path, _ in found)
+    return sorted(in_order(found))
+
+
+def in_order(found):
+    return [jax.tree_util.keystr(path) for path, _ in found]
 
 
 def test_get_on_frozen_dataclass_and_namedtuple():
@@ -514,6 +540,42 @@ def test_get_several_matches():
     # A match is searched inside too: the nested dict's key is found as well.
     nested = {"lr": {"lr": 1.0}}
     assert [v for _, v in gt.get_all_with_path(nested, "lr")] == [{"lr": 1.0}, 1.0]
+
+
+def test_get_all_with_path_order_is_optax():
+    # optax lists the outermost matches first (in tree order), then the matches
+    # nested inside each of them: here a deep match sorts before shallow ones
+    # in plain depth-first order, and not in optax's.
+    class S(NamedTuple):
+        count: Any
+        inner: Any
+
+    tree = {
+        "a": S(1, {"count": 2, "x": S(3, 4)}),
+        "b": {"count": 5},
+        "c": [S(6, S(7, 8))],
+        "count": 9,
+        "d": {"e": {"f": S(10, None)}, "g": {"count": 11}},
+    }
+    for key in ["count", "S"]:
+        ours = gt.get_all_with_path(tree, key)
+        theirs = optax.tree.get_all_with_path(tree, key)
+        assert in_order(ours) == in_order(theirs)
+        assert [v for _, v in ours] == [v for _, v in theirs]
+    # Below the top: the same order inside a subtree without the key at its root.
+    sub = {"top": tree}
+    ours = gt.get_all_with_path(sub, "count")
+    assert in_order(ours) == in_order(optax.tree.get_all_with_path(sub, "count"))
+    # On an optimizer state: the counts of both chained states before the one
+    # nested in the first.
+    params = jnp.ones(2)
+    opt = optax.chain(
+        optax.inject_hyperparams(optax.adam)(0.1),
+        optax.inject_hyperparams(optax.adam)(0.2),
+    )
+    state = opt.init(params)
+    ours = gt.get_all_with_path(state, "count")
+    assert in_order(ours) == in_order(optax.tree.get_all_with_path(state, "count"))
 
 
 def test_get_ignores_positions():

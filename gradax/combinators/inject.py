@@ -102,6 +102,8 @@ class InjectHyperparams(GradientTransformation):
     Made by :func:`inject_hyperparams`; see there.
     """
 
+    _checks_update_shapes = False  # the inner transformation checks
+
     factory: Callable[..., Any] = static_field()
     numeric: dict[str, Any]
     schedules: dict[str, Any]
@@ -190,7 +192,11 @@ def inject_stateful_hyperparams(
 
     Differences from optax: optax treats every callable argument as a schedule
     (so a callable ``mask`` breaks); gradax only does so for arguments that
-    are hyperparameters of the factory.
+    are hyperparameters of the factory. The state of a stateful schedule
+    keeps its dtypes, so its integer and lower-precision float leaves start in
+    the hyperparameter dtype, at least float32 (optax promotes them at the
+    first update that adds a float); :class:`WrappedSchedule` keeps its int32
+    count.
 
     Args:
       inner_factory: a function or class returning a transformation.

@@ -80,6 +80,8 @@ class masked(GradientTransformation):
       Array([1., 1.], dtype=float32)
     """
 
+    _checks_update_shapes = False  # the inner transformation checks
+
     inner: GradientTransformation
     mask: Any = static_field()
     mask_compatible_extra_args: bool = static_field(False, kw_only=True)
@@ -149,6 +151,8 @@ class partition(GradientTransformation):
       ... )
       >>> state = tx.init(params)
     """
+
+    _checks_update_shapes = False  # each group's transformation checks
 
     transforms: dict[Hashable, GradientTransformation]
     param_labels: Any = static_field()

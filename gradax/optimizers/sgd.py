@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import DECAY, LEARNING_RATE, hyper
+from .._declare import LEARNING_RATE, UNIT, hyper
 from .._protocol import Alias
 from .._pytree import static_field
 from .._simple import identity
@@ -26,7 +26,7 @@ class sgd(Alias):
 
     Args:
       learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
-      momentum: :math:`\mu`, in [0, 1); None for no momentum (and no state).
+      momentum: :math:`\mu`, in [0, 1] (1: a running sum); None for no momentum.
       nesterov: use Nesterov momentum.
       accumulator_dtype: dtype of the momentum (default: the params').
 
@@ -50,7 +50,7 @@ class sgd(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    momentum: Any = hyper(None, DECAY)
+    momentum: Any = hyper(None, UNIT)  # 1: a running sum, as optax allows
     nesterov: bool = static_field(False)
     accumulator_dtype: Any = static_field(None)
 
