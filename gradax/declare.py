@@ -10,10 +10,11 @@ Example:
   >>> from gradax.declare import DECAY, hyper
   >>> class scale_by_decay(gradax.GradientTransformation):
   ...     decay: float = hyper(0.9, DECAY)
-  >>> scale_by_decay(1.5)
-  Traceback (most recent call last):
-  ...
-  gradax.HyperparameterError: decay must be in [0, 1) ...
+  >>> try:
+  ...     scale_by_decay(1.5)
+  ... except gradax.HyperparameterError as error:
+  ...     print(error)
+  decay must be in [0, 1) (a number, an array, a schedule), got 1.5
 """
 
 from ._declare import ANY as ANY

@@ -313,5 +313,13 @@ def test_sharded_equals_unsharded(entry: Entry, axis_type: str):
                 sharding = shardings[key]
                 assert leaf.sharding.is_equivalent_to(sharding, leaf.ndim), path
         updates, _ = step(state, jax.device_put(grads, shardings), sharded_params)
+    # Sharded sums add in another order (float32 rounding, ~1e-7 relative).
+    # Matrix functions (Shampoo's inverse roots, Dion2's Newton-Schulz on a
+    # small random matrix) amplify that by their conditioning: seen up to
+    # 5e-6 absolute on leaves of size ~0.1, so they are compared at 1e-4 of
+    # the leaf's largest entry (a sharding bug is off by order one).
+    matrix_function = any(k in entry.name for k in ("shampoo", "soap", "dion"))
     for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(updates), strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        scale = float(np.max(np.abs(a))) if np.size(a) else 0.0
+        atol = max(1e-6, 1e-4 * scale) if matrix_function else 1e-6
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=atol)

@@ -145,7 +145,7 @@ def test_errors_name_the_problem():
 def test_tau_must_be_positive(tau):
     # tau = 0 would zero every clipped head's weights.
     w_q, w_k = weights()
-    with pytest.raises(ValueError, match=r"tau must be in \(0, inf\)"):
+    with pytest.raises(ValueError, match=r"tau must be in \(0, inf\]"):
         gradax.qk_clip(w_q, w_k, jnp.full(H, 400.0), tau=tau)
 
 
