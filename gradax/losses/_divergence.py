@@ -148,16 +148,8 @@ def convex_kl_divergence(
     """Deprecated name of :func:`generalized_kl_divergence` (as in optax).
 
     Emits a ``DeprecationWarning`` and returns
-    ``generalized_kl_divergence(log_predictions, targets, axis, where)``.
-
-    Args:
-      log_predictions: log of the (unnormalized) prediction, ``[..., dim]``.
-      targets: the (unnormalized) target, ``[..., dim]``, non-negative.
-      axis: the axis (or axes) of the distribution; None for all.
-      where: which elements take part, broadcastable to the inputs.
-
-    Returns:
-      The divergence of each example, the inputs without ``axis``.
+    ``generalized_kl_divergence(log_predictions, targets, axis, where)``;
+    the arguments and the result are those of that function.
 
     Example:
       >>> import warnings, jax.numpy as jnp, gradax
