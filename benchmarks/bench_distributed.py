@@ -1,162 +1,22 @@
 """Distributed Muon on 8 simulated devices: collective bytes and time.
 
-1. Bytes moved by collectives per optimizer step (read from the compiled
-   HLO), for distributed Muon against ZeRO-1-style AdamW on the same tree.
-   Both steps take parameters, gradients and state sharded along the first
-   axis over the 8 devices and return the updated parameters replicated (the
-   all-gather ZeRO-1 does before the next forward pass).
-2. Time per update of distributed Muon against letting the compiler partition
-   the plain iteration (``distributed=False``), side by side.
-
-``--quick`` uses the 1-layer tree of bench_muon's quick mode and only part 1
-for distributed Muon and AdamW (compiling the sharded steps is most of its
-time): no compiler-partitioned step, no timings.
+The code is gradax/cli/benchmarks/distributed.py (shipped with the package,
+so `gradax bench` runs it from an installed wheel too); see its docstring.
 
 Run: python benchmarks/bench_distributed.py [--quick] [--json FILE]
 """
 
-from __future__ import annotations
-
 import os
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+from gradax.cli.benchmarks import SIMULATED_DEVICES
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
-import sys  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
+# Before JAX starts: simulated CPU devices for the sharded steps.
+if SIMULATED_DEVICES not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " " + SIMULATED_DEVICES
+    ).strip()
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from bench_muon import QUICK_LAYERS, muon_tree  # noqa: E402
-from common import time_interleaved  # noqa: E402
-
-import gradax  # noqa: E402
-
-P = jax.sharding.PartitionSpec
-_OP = re.compile(
-    r"=\s*(\(?[^=]*?)\s+(all-gather|all-reduce|reduce-scatter|all-to-all|"
-    r"collective-permute)(?:-start)?\("
-)
-_SHAPE = re.compile(r"(f64|f32|bf16|f16|s32|u32|pred)\[([\d,]*)\]")
-_BYTES = {"f64": 8, "f32": 4, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "pred": 1}
-
-
-def collective_bytes(hlo: str, devices: int) -> dict[str, float]:
-    """Bytes each device receives, per kind of collective, from HLO text."""
-    totals: dict[str, float] = {}
-    share = (devices - 1) / devices
-    for line in hlo.splitlines():
-        match = _OP.search(line)
-        if not match:
-            continue
-        out_type, kind = match.groups()
-        size = 0
-        for dtype, dims in _SHAPE.findall(out_type):
-            count = int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
-            size += count * _BYTES[dtype]
-        # Result bytes times the fraction that comes from other devices;
-        # an all-reduce moves its data twice (reduce-scatter + all-gather).
-        factor = 2 * share if kind == "all-reduce" else share
-        totals[kind] = totals.get(kind, 0.0) + size * factor
-    return totals
-
-
-def compiled_step(tx, params, mesh):
-    sharded = jax.NamedSharding(mesh, P("d"))
-    replicated = jax.NamedSharding(mesh, P())
-    params = jax.device_put(params, sharded)
-    state = jax.jit(tx.init)(params)
-
-    def step(p, g, s):
-        u, s = tx.update(g, s, p)
-        return gradax.apply_updates(p, u), s
-
-    out = (jax.tree.map(lambda _: replicated, params), None)
-    fn = jax.jit(step, out_shardings=out)
-    compiled = fn.lower(params, params, state).compile()
-    return compiled, (params, params, state)
-
-
-def run(quick: bool = False) -> dict:
-    warnings.filterwarnings("ignore", message="gradax.muon routes")
-    devices = jax.device_count()
-    mesh = jax.make_mesh((devices,), ("d",), axis_types=(jax.sharding.AxisType.Auto,))
-    params = muon_tree(layers=QUICK_LAYERS if quick else 6)
-    with jax.set_mesh(mesh):
-        muon_c, muon_args = compiled_step(gradax.muon(0.02), params, mesh)
-        collective = {"muon_distributed": collective_bytes(muon_c.as_text(), devices)}
-        if not quick:
-            plain_c, plain_args = compiled_step(
-                gradax.muon(0.02, distributed=False), params, mesh
-            )
-            collective["muon_compiler_partitioned"] = collective_bytes(
-                plain_c.as_text(), devices
-            )
-        adamw_c, _ = compiled_step(gradax.adamw(1e-3), params, mesh)
-        collective["adamw_zero1"] = collective_bytes(adamw_c.as_text(), devices)
-        if not quick:
-            times = time_interleaved(
-                {
-                    "distributed": lambda: muon_c(*muon_args),
-                    "compiler_partitioned": lambda: plain_c(*plain_args),
-                },
-                repeats=8,
-                inner=1,
-            )
-    total = {name: sum(kinds.values()) for name, kinds in collective.items()}
-    adamw_total = total["adamw_zero1"]
-    result = {
-        "benchmark": "distributed Muon vs ZeRO-1 AdamW, 8 simulated CPU devices",
-        "collective_bytes_per_device": collective,
-        "bytes_ratio_muon_over_adamw": total["muon_distributed"] / adamw_total,
-    }
-    if quick:
-        result["note"] = (
-            "quick: the compiler-partitioned Muon step and the timings are left out"
-        )
-        return result
-    result |= {
-        "bytes_ratio_plain_over_adamw": total["muon_compiler_partitioned"]
-        / adamw_total,
-        "seconds": times,
-        "time_ratio_distributed_over_partitioned": times["distributed"]
-        / times["compiler_partitioned"],
-    }
-    return result
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
-    r = run(args.quick)
-    print(r["benchmark"])
-    for name, kinds in r["collective_bytes_per_device"].items():
-        detail = ", ".join(f"{k} {v / 2**20:.2f} MiB" for k, v in kinds.items())
-        print(f"  {name:26s} {sum(kinds.values()) / 2**20:8.2f} MiB  ({detail})")
-    print(f"  muon/adamw bytes: {r['bytes_ratio_muon_over_adamw']:.3f}")
-    if "note" in r:
-        print(f"  {r['note']}")
-    else:
-        print(
-            "  compiler-partitioned muon/adamw bytes: "
-            f"{r['bytes_ratio_plain_over_adamw']:.3f}"
-        )
-        for name, seconds in r["seconds"].items():
-            print(f"  {name:26s} {seconds * 1e3:8.1f} ms")
-        print(
-            f"  distributed/partitioned time: "
-            f"{r['time_ratio_distributed_over_partitioned']:.3f}"
-        )
-    if args.json:
-        args.json.write_text(json.dumps(r, indent=2))
-
+from gradax.cli.benchmarks.distributed import main, run  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

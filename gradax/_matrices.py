@@ -29,9 +29,45 @@ class MuonDimensionNumbers(NamedTuple):
     output_axis: Any = 1
 
 
+class MuonSplit(NamedTuple):
+    """Dimension numbers that also cut the matrix into separate blocks.
+
+    For the Muon family (``muon``, ``normuon``, ``adamuon``): each block is
+    orthogonalized (and shape-scaled) as a matrix of its own, as
+    microsoft/dion's ``num_heads`` and ``split_sizes`` do. ``num_heads=H``
+    cuts ``split_axis`` into H equal blocks: a ``(d, H * dh)`` attention
+    kernel is H ``(d, dh)`` matrices. ``split_sizes=(dq, dk, dv)`` cuts it
+    into blocks of those sizes: a fused ``[q | k | v]`` kernel. Blocks of one
+    size are one batched Newton–Schulz call. ``split_axis`` is one of the
+    matrix axes (None: the output axis, which must then be a single axis).
+    ``reduction_axis`` and ``output_axis`` are as in
+    :class:`MuonDimensionNumbers`; other axes stay batch axes (stacked
+    layers). Give ``num_heads`` or ``split_sizes``; other optimizers (dion,
+    dion2, Shampoo, SOAP) refuse a split.
+
+    Example:
+      >>> import gradax
+      >>> qkv = gradax.MuonSplit(1, 2, split_sizes=(64, 16, 16))  # (L, d, 96)
+      >>> heads = gradax.MuonSplit(num_heads=4)  # (d, 4 * dh)
+    """
+
+    reduction_axis: Any = 0
+    output_axis: Any = 1
+    num_heads: int | None = None
+    split_sizes: tuple[int, ...] | None = None
+    split_axis: int | None = None
+
+
 def is_dimension_numbers(x: Any) -> bool:
-    """Whether ``x`` is a :class:`MuonDimensionNumbers`."""
-    return isinstance(x, MuonDimensionNumbers)
+    """Whether ``x`` is a :class:`MuonDimensionNumbers` (or a :class:`MuonSplit`)."""
+    return isinstance(x, (MuonDimensionNumbers, MuonSplit))
+
+
+def has_split(dims: Any) -> bool:
+    """Whether dimension numbers cut the matrix into blocks (heads, fused QKV)."""
+    return isinstance(dims, MuonSplit) and (
+        dims.num_heads is not None or dims.split_sizes is not None
+    )
 
 
 def is_spec_leaf(x: Any) -> bool:
@@ -56,6 +92,12 @@ class MatrixView(NamedTuple):
 
 def matrix_view(shape: tuple[int, ...], dims: MuonDimensionNumbers) -> MatrixView:
     """Reshape functions between a weight and its ``(batch, fan_in, fan_out)``."""
+    if has_split(dims):
+        raise ValueError(
+            f"dimension numbers {dims} split the matrix into blocks (num_heads or "
+            "split_sizes), which only muon, normuon and adamuon do; this "
+            "optimizer takes whole matrices: use MuonDimensionNumbers"
+        )
     ndim = len(shape)
     if ndim < 2:
         raise ValueError(f"Muon needs weights of rank >= 2, got shape {shape}")

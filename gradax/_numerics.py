@@ -15,6 +15,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ._quantized import int8_blockwise
+
 
 def abs_sq(x: jax.Array) -> jax.Array:
     """``|x|**2`` element-wise, in the real dtype of ``x`` (the one copy)."""
@@ -29,7 +31,9 @@ def canonical_dtype(dtype: Any) -> Any:
     A state made in this dtype does not warn that float64 is unavailable;
     None (the params' dtypes) stays None.
     """
-    return None if dtype is None else jax.dtypes.canonicalize_dtype(dtype)
+    if dtype is None or isinstance(dtype, int8_blockwise):  # a storage spec
+        return dtype
+    return jax.dtypes.canonicalize_dtype(dtype)
 
 
 def real_dtype(dtype: Any) -> Any:

@@ -20,6 +20,9 @@ guarantees:
   checkpoint survives switching to a schedule);
 - state stability: ``update`` returns state with exactly the tree, shapes,
   dtypes and weak types it was given, and updates with the gradients' dtypes;
+- quantized state: a leaf stored 8-bit (``int8_blockwise`` given as a
+  moment's dtype) reaches the hook as a float32 array and what the hook
+  returns is stored again the same way;
 - tree checks: ``updates`` and ``params`` must have the same tree and leaf
   shapes; the error names every differing path;
 - sharding: under ``jit`` on a mesh with Auto axes, each state leaf shaped
@@ -43,6 +46,7 @@ from ._declare import spec_of, static_field
 from ._hyper import as_hyperparameter, is_schedule, resolve
 from ._numerics import safe_increment
 from ._pytree import Module
+from ._quantized import load_state
 from ._sharding import shard_state_like_params
 from ._state_guard import match_dtypes, match_state
 from ._treecheck import check_same_shapes, check_same_structure
@@ -273,7 +277,10 @@ class GradientTransformation(Module):
                 f"init (no step count in {type(state).__name__})"
             )
         tx = self if count is None else self.at_step(count)
-        new_updates, new_inner = tx.update_state(updates, inner, params, **extra_args)
+        # Quantized state leaves are read as float32 and stored again by
+        # match_state, so the hooks never see a code (see _quantized.py).
+        loaded = load_state(inner)
+        new_updates, new_inner = tx.update_state(updates, loaded, params, **extra_args)
         new_inner = match_state(new_inner, inner, self._public_name())
         new_state = (
             ScheduleState(safe_increment(count), new_inner) if wrapped else new_inner

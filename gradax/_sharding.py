@@ -13,8 +13,12 @@ def explicit_sharding(x: Any) -> jax.sharding.NamedSharding | None:
     Under Auto axes (and on one device) the compiler chooses shardings, so
     there is nothing to carry over and this returns None.
     """
-    sharding = getattr(x, "sharding", None)
-    if sharding is None or isinstance(x, jax.core.Tracer):
+    # Never ask a tracer for ``.sharding``: it raises, and the error message
+    # walks the whole traced program for the value's origin (a third of the
+    # trace time of a large jitted program).
+    tracer = isinstance(x, jax.core.Tracer)
+    sharding = None if tracer else getattr(x, "sharding", None)
+    if sharding is None:
         try:
             sharding = jax.typeof(x).sharding
         except TypeError:
@@ -70,6 +74,9 @@ def shard_state_like_params(state: Any, params: Any) -> Any:
         return state  # outside jit the state is built where the parameters live
     from jax.experimental.shard_alike import shard_alike
 
+    def is_quantized(leaf: Any) -> bool:  # a gradax QuantizedArray
+        return callable(getattr(leaf, "with_codes", None))
+
     by_path = {tuple(path): leaf for path, leaf in param_leaves}
 
     def tie(path: tuple, leaf: Any) -> Any:
@@ -77,6 +84,8 @@ def shard_state_like_params(state: Any, params: Any) -> Any:
             param = by_path.get(tuple(path[start:]))
             if param is None:
                 continue
+            if is_quantized(leaf):  # its codes are shaped like the parameter
+                return leaf.with_codes(tie(path, leaf.codes))
             if getattr(param, "shape", None) == getattr(leaf, "shape", ()) and (
                 getattr(leaf, "ndim", 0) > 0
             ):
@@ -84,7 +93,7 @@ def shard_state_like_params(state: Any, params: Any) -> Any:
             return leaf
         return leaf
 
-    return jax.tree_util.tree_map_with_path(tie, state)
+    return jax.tree_util.tree_map_with_path(tie, state, is_leaf=is_quantized)
 
 
 def replicate(x: jax.Array) -> tuple[jax.Array, Any]:

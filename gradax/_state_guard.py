@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._quantized import is_quantized
 from ._treecheck import tree_difference
 
 
@@ -41,14 +42,23 @@ def _aval(x: Any) -> tuple[tuple[int, ...], Any, bool] | None:
 
 
 def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
-    """Return ``new_state`` cast to the structure/dtypes/weak types of the old."""
-    new_leaves, new_def = jax.tree_util.tree_flatten_with_path(new_state)
-    old_leaves, old_def = jax.tree_util.tree_flatten(old_state)
+    """Return ``new_state`` cast to the structure/dtypes/weak types of the old.
+
+    A leaf stored quantized in the old state (a ``QuantizedArray``, which the
+    hooks read as a float32 array) is stored again the same way.
+    """
+    new_leaves, new_def = jax.tree_util.tree_flatten_with_path(
+        new_state, is_leaf=is_quantized
+    )
+    old_leaves, old_def = jax.tree_util.tree_flatten(old_state, is_leaf=is_quantized)
     if new_def != old_def:
         message = tree_difference(new_state, old_state, "new state", "old state")
         raise TypeError(f"{owner}.update changed the structure of its state: {message}")
     out = []
     for (path, new), old in zip(new_leaves, old_leaves, strict=True):
+        if is_quantized(old):
+            out.append(new if is_quantized(new) else old.store_like(new))
+            continue
         want, have = _aval(old), _aval(new)
         if want is None or have is None or want == have:
             out.append(new)

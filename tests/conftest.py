@@ -14,8 +14,11 @@ hypothesis.settings.register_profile(
 hypothesis.settings.load_profile("gradax")
 
 # Helper scripts, not test modules: keep --doctest-modules from importing them
-# (the worker parses sys.argv; the golden-file maker needs torch).
-collect_ignore = ["multihost_worker.py", "golden/make_torch_muon.py"]
+# (the workers parse sys.argv).
+collect_ignore = [
+    "multihost_worker.py",
+    "resume_worker.py",
+]
 
 
 import jax  # noqa: E402

@@ -11,6 +11,8 @@ import optax
 import registry_adaptive
 import registry_beyond
 import registry_contrib
+import registry_field
+import registry_memory
 import registry_muon
 import registry_sign
 from registry_base import Entry, entry_id
@@ -248,4 +250,6 @@ ENTRIES: list[Entry] = [
     *registry_contrib.ENTRIES,
     *registry_beyond.ENTRIES,
     *registry_muon.ENTRIES,
+    *registry_field.ENTRIES,
+    *registry_memory.ENTRIES,
 ]

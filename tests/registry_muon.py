@@ -31,6 +31,13 @@ AUTO = dict(muon_weight_dimension_numbers="auto")
 
 ENTRIES: list[Entry] = [
     # The lead adds muon's own entries (muon, scale_by_muon, ...) here.
+    # Any transformation for the leaves that are not matrices (adam=).
+    Entry(
+        "muon",
+        dict(learning_rate=0.05, adam=gradax.adam(0.01, b1=0.9, b2=0.95), **AUTO),
+        schedule_arg="beta",
+        **NO_OPTAX,
+    ),
     # NorMuon, AdaMuon, Dion, Dion2: optax has none of them.
     Entry(
         "normuon",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from gradax.cli import bench_report, main, tune
 from gradax.cli import data as data_lib
-from gradax.cli import main
-from gradax.cli.bench import figures, run_one
+from gradax.cli.bench import run_one
+from gradax.cli.benchmarks.common import comparison
+from gradax.cli.demo import OPTIMIZERS, RunSpec
 
 TINY = ["--context", "16", "--d-model", "16", "--layers", "1", "--heads", "2"]
 TEXT = textwrap.dedent(
@@ -158,6 +161,104 @@ def test_optimizer_lr_suffix(text_file, tmp_path):
     assert results["reference"] == "adamw:1e-3"
 
 
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_every_optimizer_has_a_grid_of_three_spanning_ten(name):
+    grid = tune.grid_for(name, OPTIMIZERS[name].learning_rate)
+    assert len(grid) >= 3 and grid == sorted(grid)
+    assert grid[-1] / grid[0] >= 10 * (1 - 1e-9)  # the rounding to 3 digits
+    assert OPTIMIZERS[name].learning_rate in grid  # the default is tried too
+
+
+def test_families_choose_their_grids():
+    assert tune.family("adamw") == "adaptive"
+    assert tune.family("muon") == tune.family("dion") == "orthogonal"
+    assert tune.family("lion") == "sign" and tune.family("sgd") == "sgd"
+    assert tune.grid_for("lion", 3e-3) == [3e-4, 9e-4, 3e-3]  # below AdamW's
+    assert tune.grid_for("adamw", 3e-3) == [9e-4, 3e-3, 9e-3]
+    assert tune.grid_for("adamw", 1e-3, (0.5, 2.0)) == [5e-4, 2e-3]
+
+
+def test_parse_grid():
+    assert tune.parse_grid(" 3, 1,0.3,1 ") == (0.3, 1.0, 3.0)
+    for text, word in (("", "empty"), (" , ", "empty"), ("1,x", "number")):
+        with pytest.raises(tune.GridError, match=word):
+            tune.parse_grid(text)
+    for text in ("0,1", "-1", "nan", "inf"):
+        with pytest.raises(tune.GridError, match="positive"):
+            tune.parse_grid(text)
+
+
+def test_demo_tune(text_file, tmp_path, capsys):
+    results = demo(
+        tmp_path,
+        "--data",
+        str(text_file),
+        "--steps",
+        "6",
+        "--tune",
+        "--tune-steps",
+        "3",
+        "--optimizers",
+        "adamw,sgd:0.1",
+        "--grid",
+        "0.3,1",
+    )
+    tuning = results["tuning"]
+    assert list(tuning) == ["adamw", "sgd:0.1"]
+    assert tuning["sgd:0.1"]["grid"] == [0.03, 0.1]  # around the rate given
+    for label, t in tuning.items():
+        assert t["steps"] == 3 and None not in t["val_loss"]
+        finite = [
+            (loss, lr)
+            for loss, lr in zip(t["val_loss"], t["grid"], strict=True)
+            if loss is not None
+        ]
+        assert t["best_learning_rate"] == min(finite)[1]
+        # The final comparison trains with the kept rate.
+        assert results["optimizers"][label]["learning_rate"] == t["best_learning_rate"]
+        assert len(results["optimizers"][label]["train_loss"]) == 6
+    out = capsys.readouterr().out
+    assert "learning-rate sweep: 3 steps per run" in out
+    assert "with each optimizer at its best rate of the sweep" in out
+    assert (tmp_path / "tune.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_sweep_records_divergence_and_keeps_the_best():
+    class Diverged(Exception):
+        pass
+
+    losses = {0.9: 2.0, 3.0: 1.5, 9.0: None}  # a None loss: diverged
+
+    def train(spec, progress):
+        loss = losses[spec.learning_rate]
+        if loss is None:
+            raise Diverged
+        return {"final_val_loss": loss}
+
+    specs = [RunSpec("sgd", "sgd", 3.0)]
+    no_bar = lambda labels: contextlib.nullcontext(lambda *a: None)  # noqa: E731
+    tuning = tune.sweep(specs, 5, (0.3, 1, 3), train, no_bar, Diverged)
+    assert tuning["sgd"] == {
+        "optimizer": "sgd",
+        "family": "sgd",
+        "steps": 5,
+        "grid": [0.9, 3.0, 9.0],
+        "val_loss": [2.0, 1.5, None],
+        "best_learning_rate": 3.0,
+        "best_at_edge": False,
+    }
+    assert tune.tuned(specs, tuning)[0].learning_rate == 3.0
+    losses[3.0] = losses[0.9] = None  # every rate diverges: one clear error
+    tuning = tune.sweep(specs, 5, (0.3, 1, 3), train, no_bar, Diverged)
+    with pytest.raises(ValueError, match="diverged at every rate"):
+        tune.tuned(specs, tuning)
+
+
+def test_demo_without_tune_has_no_sweep(file_run):
+    out, results = file_run
+    assert results["tuning"] is None and not (out / "tune.png").exists()
+
+
 # ----------------------------------------------------------------------------
 # Bad input: one line on stderr, exit status 2, no traceback.
 
@@ -183,6 +284,12 @@ def bad_cases(tmp: Path, text_file: Path) -> dict[str, tuple[list[str], str]]:
         "heads": ([*data, "--d-model", "30", "--heads", "4"], "multiple"),
         "out is a file": ([*data, "--out", str(a_file)], "not a directory"),
         "out under a file": ([*data, "--out", str(a_file / "sub")], "cannot write"),
+        "empty grid": ([*data, "--tune", "--grid", ""], "--grid '' is empty"),
+        "grid of commas": ([*data, "--tune", "--grid", ",,"], "is empty"),
+        "zero in grid": ([*data, "--tune", "--grid", "0,1"], "positive"),
+        "grid without tune": ([*data, "--grid", "1,3"], "needs --tune"),
+        "tune steps without tune": ([*data, "--tune-steps", "3"], "needs --tune"),
+        "zero tune steps": ([*data, "--tune", "--tune-steps", "0"], "positive"),
     }
 
 
@@ -244,8 +351,7 @@ def test_bench_runner_outcomes(tmp_path):
         "ok",
         """
         def run(quick):
-            return {"benchmark": "b", "seconds": {"a": 0.002 if quick else 1.5},
-                    "ratio": 0.5, "nested": {"x": 3}}
+            return {"benchmark": "b", "seconds": {"gradax": 0.002, "optax": 0.004}}
         """,
     )
     needs = write_bench(
@@ -256,29 +362,114 @@ def test_bench_runner_outcomes(tmp_path):
     broken = write_bench(tmp_path, "broken", "def run(quick):\n    1 / 0\n")
     outcome = run_one(ok, quick=True)
     assert outcome["status"] == "ok"
-    assert figures(outcome["result"]) == [
-        ("a time", "2.00 ms"),
-        ("ratio", "0.5"),
-        ("nested/x", "3"),
-    ]
+    # A result without "comparisons" gives a row per reference in "seconds".
+    (row,) = bench_report.comparison_rows({"ok": outcome})
+    assert (row["benchmark"], row["reference"], row["ratio"]) == ("ok", "optax", 0.5)
     assert run_one(needs, quick=True)["status"] == "skipped"
     failed = run_one(broken, quick=False)
     assert failed["status"] == "failed" and "ZeroDivisionError" in failed["note"]
 
 
-def test_bench_cli_on_a_folder(tmp_path, capsys):
+def fake_outcomes() -> dict:
+    """Two benchmarks' results as a benchmark module returns them."""
+    muon = [
+        comparison("muon x1", 0.05, "optax", 0.1, "matmul", 0.04),
+        comparison("muon x1", 0.05, "torch", 2.5, "matmul", 0.04),
+    ]
+    lbfgs = [comparison("lbfgs", 0.2, "scipy", 1.0)]
+    return {
+        "muon": {
+            "status": "ok",
+            "result": {"comparisons": muon, "notes": ["a muon note"], "threads": 2},
+        },
+        "lbfgs": {"status": "ok", "result": {"comparisons": lbfgs, "notes": []}},
+        "gone": {"status": "skipped", "note": "needs optax"},
+    }
+
+
+def test_bench_table_rows_and_notes():
+    outcomes = fake_outcomes()
+    rows = bench_report.comparison_rows(outcomes)
+    assert [(r["benchmark"], r["reference"]) for r in rows] == [
+        ("muon", "optax"),
+        ("muon", "torch"),
+        ("lbfgs", "scipy"),
+    ]
+    table = bench_report.cells(rows)
+    assert table[0] == [
+        "muon x1",
+        "50.00 ms",
+        "optax",
+        "100.00 ms",
+        "0.50",
+        "matmul",
+        "40.00 ms",
+        "80%",
+    ]
+    assert table[1][0] == ""  # the label is shown once per benchmark
+    assert table[2][4:] == ["0.20", "-", "-", "-"]  # no floor for a whole solve
+    notes = bench_report.notes(outcomes, True, {"optax": True, "torch": False})
+    assert notes[0].startswith("quick mode") and "noisy" in notes[0]
+    assert any("torch is not installed" in line for line in notes)
+    assert "a muon note" in notes and "gone: skipped: needs optax" in notes
+    assert not any("optax is not installed" in line for line in notes)
+
+
+def test_bench_plot(tmp_path):
+    rows = bench_report.comparison_rows(fake_outcomes())
+    path = tmp_path / "ratios.png"
+    assert bench_report.plot(rows, path, quick=False)
+    assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_bench_cli_on_a_folder(tmp_path, capsys, monkeypatch):
     write_bench(
         tmp_path,
         "ok",
-        'def run(quick):\n    return {"benchmark": "fake", "seconds": {"g": 0.5}}\n',
+        """
+        def run(quick):
+            rows = [{"label": "fake row", "gradax_seconds": 0.5,
+                     "reference": "ref", "reference_seconds": 1.0, "ratio": 0.5,
+                     "floor": None, "floor_seconds": None,
+                     "fraction_of_floor": None}]
+            return {"comparisons": rows, "notes": ["fake note"]}
+        """,
     )
     out = tmp_path / "figures.json"
-    assert main(["bench", "--dir", str(tmp_path), "--quick", "--json", str(out)]) == 0
+    monkeypatch.chdir(tmp_path.parent)  # a relative --dir
+    assert main(["bench", "--dir", tmp_path.name, "--quick", "--json", str(out)]) == 0
     figures_json = json.loads(out.read_text())
-    assert figures_json["benchmarks"]["ok"]["result"]["seconds"] == {"g": 0.5}
-    assert "fake" in capsys.readouterr().out
-    assert main(["bench", "--dir", str(tmp_path), "--only", "nope"]) == 2
-    assert "unknown benchmark nope" in capsys.readouterr().err
+    assert figures_json["comparisons"][0]["ratio"] == 0.5
+    assert figures_json["benchmarks"]["ok"]["status"] == "ok"
+    printed = capsys.readouterr().out
+    assert "fake row" in printed and "- fake note" in printed
+    assert printed.index("fake row") < printed.index("fake note")  # notes below
+
+
+def bench_bad_cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    """Arguments to ``gradax bench`` and a word the error line must contain."""
+    missing = tmp / "missing" / "x.png"
+    return {
+        "unknown name": (["--only", "nope"], "unknown benchmark nope"),
+        "empty --only": (["--only", ","], "unknown benchmark"),
+        "plot in a missing folder": (["--plot", str(missing)], "does not exist"),
+        "plot is a folder": (["--plot", str(tmp / "a.png")], "is a directory"),
+        "plot suffix": (["--plot", str(tmp / "x.txt")], ".png"),
+        "json in a missing folder": (["--json", str(tmp / "no" / "x")], "does not"),
+        "dir is missing": (["--dir", str(tmp / "nope")], "not a directory"),
+    }
+
+
+@pytest.mark.parametrize("case", list(bench_bad_cases(Path("tmp"))))
+def test_bench_bad_input(case, tmp_path, capsys):
+    (tmp_path / "a.png").mkdir()
+    args, expected = bench_bad_cases(tmp_path)[case]
+    assert main(["bench", "--quick", *args]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("gradax bench: ") and expected in lines[0]
+    assert "running" not in captured.err  # nothing ran
 
 
 @pytest.fixture
@@ -304,16 +495,11 @@ def test_bench_adamw_without_optax(no_optax):
     )
     assert done.returncode == 0, done.stderr
     assert "optax is not installed" in done.stderr
-    result = json.loads(out.read_text())["benchmarks"]["adamw"]["result"]
-    assert set(result["seconds"]) == {"gradax"}
+    figures = json.loads(out.read_text())
+    result = figures["benchmarks"]["adamw"]["result"]
+    assert "optax" not in result["seconds"] and "gradax" in result["seconds"]
     assert result["ratio_gradax_over_optax"] is None
     assert result["bandwidth_floor_seconds"] > 0
-
-
-@pytest.mark.slow
-def test_bench_quick_all(tmp_path):
-    out = tmp_path / "bench.json"
-    assert main(["bench", "--quick", "--json", str(out)]) == 0
-    outcomes = json.loads(out.read_text())["benchmarks"]
-    assert {"adamw", "muon"} <= set(outcomes)
-    assert all(o["status"] == "ok" for o in outcomes.values())
+    references = [row["reference"] for row in figures["comparisons"]]
+    assert "optax" not in references and references  # gradax's row stays
+    assert "optax is not installed" in done.stdout  # a note under the table

@@ -1,4 +1,12 @@
-"""Checks every registry entry gets (see tests/registry.py)."""
+"""Checks every registry entry gets (see tests/registry.py).
+
+CI time is spent compiling, so each group of checks that can share programs
+is one test: the numbers (optax, a constant schedule, inject_hyperparams) come
+from one compiled program per entry, the protocol checks from two, and the
+state-type checks under ``cond``/``while_loop``/``scan`` from tracing alone
+(those primitives reject a state whose types change when they are traced, so
+nothing needs compiling to see it).
+"""
 
 from __future__ import annotations
 
@@ -18,10 +26,6 @@ def over(entries):
 
 ALL = over(ENTRIES)
 OPTIMIZERS = over(e for e in ENTRIES if e.optimizer)
-ROSENBROCK = over(e for e in ENTRIES if e.optimizer and e.rosenbrock_steps)
-WITH_OPTAX_TWIN = over(e for e in ENTRIES if e.optax_name != "")
-SCHEDULABLE = over(e for e in ENTRIES if e.schedule_arg)
-INJECTABLE = over(e for e in ENTRIES if e.injectable)
 DTYPES = ["float16", "bfloat16", "float32", "float64", "complex64"]
 ENTRY_DTYPES = pytest.mark.parametrize(
     "entry, dtype",
@@ -48,10 +52,6 @@ def make_params(dtype=jnp.float32):
     return out
 
 
-def target_like(params):
-    return jax.tree.map(lambda p: jnp.full_like(p, 0.5), params)
-
-
 def quadratic_grads(params, step):
     """Gradients of a quadratic around 0.5, perturbed by a step-dependent term."""
     return jax.tree.map(
@@ -65,36 +65,120 @@ def quadratic_grads(params, step):
     )
 
 
-def trajectory(tx, params, steps):
-    """Run ``steps`` updates in one compiled scan; return params and updates."""
+def _history(tx, params, steps):
+    """Params and updates after each of ``steps`` updates, in one scan."""
 
     def body(carry, step):
         p, s = carry
         g = quadratic_grads(p, step.astype(jnp.float32))
         u, s = tx.update(g, s, p)
-        return (gradax.apply_updates(p, u), s), u
+        p = gradax.apply_updates(p, u)
+        return (p, s), (p, u)
 
-    (params, _), updates = jax.lax.scan(
-        body, (params, tx.init(params)), jnp.arange(steps)
+    _, history = jax.lax.scan(body, (params, tx.init(params)), jnp.arange(steps))
+    return history
+
+
+def trajectory(tx, params, steps):
+    """Run ``steps`` updates in one compiled scan; return params and updates."""
+    history, updates = _history(tx, params, steps)
+    return jax.tree.map(lambda h: h[-1], history), updates
+
+
+def _avals(tree):
+    return jax.tree.map(
+        lambda x: (x.shape, x.dtype, bool(getattr(x, "weak_type", False))), tree
     )
-    return params, updates
+
+
+def _assert_trees_close(actual, expected, what, **tolerances):
+    leaves_a = jax.tree_util.tree_flatten_with_path(actual)[0]
+    leaves_e = jax.tree.leaves(expected)
+    assert len(leaves_a) == len(leaves_e), what
+    for (path, a), e in zip(leaves_a, leaves_e, strict=True):
+        np.testing.assert_allclose(
+            a, e, err_msg=f"{what} at {jax.tree_util.keystr(path)}", **tolerances
+        )
+
+
+def _at_step(history, index):
+    return jax.tree.map(lambda h: h[index], history)
 
 
 # ---------------------------------------------------------------------------
 
 
-@WITH_OPTAX_TWIN
-def test_equal_to_optax(entry: Entry):
-    reference = entry.build_optax()
+OPTAX_STEPS = 20
+FORM_STEPS = 5
+
+
+@ALL
+def test_same_numbers_in_every_form(entry: Entry):
+    """Equal to optax's twin; a constant schedule and inject_hyperparams equal
+    the plain transformation. One compiled program for all of them."""
     params = make_params()
-    ours = jax.jit(lambda p: trajectory(entry.build(), p, 20))(params)
-    theirs = jax.jit(lambda p: trajectory(reference, p, 20))(params)
-    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
-        np.testing.assert_allclose(a, b, rtol=entry.rtol, atol=1e-6)
+    forms = {"plain": (entry.build(), OPTAX_STEPS)}
+    if entry.optax_name != "":
+        forms["optax"] = (entry.build_optax(), OPTAX_STEPS)
+    if entry.schedule_arg:
+        value = entry.kwargs.get(entry.schedule_arg)
+        if value is None:
+            value = getattr(entry.build(), entry.schedule_arg)
+
+        def constant(count):
+            # Depends on the traced count, so the schedule path really runs.
+            return jnp.asarray(value, jnp.float32) + 0.0 * count
+
+        scheduled = entry.build(**{entry.schedule_arg: constant})
+        # The state's tree is the same (a checkpoint survives the switch).
+        plain_state = jax.eval_shape(entry.build().init, params)
+        scheduled_state = jax.eval_shape(scheduled.init, params)
+        assert jax.tree.structure(plain_state) == jax.tree.structure(scheduled_state)
+        forms["scheduled"] = (scheduled, FORM_STEPS)
+    if entry.injectable:
+        injected = gradax.inject_hyperparams(entry.factory)(**entry.kwargs)
+        forms["injected"] = (injected, FORM_STEPS)
+
+    results = jax.jit(
+        lambda p: {name: _history(tx, p, n) for name, (tx, n) in forms.items()}
+    )(params)
+    plain = results["plain"]
+    if "optax" in results:
+        _assert_trees_close(
+            plain, results["optax"], "against optax", rtol=entry.rtol, atol=1e-6
+        )
+    if "scheduled" in results:
+        # The scalar is folded into the compiled program as a constant, the
+        # schedule's value is not; XLA may round the two differently by 1 ulp,
+        # which Adam's near-cancelling moments amplify on tiny entries.
+        _assert_trees_close(
+            _at_step(results["scheduled"], slice(None)),
+            _at_step(plain, slice(0, FORM_STEPS)),
+            "constant schedule against the scalar",
+            rtol=1e-6,
+            atol=1e-7,
+        )
+    if "injected" in results:
+        # Injected values are float32 arrays, so ``1 - b2`` is computed in
+        # float32 (1.3e-5 relative error for b2=0.999) where a Python float is
+        # folded in float64 first. optax's inject_hyperparams differs from
+        # plain optax by the same 6.7e-6 on this test.
+        _assert_trees_close(
+            results["injected"],
+            _at_step(plain, slice(0, FORM_STEPS)),
+            "inject_hyperparams against plain",
+            rtol=2e-5,
+            atol=1e-6,
+        )
 
 
 def _loss_parabola(p):
     return sum(jnp.sum((x - 0.5) ** 2) for x in jax.tree.leaves(p))
+
+
+def _rosenbrock(p):
+    x, y = p["xy"][0], p["xy"][1]
+    return (1 - x) ** 2 + 100 * (y - x**2) ** 2
 
 
 def _run(tx, loss, params, steps):
@@ -108,47 +192,63 @@ def _run(tx, loss, params, steps):
 
 
 @OPTIMIZERS
-def test_converges_on_parabola(entry: Entry):
+def test_converges(entry: Entry):
+    """Descends a parabola (500 steps) and, where the entry says, Rosenbrock."""
     tx = entry.build(**(entry.converge_kwargs or {}))
-    params = make_params()
-    final = jax.jit(lambda p: _run(tx, _loss_parabola, p, 500))(params)
-    assert _loss_parabola(final) < 1e-3 * _loss_parabola(params)
+    parabola = make_params()
+    rosenbrock = {"xy": jnp.array([-1.2, 1.0])}
 
+    @jax.jit
+    def both(parabola, rosenbrock):
+        out = {"parabola": _run(tx, _loss_parabola, parabola, 500)}
+        if entry.rosenbrock_steps:
+            out["rosenbrock"] = _run(
+                tx, _rosenbrock, rosenbrock, entry.rosenbrock_steps
+            )
+        return out
 
-def _rosenbrock(p):
-    x, y = p["xy"][0], p["xy"][1]
-    return (1 - x) ** 2 + 100 * (y - x**2) ** 2
-
-
-@ROSENBROCK
-def test_converges_on_rosenbrock(entry: Entry):
-    tx = entry.build(**(entry.converge_kwargs or {}))
-    params = {"xy": jnp.array([-1.2, 1.0])}
-    final = jax.jit(lambda p: _run(tx, _rosenbrock, p, entry.rosenbrock_steps))(params)
-    assert _rosenbrock(final) < 1e-3, final
+    final = both(parabola, rosenbrock)
+    assert _loss_parabola(final["parabola"]) < 1e-3 * _loss_parabola(parabola)
+    if entry.rosenbrock_steps:
+        assert _rosenbrock(final["rosenbrock"]) < 1e-3, final["rosenbrock"]
 
 
 @ALL
-def test_no_recompile(entry: Entry):
+def test_protocol(entry: Entry):
+    """No device work at construction; a pytree that compares equal; ``init``
+    on abstract arrays; built in one trace and used in another as a ``jit``
+    argument; unknown extra arguments accepted; no recompile after the first
+    step, even for a freshly built equal transformation."""
+    with jax.transfer_guard("disallow"):
+        entry.build()
     tx = entry.build()
+    assert tx == entry.build()
+    assert jax.tree.unflatten(*reversed(jax.tree.flatten(tx))) == tx
+
     params = make_params()
+    abstract = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), params)
+    abstract_state = jax.eval_shape(tx.init, abstract)
+
+    holder = {}
+
+    @jax.jit
+    def build_and_init(p):
+        holder["tx"] = entry.build()
+        return holder["tx"].init(p)
+
+    state = build_and_init(params)
+    assert _avals(abstract_state) == _avals(state), "init on ShapeDtypeStruct"
+
     traces = []
 
     @jax.jit
-    def step(state, grads, params):
+    def step(t, s, g, p):
         traces.append(None)
-        return tx.update(grads, state, params)
+        return t.update(g, s, p, unknown_arg=3)
 
-    state = tx.init(params)
-    for i in range(3):
-        _, state = step(state, quadratic_grads(params, float(i)), params)
-    assert len(traces) == 1
-
-
-def _avals(tree):
-    return jax.tree.map(
-        lambda x: (x.shape, x.dtype, bool(getattr(x, "weak_type", False))), tree
-    )
+    for i, t in enumerate([holder["tx"], entry.build(), holder["tx"]]):
+        _, state = step(t, state, quadratic_grads(params, float(i)), params)
+    assert len(traces) == 1, "the step recompiled"
 
 
 @ENTRY_DTYPES
@@ -159,15 +259,10 @@ def test_state_stable_under_control_flow(entry: Entry, dtype: str):
         value = jnp.asarray(1.0, jnp.float16 if dtype == "float32" else jnp.float32)
         tx = entry.build()
         grads = quadratic_grads(params, 1.0)
-        state = tx.init(params)
 
         def step(s):
             return tx.update(grads, s, params, value=value)[1]
 
-        # One compiled program for the four uses (eager op-by-op dispatch
-        # took 0.9 s of a check's 1.3 s). ``cond``, ``while_loop`` and
-        # ``scan`` reject a step whose state types differ from its input's.
-        @jax.jit
         def every_use(s):
             updates, new_state = tx.update(grads, s, params, value=value)
             jax.lax.cond(True, step, lambda s: s, s)
@@ -177,113 +272,20 @@ def test_state_stable_under_control_flow(entry: Entry, dtype: str):
             jax.lax.scan(lambda s, _: (step(s), None), s, None, length=2)
             return updates, new_state
 
-        updates, new_state = every_use(state)
+        # Tracing is the check: cond, while_loop and scan reject a step whose
+        # state types differ from its input's, and eval_shape reports the
+        # types ``update`` returns, weak types included.
+        state = jax.eval_shape(tx.init, params)
+        updates, new_state = jax.eval_shape(every_use, state)
         assert _avals(new_state) == _avals(state)
         assert jax.tree.map(lambda u: u.dtype, updates) == jax.tree.map(
             lambda g: g.dtype, grads
         )
 
 
-@SCHEDULABLE
-def test_constant_schedule_equals_scalar(entry: Entry):
-    value = entry.kwargs.get(entry.schedule_arg)
-    if value is None:
-        value = getattr(entry.build(), entry.schedule_arg)
-
-    def constant(count):
-        # Depends on the traced count, so the schedule path really runs.
-        return jnp.asarray(value, jnp.float32) + 0.0 * count
-
-    params = make_params()
-    plain = jax.jit(lambda p: trajectory(entry.build(), p, 5))(params)
-    scheduled_tx = entry.build(**{entry.schedule_arg: constant})
-    # The state's tree is the same (a checkpoint survives the switch).
-    plain_state = jax.eval_shape(entry.build().init, params)
-    scheduled_state = jax.eval_shape(scheduled_tx.init, params)
-    assert jax.tree.structure(plain_state) == jax.tree.structure(scheduled_state)
-    scheduled = jax.jit(lambda p: trajectory(scheduled_tx, p, 5))(params)
-    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(scheduled), strict=True):
-        # The scalar is folded into the compiled program as a constant, the
-        # schedule's value is not; XLA may round the two differently by 1 ulp,
-        # which Adam's near-cancelling moments amplify on tiny entries.
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-
-
-@INJECTABLE
-def test_inject_hyperparams_equals_plain(entry: Entry):
-    params = make_params()
-    plain = jax.jit(lambda p: trajectory(entry.build(), p, 5))(params)
-    injected_tx = gradax.inject_hyperparams(entry.factory)(**entry.kwargs)
-    injected = jax.jit(lambda p: trajectory(injected_tx, p, 5))(params)
-    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(injected), strict=True):
-        # Injected values are float32 arrays, so ``1 - b2`` is computed in
-        # float32 (1.3e-5 relative error for b2=0.999) where a Python float is
-        # folded in float64 first. optax's inject_hyperparams differs from
-        # plain optax by the same 6.7e-6 on this test.
-        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
-
-
 @ALL
-def test_unknown_extra_args_accepted(entry: Entry):
-    tx = entry.build()
-    params = make_params()
-    state = tx.init(params)
-    jax.jit(lambda s, g, p: tx.update(g, s, p, unknown_arg=3))(
-        state, quadratic_grads(params, 0.0), params
-    )
-
-
-@ALL
-def test_abstract_init(entry: Entry):
-    tx = entry.build()
-    params = make_params()
-    abstract = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), params)
-    shapes = jax.eval_shape(tx.init, abstract)
-    concrete = tx.init(params)
-    assert jax.tree.map(lambda x: (x.shape, x.dtype), shapes) == jax.tree.map(
-        lambda x: (x.shape, x.dtype), concrete
-    )
-
-
-@ALL
-def test_construction_touches_no_device(entry: Entry):
-    with jax.transfer_guard("disallow"):
-        entry.build()
-
-
-@ALL
-def test_built_in_one_trace_used_in_another(entry: Entry):
-    holder = {}
-    params = make_params()
-
-    @jax.jit
-    def build_and_init(p):
-        holder["tx"] = entry.build()
-        return holder["tx"].init(p)
-
-    state = build_and_init(params)
-    grads = quadratic_grads(params, 0.0)
-    jax.jit(lambda s, g, p: holder["tx"].update(g, s, p))(state, grads, params)
-
-
-@ALL
-def test_is_pytree_and_jit_argument(entry: Entry):
-    tx = entry.build()
-    assert tx == entry.build()
-    assert jax.tree.unflatten(*reversed(jax.tree.flatten(tx))) == tx
-    params = make_params()
-    state = tx.init(params)
-    jax.jit(lambda t, s, g, p: t.update(g, s, p))(
-        tx, state, quadratic_grads(params, 0.0), params
-    )
-
-
-@ALL
-@pytest.mark.parametrize("axis_type", ["Auto", "Explicit"])
-def test_sharded_equals_unsharded(entry: Entry, axis_type: str):
+def test_sharded_equals_unsharded(entry: Entry):
     assert len(jax.devices()) >= 8, "conftest sets XLA_FLAGS for 8 CPU devices"
-    kind = getattr(jax.sharding.AxisType, axis_type)
-    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
     spec = jax.sharding.PartitionSpec
     keys = jax.random.split(jax.random.key(1), 3)
     params = {
@@ -296,30 +298,37 @@ def test_sharded_equals_unsharded(entry: Entry, axis_type: str):
     tx = entry.build()
     step = jax.jit(lambda s, g, p: tx.update(g, s, p))
     single, _ = step(jax.jit(tx.init)(params), grads, params)
-    shardings = {
-        "s": jax.NamedSharding(mesh, spec()),
-        "v": jax.NamedSharding(mesh, spec("a")),
-        "m": jax.NamedSharding(mesh, spec("a", None)),
-        "t": jax.NamedSharding(mesh, spec(None, None, "b")),
-    }
-    with jax.set_mesh(mesh):
-        sharded_params = jax.device_put(params, shardings)
-        state = jax.jit(tx.init)(sharded_params)
-        # State shaped like a parameter carries its sharding: from the types
-        # under Explicit axes, from the init wrapper's shard_alike under Auto.
-        for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
-            key = getattr(path[-1], "key", None)
-            if key in params and leaf.shape == params[key].shape and leaf.ndim:
-                sharding = shardings[key]
-                assert leaf.sharding.is_equivalent_to(sharding, leaf.ndim), path
-        updates, _ = step(state, jax.device_put(grads, shardings), sharded_params)
     # Sharded sums add in another order (float32 rounding, ~1e-7 relative).
     # Matrix functions (Shampoo's inverse roots, Dion2's Newton-Schulz on a
     # small random matrix) amplify that by their conditioning: seen up to
     # 5e-6 absolute on leaves of size ~0.1, so they are compared at 1e-4 of
     # the leaf's largest entry (a sharding bug is off by order one).
     matrix_function = any(k in entry.name for k in ("shampoo", "soap", "dion"))
-    for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(updates), strict=True):
-        scale = float(np.max(np.abs(a))) if np.size(a) else 0.0
-        atol = max(1e-6, 1e-4 * scale) if matrix_function else 1e-6
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=atol)
+    for axis_type in ("Auto", "Explicit"):
+        kind = getattr(jax.sharding.AxisType, axis_type)
+        mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
+        shardings = {
+            "s": jax.NamedSharding(mesh, spec()),
+            "v": jax.NamedSharding(mesh, spec("a")),
+            "m": jax.NamedSharding(mesh, spec("a", None)),
+            "t": jax.NamedSharding(mesh, spec(None, None, "b")),
+        }
+        with jax.set_mesh(mesh):
+            sharded_params = jax.device_put(params, shardings)
+            state = jax.jit(tx.init)(sharded_params)
+            # State shaped like a parameter carries its sharding: from the
+            # types under Explicit axes, from the init wrapper's shard_alike
+            # under Auto.
+            for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
+                key = getattr(path[-1], "key", None)
+                if key in params and leaf.shape == params[key].shape and leaf.ndim:
+                    sharding = shardings[key]
+                    assert leaf.sharding.is_equivalent_to(sharding, leaf.ndim), (
+                        axis_type,
+                        path,
+                    )
+            updates, _ = step(state, jax.device_put(grads, shardings), sharded_params)
+        for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(updates), strict=True):
+            scale = float(np.max(np.abs(a))) if np.size(a) else 0.0
+            atol = max(1e-6, 1e-4 * scale) if matrix_function else 1e-6
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=atol, err_msg=axis_type)

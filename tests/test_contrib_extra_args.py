@@ -254,21 +254,28 @@ def test_state_stable_under_control_flow(case, dtype):
         tx = case.make()
         grads = jax.grad(loss_fn)(params)
         extra = case.extra(params, value)
-        state = tx.init(params)
 
         def step(s):
             return tx.update(grads, s, params, **extra)[1]
 
-        updates, new_state = tx.update(grads, state, params, **extra)
+        def every_use(s):
+            out = tx.update(grads, s, params, **extra)
+            jax.lax.cond(True, step, lambda s: s, s)
+            jax.lax.while_loop(
+                lambda c: c[0] < 2, lambda c: (c[0] + 1, step(c[1])), (0, s)
+            )
+            jax.lax.scan(lambda s, _: (step(s), None), s, None, length=2)
+            return out
+
+        # Tracing is the check (see test_conformance): cond, while_loop and
+        # scan reject a state whose types change, and eval_shape reports the
+        # types update returns, weak types included.
+        state = jax.eval_shape(tx.init, params)
+        updates, new_state = jax.eval_shape(every_use, state)
         assert _avals(new_state) == _avals(state)
         assert jax.tree.map(lambda u: u.dtype, updates) == jax.tree.map(
             lambda g: g.dtype, grads
         )
-        jax.lax.cond(True, step, lambda s: s, state)
-        jax.lax.while_loop(
-            lambda c: c[0] < 2, lambda c: (c[0] + 1, step(c[1])), (0, state)
-        )
-        jax.lax.scan(lambda s, _: (step(s), None), state, None, length=2)
 
 
 @over_cases
@@ -298,18 +305,26 @@ def test_constant_schedule_equals_scalar(case):
         return jnp.asarray(value, jnp.float32) + 0.0 * count
 
     params = make_params()
-    plain = trajectory(case.make(), case, params, 5)
-    scheduled = trajectory(case.make(**{case.schedule_arg: constant}), case, params, 5)
+    scheduled_tx = case.make(**{case.schedule_arg: constant})
+    plain, scheduled = jax.jit(
+        lambda p: (
+            trajectory(case.make(), case, p, 5),
+            trajectory(scheduled_tx, case, p, 5),
+        )
+    )(params)
     _assert_close(plain, scheduled, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.injectable], ids=str)
 def test_inject_hyperparams_equals_plain(case):
     params = make_params()
-    plain = trajectory(case.make(), case, params, 5)
-    injected = trajectory(
-        gradax.inject_hyperparams(case.build)(**case.kwargs), case, params, 5
-    )
+    injected_tx = gradax.inject_hyperparams(case.build)(**case.kwargs)
+    plain, injected = jax.jit(
+        lambda p: (
+            trajectory(case.make(), case, p, 5),
+            trajectory(injected_tx, case, p, 5),
+        )
+    )(params)
     # float32 hyperparameters against Python floats; see test_conformance.
     _assert_close(plain, injected, rtol=2e-5, atol=1e-6)
 

@@ -269,12 +269,41 @@ CASES = {
 }
 
 
+def _updates_along(tx, path):
+    """``tx``'s updates with the params at each step taken from ``path``."""
+
+    def body(s, xs):
+        step, p = xs
+        u, s = tx.update(_grads(p, step.astype(jnp.float32)), s, p)
+        return s, u
+
+    steps = jax.tree.leaves(path)[0].shape[0]
+    start = jax.tree.map(lambda x: x[0], path)
+    return jax.jit(
+        lambda path: jax.lax.scan(body, tx.init(start), (jnp.arange(steps), path))[1]
+    )(path)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_numbers_match_optax(case):
+    # Both run at the params of optax's own trajectory, so a rounding
+    # difference does not compound through the params: run freely, 20
+    # steps of these sign-like updates amplify a 1-ulp change of the start
+    # to up to 28 times the tolerance (acprop_masked; galore 1.1), and the
+    # check passed only while both compiled to the same rounding. Along a
+    # fixed path a 1-ulp change of every input still moves optax's own
+    # updates by up to 1.65 times (1e-6 + 1e-5 |u|) (scale_by_acprop, where
+    # the gradient meets its mean), hence 4 times that here.
     params = _params()
-    ours = _trajectory(_run(CASES[case](gradax), params))
-    theirs = _trajectory(_run(CASES[case](optax), params))
-    _assert_close(ours, theirs)
+    _, optax_updates = _run(CASES[case](optax), params)
+
+    def before_each_step(p, u):
+        return p + jnp.concatenate([jnp.zeros_like(u[:1]), jnp.cumsum(u, 0)[:-1]])
+
+    path = jax.tree.map(before_each_step, params, optax_updates)
+    ours = _updates_along(CASES[case](gradax), path)
+    theirs = _updates_along(CASES[case](optax), path)
+    _assert_close(ours, theirs, rtol=4e-5, atol=4e-6)
 
 
 def test_split_real_and_imaginary_on_complex_params_matches_optax():
@@ -517,8 +546,8 @@ def test_galore_state_shapes():
     shapes = jax.tree.map(jnp.shape, state.projector)
     # (16, 8): left, 16 x 4; (6, 12) seen as 12 x 6: left; (4, 3, 5) as 20 x 3.
     assert shapes == {
-        "s": (0, 0),
-        "v": (0, 0),
+        "s": gradax.MaskedNode(),  # not projected: no projector to save
+        "v": gradax.MaskedNode(),
         "m": (16, 4),
         "w": (12, 4),
         "t": (20, 3),

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import inspect
-import json
 import warnings
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -111,92 +109,8 @@ def test_scale_by_muon_equals_optax_on_stacked_weights():
 
 
 # --- Other conventions ----------------------------------------------------------
-
-GOLDEN = json.loads((Path(__file__).parent / "golden" / "torch_muon.json").read_text())
-
-
-def _torch_like_run(adjust_lr_fn, precision):
-    """gradax with torch.optim.Muon's settings, on the golden run's inputs."""
-    # torch stores (out, in); JAX's x @ W layout is the transpose.
-    params = {
-        n: jnp.asarray(np.asarray(v, np.float32).T)
-        for n, v in GOLDEN["initial"].items()
-    }
-    tx = gradax.muon(
-        GOLDEN["lr"],
-        beta=GOLDEN["momentum"],
-        eps=GOLDEN["eps"],
-        weight_decay=GOLDEN["weight_decay"],
-        bias_correction=False,
-        consistent_rms=None if adjust_lr_fn is None else 0.2,
-        precision=precision,
-        method="ns",
-    )
-    state = tx.init(params)
-    for grads in GOLDEN["gradients"]:
-        grads = {n: jnp.asarray(np.asarray(g, np.float32).T) for n, g in grads.items()}
-        updates, state = tx.update(grads, state, params)
-        params = gradax.apply_updates(params, updates)
-    return {n: np.asarray(p).T for n, p in params.items()}
-
-
-@pytest.mark.parametrize("adjust_lr_fn", [None, "match_rms_adamw"])
-def test_torch_conventions_in_float32(adjust_lr_fn):
-    ours = _torch_like_run(adjust_lr_fn, None)
-    golden = GOLDEN["runs"][f"{adjust_lr_fn}-float32"]
-    for name, value in ours.items():
-        np.testing.assert_allclose(value, np.asarray(golden[name]), atol=2e-6)
-
-
-@pytest.mark.parametrize("adjust_lr_fn", [None, "match_rms_adamw"])
-def test_torch_shipped_bfloat16(adjust_lr_fn):
-    ours = _torch_like_run(adjust_lr_fn, "bfloat16")
-    golden = GOLDEN["runs"][f"{adjust_lr_fn}-bfloat16"]
-    exact32 = GOLDEN["runs"][f"{adjust_lr_fn}-float32"]
-    for name, value in ours.items():
-        torch_bf16 = np.asarray(golden[name])
-        reference = np.asarray(exact32[name])
-        # Two bfloat16 iterations that round in different places differ by
-        # about as much as bfloat16 differs from float32 (measured: up to
-        # 1.5x on this run). Ours must be as accurate as torch's, within 3x,
-        # and as close to torch's as torch's is to float32, within 3x.
-        drift = np.abs(torch_bf16 - reference).max()
-        assert 0 < drift < 5e-3
-        assert np.abs(value - reference).max() <= 3 * drift
-        assert np.abs(value - torch_bf16).max() <= 3 * drift
-
-
-def _numpy_ns(x, steps=5, eps=1e-7):
-    a, b, c = 3.4445, -4.7750, 2.0315
-    wide = x.shape[0] <= x.shape[1]
-    x = x if wide else x.T
-    x = x / (np.linalg.norm(x) + eps)
-    for _ in range(steps):
-        gram = x @ x.T
-        x = a * x + (b * gram + c * gram @ gram) @ x
-    return x if wide else x.T
-
-
-def test_moonlight_convention_matches_its_update_rule():
-    """Summed momentum, Nesterov g + beta m, 0.2 sqrt(max) scale, W(1 - lr wd)."""
-    lr, wd, beta = 0.01, 0.1, 0.95
-    w = np.asarray(jax.random.normal(jax.random.key(3), (6, 10)), np.float64)
-    params = {"w": jnp.asarray(w, jnp.float32)}
-    tx = gradax.muon(
-        lr, beta=beta, eps=1e-7, weight_decay=wd, momentum="sum", consistent_rms=0.2
-    )
-    state = tx.init(params)
-    m = np.zeros_like(w)
-    for step in range(4):
-        g = np.sin(w + step)
-        m = beta * m + g
-        o = _numpy_ns(g + beta * m)
-        w = w * (1 - lr * wd) - lr * 0.2 * np.sqrt(10) * o
-        updates, state = tx.update(
-            {"w": jnp.asarray(np.sin(np.asarray(params["w"]) + step))}, state, params
-        )
-        params = gradax.apply_updates(params, updates)
-    np.testing.assert_allclose(params["w"], w, atol=2e-5)
+# torch.optim.Muon, KellerJordan, Moonlight and Keras, both groups: see
+# tests/test_muon_conventions.py.
 
 
 def test_cautious_weight_decay_only_where_signs_agree():
@@ -421,3 +335,34 @@ def test_options_reach_the_direction_of_every_variant():
     inner = gradax.scale_by_dion2(**options)._muon()
     for key, value in options.items():
         assert getattr(inner, key) == value, key
+
+
+def test_adam_argument_takes_any_transformation():
+    params = {
+        "t": jax.random.normal(jax.random.key(7), (2, 8, 16)),
+        "b": jax.random.normal(jax.random.key(8), (16,)),
+    }
+    grads = jax.tree.map(lambda x: jnp.cos(3 * x), params)
+    aux = optax.adam(0.01, b1=0.9, b2=0.95)  # an optax one, wrapped
+    tx = gradax.muon(0.02, muon_weight_dimension_numbers="auto", adam=aux)
+    default = gradax.muon(0.02, muon_weight_dimension_numbers="auto")
+
+    def update(tx):
+        return jax.jit(tx.update)(grads, tx.init(params), params)[0]
+
+    ours = update(tx)
+    alone, _ = aux.update(grads["b"], aux.init(params["b"]), params["b"])
+    close(ours["b"], alone, atol=1e-7)
+    close(ours["t"], update(default)["t"], atol=1e-7)  # matrices: unchanged
+    # Stacked weights spread over a mesh: the same numbers.
+    with jax.set_mesh(jax.make_mesh((8,), ("d",))):
+        close(update(tx), ours, atol=1e-5)
+
+
+def test_adam_argument_replaces_the_adam_options():
+    with pytest.raises(ValueError, match="adam_b1, adam_eps set the default"):
+        gradax.muon(0.02, adam=gradax.adam(1e-3), adam_b1=0.8, adam_eps=1e-6)
+    with pytest.raises(TypeError, match="adam must be a gradient transformation"):
+        gradax.muon(0.02, adam="adamw")
+    # Values equal to the defaults are no conflict.
+    gradax.normuon(0.02, adam=gradax.adam(1e-3), adam_b1=0.9)

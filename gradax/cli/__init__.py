@@ -102,6 +102,29 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--data", type=Path, default=None, help="train on this text file instead"
     )
+    tuning = demo.add_argument_group("learning-rate sweep")
+    tuning.add_argument(
+        "--tune",
+        action="store_true",
+        help=(
+            "first train each optimizer at each rate of a small grid for fewer "
+            "steps, then compare them at their best rates (writes tune.png)"
+        ),
+    )
+    tuning.add_argument(
+        "--tune-steps",
+        type=_positive_int,
+        default=None,
+        help="steps per sweep run (default: a third of --steps)",
+    )
+    tuning.add_argument(
+        "--grid",
+        default=None,
+        help=(
+            "comma-separated multipliers of each optimizer's rate (default: per "
+            "family, e.g. 0.3,1,3 for adamw and muon, 0.1,0.3,1 for lion and sgd)"
+        ),
+    )
     model = demo.add_argument_group("model size")
     for flag, default, what in (
         ("--context", 64, "characters per sequence"),
@@ -118,33 +141,52 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser(
         "bench",
-        help="time gradax against optax and the machine's floors",
+        help="time gradax against optax, torch, scipy and the machine's floors",
         description=(
-            "Run each benchmarks/bench_*.py comparison (each in its own process) "
-            "and print a table of the figures."
+            "Run each comparison shipped with gradax (each in its own process) "
+            "and print one table row per comparison: gradax's time, a "
+            "reference's (optax; torch and scipy where installed), their "
+            "ratio, and the machine's floor."
         ),
     )
     bench.add_argument(
-        "--quick", action="store_true", help="fewer repeats (about a minute)"
+        "--quick",
+        action="store_true",
+        help="small problems, fewer repeats (about a minute; noisy ratios)",
     )
-    bench.add_argument("--json", type=Path, default=None, help="write figures here")
+    bench.add_argument(
+        "--json", type=Path, default=None, help="write every figure here"
+    )
+    bench.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        help="draw the ratios, the floor marked, into this .png/.svg/.pdf file",
+    )
+    bench.add_argument(
+        "--only", default=None, help="comma-separated benchmark names (e.g. adamw)"
+    )
     bench.add_argument(
         "--dir",
         type=Path,
         default=None,
-        help="the benchmarks folder (default: ./benchmarks or the checkout's)",
-    )
-    bench.add_argument(
-        "--only", default=None, help="comma-separated benchmark names (e.g. adamw)"
+        help="run the bench_*.py files of this folder instead",
     )
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
-        from . import demo
+        from . import demo, tune
 
         try:
+            if not args.tune and (args.grid is not None or args.tune_steps):
+                flag = "--grid" if args.grid is not None else "--tune-steps"
+                raise demo.DemoError(f"{flag} needs --tune")
+            try:
+                grid = None if args.grid is None else tune.parse_grid(args.grid)
+            except tune.GridError as error:
+                raise demo.DemoError(str(error)) from None
             config = demo.DemoConfig(
                 optimizers=demo.parse_optimizers(args.optimizers),
                 steps=args.steps,
@@ -156,6 +198,9 @@ def _run(args: argparse.Namespace) -> int:
                 d_model=args.d_model,
                 layers=args.layers,
                 heads=args.heads,
+                tune=args.tune,
+                tune_steps=args.tune_steps,
+                grid=grid,
             )
             if args.d_model % args.heads:
                 raise demo.DemoError(

@@ -1,10 +1,11 @@
-"""``gradax bench``: run the ``benchmarks/bench_*.py`` comparisons and tabulate them.
+"""``gradax bench``: run the comparisons of ``gradax.cli.benchmarks``, tabulate them.
 
 Each benchmark module exposes ``run(quick: bool) -> dict``. It runs in its
-own Python process, because benchmark modules set process-wide JAX options at
-import (float64, simulated devices) that must not leak into the next one. A
+own Python process, because benchmark modules set process-wide JAX options
+(float64, simulated devices) that must not leak into the next one. A
 benchmark that needs optax when optax is not installed is reported as
-skipped; benchmarks that treat optax as optional leave its columns out.
+skipped; benchmarks that treat optax (torch, scipy) as optional leave its
+rows out. ``--dir`` runs the ``bench_*.py`` files of a folder instead.
 """
 
 from __future__ import annotations
@@ -17,18 +18,26 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import bench_report
+from .benchmarks import BENCHMARKS
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 _MARKER = "@@gradax-bench-result@@"
 _NEEDS_OPTAX = "@@gradax-bench-needs-optax@@"
 
-# Runs in the child process: load the file as a module, call run(quick), print
-# the result as one JSON line after a marker.
+# Runs in the child process: load the module (a name under
+# gradax.cli.benchmarks, or a file), call run(quick), print the result as one
+# JSON line after a marker.
 _RUNNER = f"""
-import importlib.util, json, sys
-path, quick = sys.argv[1], sys.argv[2] == "1"
-spec = importlib.util.spec_from_file_location("gradax_bench_module", path)
-module = importlib.util.module_from_spec(spec)
+import importlib, importlib.util, json, sys
+target, quick = sys.argv[1], sys.argv[2] == "1"
 try:
-    spec.loader.exec_module(module)
+    if target.endswith(".py"):
+        spec = importlib.util.spec_from_file_location("gradax_bench_module", target)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module("gradax.cli.benchmarks." + target)
     result = module.run(quick)
 except ModuleNotFoundError as error:
     if error.name != "optax":
@@ -43,30 +52,27 @@ class BenchError(Exception):
     """Bad input, explained in one line."""
 
 
-def find_benchmarks(explicit: Path | None = None) -> Path:
-    """The benchmarks folder: ``explicit``, ./benchmarks, or the checkout's."""
-    if explicit is not None:
-        if not explicit.is_dir():
-            raise BenchError(f"not a directory: {explicit}")
-        return explicit
-    checkout = Path(__file__).resolve().parents[2] / "benchmarks"
-    for candidate in (Path.cwd() / "benchmarks", checkout):
-        if candidate.is_dir() and any(candidate.glob("bench_*.py")):
-            return candidate
-    raise BenchError(
-        "no benchmarks/ folder found; run from a gradax checkout or pass --dir"
-    )
-
-
 def discover(folder: Path) -> dict[str, Path]:
-    """``{"adamw": .../bench_adamw.py, ...}`` in name order."""
-    files = sorted(folder.glob("bench_*.py"))
+    """``{"adamw": .../bench_adamw.py, ...}`` of a folder, in name order."""
+    if not folder.is_dir():
+        raise BenchError(f"--dir {folder} is not a directory")
+    files = sorted(folder.resolve().glob("bench_*.py"))
     if not files:
         raise BenchError(f"no bench_*.py files in {folder}")
     return {path.stem.removeprefix("bench_"): path for path in files}
 
 
-def optax_available() -> bool:
+def installed(name: str) -> bool:
+    """Whether ``import name`` works.
+
+    optax is imported (cheap beside JAX, which is loaded already); torch and
+    scipy are only looked up, to keep their import time and memory out of
+    this process.
+    """
+    if name != "optax":
+        import importlib.util
+
+        return importlib.util.find_spec(name) is not None
     try:
         import optax  # noqa: F401
     except ModuleNotFoundError as error:
@@ -76,23 +82,38 @@ def optax_available() -> bool:
     return True
 
 
-def run_one(path: Path, quick: bool, timeout: float | None = None) -> dict[str, Any]:
-    """Run one benchmark file in a fresh process.
+def _package_root() -> Path:
+    """The folder holding the gradax package this process imported."""
+    return Path(__file__).resolve().parents[2]
+
+
+def run_one(
+    target: Path | str,
+    quick: bool,
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run one benchmark (a file, or a module name) in a fresh process.
 
     Returns ``{"status": "ok", "result": ...}``, ``{"status": "skipped",
     "note": ...}`` or ``{"status": "failed", "note": <last error line>}``,
-    with ``"wall_seconds"``.
+    with ``"wall_seconds"``. A module runs from the folder that holds this
+    gradax, so the child imports the same gradax as this process.
     """
     start = time.perf_counter()
-    env = dict(os.environ)
+    child_env = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value not in child_env.get(key, ""):
+            child_env[key] = f"{child_env.get(key, '')} {value}".strip()
+    is_file = isinstance(target, Path)
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _RUNNER, str(path), "1" if quick else "0"],
+            [sys.executable, "-c", _RUNNER, str(target), "1" if quick else "0"],
             capture_output=True,
             text=True,
-            env=env,
+            env=child_env,
             timeout=timeout,
-            cwd=path.parent,
+            cwd=target.parent if is_file else _package_root(),
         )
     except subprocess.TimeoutExpired:
         return {
@@ -116,92 +137,35 @@ def run_one(path: Path, quick: bool, timeout: float | None = None) -> dict[str, 
     return {"status": "failed", "note": note, "wall_seconds": wall}
 
 
-def _format_value(key: str, value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    if "seconds" in key:
-        if abs(value) >= 1:
-            return f"{value:.3f} s"
-        if abs(value) >= 1e-3:
-            return f"{value * 1e3:.2f} ms"
-        return f"{value * 1e6:.1f} us"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return f"{value:.4g}"
-
-
-def figures(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """Flatten a benchmark's result into (measure, formatted value) rows.
-
-    Times under ``"seconds"`` come first, as "<candidate> time"; other numbers
-    follow, with nested dictionaries joined by "/". Text fields other than
-    "benchmark" and "device" (shown in the heading) are kept as notes.
-    """
-    rows = [
-        (f"{name} time", _format_value("seconds", value))
-        for name, value in result.get("seconds", {}).items()
-    ]
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, sub in value.items():
-                walk(f"{prefix}/{key}" if prefix else key, sub)
-        else:
-            rows.append((prefix, _format_value(prefix, value)))
-
-    for key, value in result.items():
-        if key in ("seconds", "benchmark", "device"):
-            continue
-        walk(key, value)
-    return rows
-
-
-def print_table(outcomes: dict[str, dict[str, Any]], quick: bool) -> None:
-    rows: list[tuple[str, str, str]] = []
-    for name, outcome in outcomes.items():
-        if outcome["status"] != "ok":
-            rows.append((name, outcome["status"], outcome["note"]))
-            continue
-        result = outcome["result"]
-        rows.append((name, str(result.get("benchmark", "")), ""))
-        rows += [("", measure, value) for measure, value in figures(result)]
-    title = "gradax bench" + (" --quick" if quick else "")
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        print(title)
-        width = max((len(r[1]) for r in rows), default=0)
-        for name, measure, value in rows:
-            print(f"{name:10s} {measure:{width}s}  {value}")
-        return
-    table = Table(title=title)
-    table.add_column("benchmark")
-    table.add_column("measure", overflow="fold")
-    table.add_column("value", justify="right")
-    for row in rows:
-        table.add_row(*row)
-    Console().print(table)
+def _choose(available: list[str], only: str | None) -> list[str]:
+    if only is None:
+        return available
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in available]
+    if unknown or not names:
+        raise BenchError(
+            f"unknown benchmark {', '.join(unknown) or repr(only)}; "
+            f"choose from: {', '.join(available)}"
+        )
+    return names
 
 
 def main(args) -> int:
-    folder = find_benchmarks(args.dir)
-    available = discover(folder)
-    names = list(available)
-    if args.only:
-        names = [n.strip() for n in args.only.split(",") if n.strip()]
-        unknown = [n for n in names if n not in available]
-        if unknown or not names:
-            raise BenchError(
-                f"unknown benchmark {', '.join(unknown) or repr(args.only)}; "
-                f"choose from: {', '.join(available)}"
-            )
-    if args.json is not None:
-        _check_writable(args.json)
-    have_optax = optax_available()
-    if not have_optax:
+    if args.dir is not None:
+        files = discover(args.dir)
+        targets = {name: (path, {}) for name, path in files.items()}
+    else:
+        targets = dict(BENCHMARKS.items())
+    names = _choose(list(targets), args.only)
+    if args.plot is not None and args.plot.suffix.lower() not in PLOT_SUFFIXES:
+        raise BenchError(
+            f"--plot {args.plot}: the name must end in {', '.join(PLOT_SUFFIXES)}"
+        )
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is not None:
+            check_writable(flag, path)
+    libraries = {name: installed(name) for name in ("optax", "torch", "scipy")}
+    if not libraries["optax"]:
         print(
             "optax is not installed: comparisons with optax are left out",
             file=sys.stderr,
@@ -209,30 +173,48 @@ def main(args) -> int:
     outcomes = {}
     for name in names:
         print(f"running {name} ...", file=sys.stderr, flush=True)
-        outcomes[name] = run_one(available[name], args.quick)
-    print_table(outcomes, args.quick)
+        target, env = targets[name]
+        outcomes[name] = run_one(target, args.quick, env=env)
+    rows = bench_report.comparison_rows(outcomes)
+    notes = bench_report.notes(outcomes, args.quick, libraries)
+    bench_report.print_table(rows, notes, args.quick)
+    written = []
     if args.json is not None:
         payload = {
             "quick": args.quick,
-            "optax_installed": have_optax,
+            "installed": libraries,
+            "optax_installed": libraries["optax"],
+            "comparisons": rows,
+            "notes": notes,
             "benchmarks": outcomes,
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"wrote {args.json}")
+        written.append(str(args.json))
+    if args.plot is not None:
+        if bench_report.plot(rows, args.plot, args.quick):
+            written.append(str(args.plot))
+        else:
+            print(
+                "matplotlib is not installed, so no plot (pip install 'gradax[demo]')",
+                file=sys.stderr,
+            )
+    if written:
+        print("wrote " + ", ".join(written))
     failed = [name for name, o in outcomes.items() if o["status"] == "failed"]
     return 1 if failed else 0
 
 
-def _check_writable(path: Path) -> None:
+def check_writable(flag: str, path: Path) -> None:
+    """Fail now, in one line, if ``path`` cannot be written at the end."""
     if path.is_dir():
-        raise BenchError(f"--json {path} is a directory")
+        raise BenchError(f"{flag} {path} is a directory")
     if not path.parent.is_dir():
-        raise BenchError(f"--json {path}: folder {path.parent} does not exist")
+        raise BenchError(f"{flag} {path}: folder {path.parent} does not exist")
     existed = path.exists()
     try:
         with path.open("a"):
             pass
     except OSError as error:
-        raise BenchError(f"cannot write {path}: {error.strerror}") from None
+        raise BenchError(f"{flag} {path}: cannot write: {error.strerror}") from None
     if not existed:
         path.unlink()

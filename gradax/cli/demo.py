@@ -4,7 +4,8 @@ Every optimizer starts from the same initial parameters and sees the same
 batches in the same order, so the curves differ only by the optimizer. The
 table compares final training and validation loss, the steps each optimizer
 needed to reach the reference (AdamW's) final validation loss, the time per
-step and the size of the optimizer state.
+step and the size of the optimizer state. With ``--tune`` each optimizer's
+learning rate is swept first and its best rate trained (see ``tune.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import jax.numpy as jnp
 import gradax
 
 from . import data as data_lib
+from . import tune
 from .model import ModelConfig, count_params, init_params, loss_fn
 from .report import make_progress, plot, print_table, summary_line
 
@@ -87,6 +89,22 @@ _CANDIDATES = {
     "adamuon": Recipe(
         3e-3, _with_adamw("adamuon"), "adamuon on hidden matrices, AdamW on the rest"
     ),
+    "adamw8bit": Recipe(
+        ADAMW_LR,
+        _plain(
+            "adamw",
+            b2=0.95,
+            weight_decay=0.01,
+            mu_dtype=gradax.int8_blockwise(),
+            nu_dtype=gradax.int8_blockwise(),
+        ),
+        "adamw with 8-bit blockwise moments",
+    ),
+    "muon8bit": Recipe(
+        0.05,
+        _with_adamw("muon", mu_dtype=gradax.int8_blockwise()),
+        "muon with 8-bit blockwise momentum, AdamW on the rest",
+    ),
     "dion": Recipe(
         0.02,
         lambda lr, adam_lr, dims: gradax.dion(
@@ -97,9 +115,19 @@ _CANDIDATES = {
         ),
         "dion on hidden matrices, AdamW on the rest",
     ),
+    "kron": Recipe(3e-3, _plain("kron"), "kron (PSGD, Kronecker-factored)"),
+    "scion": Recipe(
+        0.05,
+        _plain("scion", unconstrained=True, embedding_radius=0.1, head_radius=8.0),
+        "scion (uScion: spectral, row norm on embeddings, sign on the head)",
+    ),
 }
 # Only those this build of gradax has.
-OPTIMIZERS = {name: r for name, r in _CANDIDATES.items() if hasattr(gradax, name)}
+OPTIMIZERS = {
+    name: r
+    for name, r in _CANDIDATES.items()
+    if hasattr(gradax, name.removesuffix("8bit"))
+}
 REFERENCE = "adamw"
 
 
@@ -172,6 +200,13 @@ class DemoConfig:
     heads: int = 4
     evals: int = 20  # evaluation points after step 0
     eval_batches: int = 4
+    tune: bool = False  # sweep each optimizer's learning rate first
+    tune_steps: int | None = None  # steps per sweep run; None: a third of steps
+    grid: tuple[float, ...] | None = None  # rate multipliers; None: per family
+
+    @property
+    def sweep_steps(self) -> int:
+        return self.tune_steps or max(1, self.steps // 3)
 
 
 def eval_steps(steps: int, evals: int) -> list[int]:
@@ -297,7 +332,8 @@ def load_corpus(config: DemoConfig) -> data_lib.Corpus:
 
 
 def run_demo(config: DemoConfig, progress_factory=None) -> dict[str, Any]:
-    """Train every optimizer; return (and write) the results."""
+    """Train every optimizer (after a sweep, with --tune); write the results."""
+    start = time.perf_counter()
     prepare_output(config.out)
     corpus = load_corpus(config)
     model = ModelConfig(
@@ -329,9 +365,21 @@ def run_demo(config: DemoConfig, progress_factory=None) -> dict[str, Any]:
         "params": count_params(params0),
     }
     factory = progress_factory or make_progress
+    specs, tuning = config.optimizers, None
+    if config.tune:
+        short = dataclasses.replace(config, steps=config.sweep_steps)
+        tuning = tune.sweep(
+            specs,
+            short.steps,
+            config.grid,
+            lambda spec, bar: train_one(spec, short, corpus, params0, dims, fns, bar),
+            lambda labels: factory(labels, short.steps, header),
+            DemoError,
+        )
+        specs = tune.tuned(specs, tuning, DemoError)
     runs: dict[str, Any] = {}
-    with factory([s.label for s in config.optimizers], config.steps, header) as bar:
-        for spec in config.optimizers:
+    with factory([s.label for s in specs], config.steps, header) as bar:
+        for spec in specs:
             runs[spec.label] = train_one(spec, config, corpus, params0, dims, fns, bar)
     reference = next(
         (s.label for s in config.optimizers if s.name == REFERENCE),
@@ -359,6 +407,8 @@ def run_demo(config: DemoConfig, progress_factory=None) -> dict[str, Any]:
         "reference": reference,
         "reference_val_loss": target,
         "optimizers": runs,
+        "tuning": tuning,
+        "wall_seconds": time.perf_counter() - start,
     }
     (config.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
@@ -366,13 +416,18 @@ def run_demo(config: DemoConfig, progress_factory=None) -> dict[str, Any]:
 
 def main(config: DemoConfig) -> int:
     results = run_demo(config)
+    if results["tuning"]:
+        tune.print_table(results["tuning"])
     print_table(results)
     line = summary_line(results)
     if line:
-        print(line)
+        tuned = "with each optimizer at its best rate of the sweep, "
+        print((tuned if results["tuning"] else "") + line)
     written = [config.out / "results.json"]
     if plot(results, config.out / "loss.png"):
         written.append(config.out / "loss.png")
+        if results["tuning"] and tune.plot(results["tuning"], config.out / "tune.png"):
+            written.append(config.out / "tune.png")
     else:
         print(
             "matplotlib is not installed, so no loss.png (pip install 'gradax[demo]')",

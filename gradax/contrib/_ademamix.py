@@ -55,7 +55,7 @@ class scale_by_ademamix(GradientTransformation):
             count_m2=zero_count(),
             m1=gtree.zeros_like(params, dtype),
             m2=gtree.zeros_like(params, dtype),
-            nu=gtree.zeros_like(params, dtype),
+            nu=gtree.zeros_like(params, dtype, nonnegative=True),
         )
 
     def update_state(self, updates, state, params=None, **extra_args):

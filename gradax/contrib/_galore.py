@@ -15,8 +15,10 @@ from .._matrices import matrix_axes
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
+from .._rounding import drop_null_lines, frobenius
 from .._sharding import explicit_sharding
 from ..combinators.chain import chain
+from ..combinators.masked import MaskedNode
 from ..optimizers.adam import scale_by_adam
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
@@ -40,7 +42,9 @@ class GaLoreState(NamedTuple):
 
     count: jax.Array  # int32 scalar: number of updates so far
     base_optimizer_state: Any  # on the projected (low-rank) gradients
-    projector: Any  # per leaf: (m, r) or (n, r); (0, 0) if not projected
+    # Per leaf: (m, r) or (n, r); an empty MaskedNode if not projected (a
+    # zero-size array there could not be saved: orbax refuses them).
+    projector: Any
 
 
 class _MatrixView(NamedTuple):
@@ -149,7 +153,7 @@ class scale_by_galore(GradientTransformation):
         projectors, proxies = [], []
         for p, view in zip(leaves, views, strict=True):
             if view is None:
-                projectors.append(jnp.zeros((0, 0), p.dtype))
+                projectors.append(MaskedNode())
                 proxies.append(jnp.zeros_like(p))
             else:
                 projectors.append(jnp.zeros(_projector_shape(view), p.dtype))
@@ -177,7 +181,15 @@ class scale_by_galore(GradientTransformation):
             p = jax.lax.cond(
                 refresh, lambda g2=g2, v=view: _new_projector(g2, v), lambda o=old: o
             )
-            low_rank.append(jnp.conj(p).T @ g2 if view.left else g2 @ p)
+            projected = jnp.conj(p).T @ g2 if view.left else g2 @ p
+            # The singular vectors of a rank-deficient gradient past its rank
+            # are chosen by rounding, and so are the rows (columns) of the
+            # projection along them: noise that an Adam-like base optimizer
+            # would scale up to O(1) steps in arbitrary directions. They are
+            # set to exactly zero (see gradax/_rounding.py).
+            # Only the projector's side: the other axis is the gradient's own.
+            n, side = (view.rows, (-1,)) if view.left else (view.cols, (-2,))
+            low_rank.append(drop_null_lines(projected, frobenius(g2), n, side))
             projectors.append(p)
         base_updates, base_state = self._base().update(
             treedef.unflatten(low_rank), state.base_optimizer_state, None, **extra_args
@@ -221,7 +233,9 @@ class galore(Alias):
     Differences from optax: the singular vectors are computed in float64 for
     float64 gradients (optax: always float32); complex gradients are
     projected with the conjugate transpose (optax drops their imaginary part
-    when computing the projector).
+    when computing the projector); a leaf that is not projected has an empty
+    :class:`~gradax.MaskedNode` as its projector, not optax's ``(0, 0)``
+    array, which orbax refuses to save.
 
     Args:
       learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.

@@ -208,14 +208,19 @@ def inverse_root(stat: jax.Array, exponent: float, epsilon: Any) -> jax.Array:
 
     Eigenvalues below ``eigh``'s resolution (``n * eps(dtype) * lambda_max``)
     are taken as zero, so the damping, not rounding, sets the scale of a
-    rank-deficient ``S`` in its null space.
+    rank-deficient ``S`` in its null space. All of them then get the same
+    factor, so the result does not depend on the basis ``eigh`` picks for
+    that space. With no damping (``epsilon == 0``) the factor there is 0
+    (the pseudo-inverse root) rather than ``0 ** (-1/exponent) = inf``.
     """
     w, v = jnp.linalg.eigh(stat)
     top = jnp.maximum(w[..., -1:], 1e-16)
     resolution = stat.shape[-1] * jnp.finfo(w.dtype).eps
     w = jnp.where(w > resolution * top, w, 0)
-    damping = epsilon * top
-    scale = ((w + damping) ** (-1.0 / exponent)).astype(v.dtype)
+    damped = w + epsilon * top
+    positive = damped > 0
+    root = jnp.where(positive, damped, 1) ** (-1.0 / exponent)
+    scale = jnp.where(positive, root, 0).astype(v.dtype)
     return mm("...ij,...j,...kj->...ik", v, scale, jnp.conj(v))
 
 

@@ -79,7 +79,7 @@ class scale_by_adam(GradientTransformation):
         return ScaleByAdamState(
             count=zero_count(),
             mu=gtree.zeros_like(params, dtype=self.mu_dtype),
-            nu=gtree.zeros_like(params, dtype=self.nu_dtype),
+            nu=gtree.zeros_like(params, dtype=self.nu_dtype, nonnegative=True),
         )
 
     def update_state(self, updates, state, params=None, **extra_args):

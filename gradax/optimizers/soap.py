@@ -11,6 +11,7 @@ from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, Range, h
 from .._numerics import real_dtype, safe_increment, work_dtype
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
+from .._rounding import drop_null_lines, frobenius
 from .._sharding import match_sharding
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -120,8 +121,17 @@ class scale_by_soap(GradientTransformation):
         q = bases if bases is not None else (None, None)
         rotated = kron.rotate(gm, *q)
         new_mu = b1 * mu_m + (1 - b1) * gm
+        numerator = kron.rotate(new_mu, *q)
+        if plan.factored:
+            # Along eigenvectors that rounding chose (a rank-deficient L or
+            # R), the rotated rows and columns are rounding noise that Adam's
+            # division would turn into O(1) steps in arbitrary directions:
+            # they are set to exactly zero instead (see gradax/_rounding.py).
+            n = max(plan.rows, plan.cols)
+            rotated = drop_null_lines(rotated, frobenius(gm), n)
+            numerator = drop_null_lines(numerator, frobenius(new_mu), n)
         new_nu = b2 * nu_m + (1 - b2) * jnp.abs(rotated) ** 2
-        ratio = kron.rotate(new_mu, *q) / (jnp.sqrt(new_nu) + self.eps).astype(dtype)
+        ratio = numerator / (jnp.sqrt(new_nu) + self.eps).astype(dtype)
         d = scale * kron.rotate(ratio, *q, back=True)
         if self.normalize_grads:
             axes = (-2, -1) if plan.factored else None
@@ -208,10 +218,14 @@ class soap(Alias):
     ``precondition_1d``). Numbers follow the reference implementation, except
     that the weight decay uses :math:`\theta_{t-1}` (AdamW's) where the
     reference decays the already updated weight (a difference of order
-    :math:`\eta^2\lambda`), and ``normalize_grads`` works per matrix. Where a
-    factor has repeated eigenvalues (the first gradient of an ``m x n`` matrix
-    leaves a null space of dimension ``|m - n|``) its eigenbasis is not unique,
-    and, as in the reference, the numbers depend on the one ``eigh`` returns.
+    :math:`\eta^2\lambda`), and ``normalize_grads`` works per matrix; and
+    rotated rows and columns at the rounding noise floor (norm below
+    ``4 sqrt(n) eps`` of the matrix's: the gradient's components along a
+    rank-deficient factor's null space, whose basis rounding picks) are set
+    to zero before the division, where the reference turns them into O(1)
+    steps in arbitrary directions. Where a factor has repeated nonzero eigenvalues its
+    eigenbasis is not unique, and, as in the reference, the numbers depend on
+    the one ``eigh`` returns (Adam's division is not rotation invariant).
 
     Args:
       learning_rate: :math:`\eta \ge 0`, a number or schedule.

@@ -16,10 +16,11 @@ import jax
 import jax.numpy as jnp
 
 from .._declare import DECAY, NONNEGATIVE, POSITIVE_INT, hyper, static_field
-from .._matrices import full_dimension_numbers, is_spec_leaf, matrix_view
+from .._matrices import full_dimension_numbers, is_spec_leaf
 from .._numerics import safe_increment, work_dtype
 from .._protocol import GradientTransformation, zero_count
 from .._sharding import match_sharding
+from .blocks import block_view
 from .coefficients import KELLER, NS_COEFFS
 from .dimensions import shape_scale
 from .muon import MuonGroups, scale_by_muon
@@ -57,7 +58,7 @@ def pick(dims: Any, tuples: Any, index: int) -> Any:
 
 def batch_shape(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
     """Shape of the batch axes of a weight viewed as ``(..., fan_in, fan_out)``."""
-    view = matrix_view(shape, dims)
+    view = block_view(shape, dims)
     out = jax.eval_shape(view.to_matrices, jax.ShapeDtypeStruct(shape, jnp.float32))
     return tuple(out.shape[:-2])
 
@@ -137,6 +138,8 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
     def init_state(self, params):
         inner = self._muon()
         dims = inner._dimension_numbers(params)
+        # Blocks of unequal sizes are refused here, not at the first update.
+        map_matrices(lambda d, p: block_view(p.shape, d).fan_in, dims, params)
         nu = map_matrices(
             lambda d, p: self._nu_init(p, d), dims, params, otherwise=lambda p: None
         )
@@ -153,7 +156,7 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
 
         def one(d, o, nu, g):
             del g
-            view = matrix_view(o.shape, d)
+            view = block_view(o.shape, d)
             matrices = view.to_matrices(o).astype(work_dtype(o.dtype))
             y, new_nu = self._normalize(matrices, nu, view)
             return view.from_matrices(y), match_sharding(new_nu, nu)

@@ -14,6 +14,7 @@ from .._declare import DECAY, NONNEGATIVE, OneOf, Range, hyper, static_field
 from .._matrices import is_spec_leaf, matrix_view
 from .._numerics import work_dtype
 from .._protocol import GradientTransformation
+from .._rounding import frobenius, kept_lines
 from .._sharding import match_sharding, replicate, restore
 from ._common import batch_shape, map_matrices, matrix_dims, pick
 from .dimensions import SHAPE_SCALING
@@ -113,14 +114,26 @@ class scale_by_dion(GradientTransformation):
             # X-shaped products P A^H appear here as conj(A) P^T.
             b = view.to_matrices(m).astype(dtype) + view.to_matrices(g).astype(dtype)
             b, sharding = replicate(b)
-            p, _ = jnp.linalg.qr(_mm("...io,...ir->...or", b, q_old.astype(dtype)))
+            q_prev, _ = replicate(q_old.astype(dtype))
+            p, _ = jnp.linalg.qr(_mm("...io,...ir->...or", b, q_prev))
             r = _mm("...io,...or->...ir", jnp.conj(b), p)
+            # Where B Q_{t-1} is rank-deficient, QR completes P with columns
+            # that rounding picks, and their R columns are rounding noise;
+            # normalized, they would add an O(1) term pointing wherever the
+            # compiler's order of operations sent it. Such columns (norm at
+            # the noise floor of the product, see gradax/_rounding.py) take
+            # no part in the update or the error feedback, and keep their old
+            # Q column: exactly, so Q stays a full-rank start for the next
+            # power iteration and an all-zero B leaves the state unchanged.
+            n = max(view.fan_in, view.fan_out)
+            keep = kept_lines(r, frobenius(b), n, axis=-2)
+            r = jnp.where(keep, r, jnp.zeros_like(r))
             b = b - (1 - mu) * _mm("...ir,...or->...io", jnp.conj(r), p)
             norms = jnp.sqrt(jnp.sum(jnp.abs(r) ** 2, axis=-2, keepdims=True))
             q = r / (norms + eps).astype(r.dtype)
             direction = _mm("...ir,...or->...io", jnp.conj(q), p)
             direction, b = restore(direction, sharding), restore(b, sharding)
-            q = match_sharding(q, q_old)
+            q = match_sharding(jnp.where(keep, q, q_prev), q_old)
             return view.from_matrices(direction), view.from_matrices(b), q
 
         triples = map_matrices(
@@ -153,7 +166,12 @@ class dion(MuonGroups):
 
     :math:`P_t` has orthonormal columns, so the update has rank at most
     :math:`r`; what the rank-:math:`r` step leaves out stays in :math:`M`
-    (error feedback). :math:`Q_0` is Gaussian, from ``seed``. Every other
+    (error feedback). :math:`Q_0` is Gaussian, from ``seed``. Where
+    :math:`B_t Q_{t-1}` is rank-deficient, QR completes :math:`P_t` with
+    columns rounding picks; their columns of :math:`R_t` (norm below
+    ``4 sqrt(n) eps`` of :math:`\|B_t\|_F`) are left out of the update and
+    of :math:`M_t` and keep their old :math:`Q` column, where the reference
+    normalizes that noise into an O(1) term. Every other
     leaf is updated by ``adamw`` as in :class:`muon`.
 
     Args:

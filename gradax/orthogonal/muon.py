@@ -10,7 +10,6 @@ import jax.numpy as jnp
 from .. import tree as gtree
 from .._declare import (
     DECAY,
-    LEARNING_RATE,
     NONNEGATIVE,
     POSITIVE_INT,
     hyper,
@@ -20,19 +19,19 @@ from .._matrices import (
     MuonDimensionNumbers,
     full_dimension_numbers,
     is_spec_leaf,
-    matrix_view,
 )
 from .._numerics import safe_increment
-from .._protocol import Alias, EmptyState, GradientTransformation, zero_count
+from .._protocol import (
+    GradientTransformation,
+    zero_count,
+)
 from .._sharding import explicit_sharding
-from ..combinators.chain import chain
-from ..combinators.masked import partition
-from ..optimizers.adam import adamw
 from ..sharding.distributed import current_mesh, orthogonalize_many
-from ..transforms.cautious import decayed_weights
-from ..transforms.scaling import scale_by_learning_rate
+from .blocks import matrix_blocks
 from .coefficients import KELLER, NS_COEFFS
-from .dimensions import SHAPE_SCALING, shape_scale
+from .dimensions import SHAPE_SCALING
+from .groups import MuonGroups as MuonGroups
+from .groups import scale_by_shape as scale_by_shape
 from .newton_schulz import orthogonalize
 from .options import (
     PRECONDITIONING,
@@ -40,7 +39,6 @@ from .options import (
     NewtonSchulzOptions,
     coefficient_rows,
 )
-from .routing import warn_about_embeddings
 
 
 class MuonState(NamedTuple):
@@ -95,6 +93,13 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
         )
 
     def init_state(self, params):
+        # A split that does not fit its weight fails here, not at the first update.
+        jax.tree.map(
+            lambda d, p: None if d is None else matrix_blocks(p.shape, d).fans,
+            self._dimension_numbers(params),
+            params,
+            is_leaf=is_spec_leaf,
+        )
         return MuonState(zero_count(), gtree.zeros_like(params, dtype=self.mu_dtype))
 
     def _momentum(self, updates, state):
@@ -151,6 +156,8 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
 
         Under a device mesh, same-shape matrices are stacked and each device
         orthogonalizes whole matrices (no collective inside the iteration).
+        A leaf split into blocks (heads, fused QKV) gives one stack per block
+        size, stacked with the other leaves' matrices of that shape.
         """
         flat_dims, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
         flat = treedef.flatten_up_to(tree)
@@ -162,12 +169,13 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
             ]
             return jax.tree.unflatten(treedef, out)
         chosen = [i for i, d in enumerate(flat_dims) if d is not None]
-        views = [matrix_view(flat[i].shape, flat_dims[i]) for i in chosen]
-        matrices = [v.to_matrices(flat[i]) for v, i in zip(views, chosen, strict=True)]
-        results = orthogonalize_many(matrices, self._orthogonalize_matrices, mesh)
+        blocks = [matrix_blocks(flat[i].shape, flat_dims[i]) for i in chosen]
+        stacks = [b.to_stacks(flat[i]) for b, i in zip(blocks, chosen, strict=True)]
+        matrices = [m for leaf in stacks for m in leaf]
+        results = iter(orthogonalize_many(matrices, self._orthogonalize_matrices, mesh))
         out: list[Any] = list(flat)
-        for i, view, result in zip(chosen, views, results, strict=True):
-            out[i] = view.from_matrices(result)
+        for i, b, leaf in zip(chosen, blocks, stacks, strict=True):
+            out[i] = b.from_stacks([next(results) for _ in leaf])
         return jax.tree.unflatten(treedef, out)
 
     def orthogonalize_leaf(self, x: jax.Array, dims: MuonDimensionNumbers) -> jax.Array:
@@ -177,8 +185,11 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
             # Sharding in types forbids the row-sharded X X^T; iterate on a
             # replicated copy (distributing the work is the sharding module's).
             x = jax.sharding.reshard(x, jax.sharding.PartitionSpec())
-        view = matrix_view(x.shape, dims)
-        out = view.from_matrices(self._orthogonalize_matrices(view.to_matrices(x)))
+        # One batched call per block size (one for a whole matrix or heads).
+        blocks = matrix_blocks(x.shape, dims)
+        out = blocks.from_stacks(
+            [self._orthogonalize_matrices(m) for m in blocks.to_stacks(x)]
+        )
         if sharding is not None:
             out = jax.sharding.reshard(out, sharding.spec)
         return out
@@ -193,138 +204,6 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
                 lambda m, o: jnp.sum(jnp.conj(m) * o) * o, direction, orthogonal
             )
         return orthogonal, MuonState(safe_increment(state.count), mu)
-
-
-class scale_by_shape(GradientTransformation):
-    """Multiplies each orthogonalized update by its shape factor.
-
-    Args:
-      weight_dimension_numbers: as in :class:`scale_by_muon`.
-      consistent_rms: if a number, use ``consistent_rms * sqrt(max(fan_in,
-        fan_out))`` (Moonlight: 0.2); if None, ``sqrt(max(1, fan_out /
-        fan_in))`` (KellerJordan).
-      shape_scaling: overrides the rule: 'keller', 'rms', 'spectral', 'none'.
-    """
-
-    weight_dimension_numbers: Any = static_field(None)
-    consistent_rms: Any = hyper(None, NONNEGATIVE)
-    shape_scaling: str | None = hyper(None, SHAPE_SCALING, static=True, kw_only=True)
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
-
-    def _rule(self) -> str:
-        if self.shape_scaling is not None:
-            return self.shape_scaling
-        return "keller" if self.consistent_rms is None else "rms"
-
-    def update_state(self, updates, state, params=None, **extra_args):
-        rule = self._rule()
-        rms = self.consistent_rms
-
-        def scaled(dims, u):
-            if dims is None:
-                return u
-            view = matrix_view(u.shape, dims)
-            return shape_scale(view.fan_in, view.fan_out, rule, rms) * u
-
-        dims = full_dimension_numbers(
-            self.weight_dimension_numbers, updates, default_2d_only=False
-        )
-        scaled_updates = jax.tree.map(scaled, dims, updates, is_leaf=is_spec_leaf)
-        return scaled_updates, state
-
-
-class MuonGroups(Alias):
-    """Base of every optimizer of the Muon family: two parameter groups.
-
-    Matrices (as routed by ``muon_weight_dimension_numbers``) get the
-    optimizer's direction, the shape factor, decoupled weight decay and the
-    learning rate; every other leaf gets AdamW. The options of the AdamW
-    group and of the routing are declared here, once, for every member.
-
-    A member (``muon``, ``normuon``, ``adamuon``, ``dion``, ``dion2``)
-    extends Muon in one way: it overrides :meth:`_muon_direction`, which
-    builds its direction from its own fields, named one by one. It also
-    provides what :meth:`build` reads besides the fields below, as arguments
-    or as fixed class attributes: ``eps`` (also AdamW's default eps),
-    ``weight_decay``, ``weight_decay_mask``, ``mu_dtype``, ``nesterov``
-    (also AdamW's), ``consistent_rms`` and ``shape_scaling``.
-
-    Args:
-      learning_rate: the learning rate of both groups, a number or
-        schedule, >= 0.
-      adam_b1: the AdamW group's first-moment decay, in [0, 1).
-      adam_b2: the AdamW group's second-moment decay, in [0, 1).
-      adam_eps_root: the AdamW group's eps inside the square root, >= 0.
-      adam_weight_decay: the AdamW group's decoupled weight decay, >= 0.
-      adam_learning_rate: the AdamW group's learning rate (None: the
-        optimizer's ``learning_rate``).
-      adam_eps: the AdamW group's eps (None: the optimizer's ``eps``).
-      muon_weight_dimension_numbers: None (2-D leaves are matrices), "auto"
-        (also stacked ``(L, m, n)`` and conv ``(h, w, c_in, c_out)``), one
-        :class:`MuonDimensionNumbers`, a tree of them with None for AdamW
-        leaves, or a function of the params returning such a tree.
-      cautious_weight_decay: decay matrices only where update and weight
-        agree in sign (arXiv:2510.12402).
-    """
-
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    adam_b1: Any = hyper(0.9, DECAY, kw_only=True)
-    adam_b2: Any = hyper(0.999, DECAY, kw_only=True)
-    adam_eps_root: Any = hyper(0.0, NONNEGATIVE, kw_only=True)
-    adam_weight_decay: Any = hyper(0.0, NONNEGATIVE, kw_only=True)
-    adam_learning_rate: Any = hyper(None, LEARNING_RATE, kw_only=True)
-    adam_eps: Any = hyper(None, NONNEGATIVE, kw_only=True)
-    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    cautious_weight_decay: bool = static_field(False, kw_only=True)
-
-    def _muon_direction(self) -> GradientTransformation:
-        """The direction of the matrices (the one hook a member overrides)."""
-        raise NotImplementedError
-
-    def _dims(self, tree: Any) -> Any:
-        return full_dimension_numbers(
-            self.muon_weight_dimension_numbers, tree, default_2d_only=True
-        )
-
-    def _labels(self, params: Any) -> Any:
-        dims = self._dims(params)
-        warn_about_embeddings(dims)
-        return jax.tree.map(
-            lambda d, _: "adam" if d is None else "muon",
-            dims,
-            params,
-            is_leaf=is_spec_leaf,
-        )
-
-    def build(self):
-        decay = decayed_weights(
-            self.weight_decay,
-            self.weight_decay_mask,
-            cautious=self.cautious_weight_decay,
-        )
-        muon_group = chain(
-            self._muon_direction(),
-            scale_by_shape(
-                self._dims, self.consistent_rms, shape_scaling=self.shape_scaling
-            ),
-            decay,
-            scale_by_learning_rate(self.learning_rate),
-        )
-        adam_lr = self.adam_learning_rate
-        adam_group = adamw(
-            self.learning_rate if adam_lr is None else adam_lr,
-            b1=self.adam_b1,
-            b2=self.adam_b2,
-            eps=self.eps if self.adam_eps is None else self.adam_eps,
-            eps_root=self.adam_eps_root,
-            mu_dtype=self.mu_dtype,
-            weight_decay=self.adam_weight_decay,
-            nesterov=self.nesterov,
-        )
-        return partition({"muon": muon_group, "adam": adam_group}, self._labels)
 
 
 class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
@@ -344,8 +223,9 @@ class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
     the numbers are those of ``optax.contrib.muon`` (whose EMA momentum is also
     bias-corrected, NAdam-style). Every other leaf is updated by
     ``adamw(adam_learning_rate, adam_b1, adam_b2, eps, adam_eps_root,
-    weight_decay=adam_weight_decay)``. See docs/muon.md for the settings that
-    reproduce torch.optim.Muon, KellerJordan's Muon, Moonlight and Keras.
+    weight_decay=adam_weight_decay)``, or by the transformation given as
+    ``adam``. See docs/muon.md for the settings that reproduce
+    torch.optim.Muon, KellerJordan's Muon, Moonlight and Keras, both groups.
 
     Args:
       learning_rate: :math:`\eta`, a number or schedule, >= 0.
@@ -368,7 +248,8 @@ class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
       muon_weight_dimension_numbers: None (2-D leaves are matrices), "auto"
         (also stacked ``(L, m, n)`` and conv ``(h, w, c_in, c_out)``), one
         :class:`MuonDimensionNumbers`, a tree of them with None for AdamW
-        leaves, or a function of the params returning such a tree.
+        leaves, or a function of the params returning such a tree. A
+        :class:`MuonSplit` orthogonalizes blocks (heads, fused QKV) apart.
       consistent_rms: None (KellerJordan scaling) or the target update RMS,
         >= 0 (0.2 for Moonlight).
       momentum: "ema" or "sum" (Moonlight, Keras, Dion).
@@ -382,6 +263,10 @@ class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
       precision: Newton–Schulz dtype (None, "float32", "highest", "bfloat16",
         "float16").
       adam_eps: AdamW group eps (default: eps).
+      adam: the transformation of every leaf that is not a matrix, learning
+        rate included, in place of the ``adam_*`` options (e.g.
+        ``gradax.adam(3e-4, b1=0.9, b2=0.95, eps=1e-10)``: KellerJordan's
+        plain Adam, where the default group would use Muon's Nesterov).
       distributed: "auto" (under ``jax.set_mesh``, stack same-shape matrices
         and give each device whole matrices to orthogonalize, so no
         collective runs inside the iteration), True, False, or a mesh.

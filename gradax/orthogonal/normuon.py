@@ -7,9 +7,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._matrices import matrix_view
 from .._numerics import real_dtype
 from ._common import NormalizedMuonAliasBase, NormalizedMuonBase, batch_shape, rms_align
+from .blocks import block_view
 
 
 class NorMuonState(NamedTuple):
@@ -43,7 +43,7 @@ class scale_by_normuon(NormalizedMuonBase):
     _state_class = NorMuonState
 
     def _nu_init(self, param, dims):
-        view = matrix_view(param.shape, dims)
+        view = block_view(param.shape, dims)
         shape = (*batch_shape(param.shape, dims), view.fan_out)
         dtype = real_dtype(self.mu_dtype or param.dtype)
         return jnp.zeros(shape, dtype)

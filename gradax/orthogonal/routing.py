@@ -8,8 +8,9 @@ from typing import Any
 
 import jax
 
-from .._matrices import full_dimension_numbers, is_dimension_numbers, matrix_view
+from .._matrices import full_dimension_numbers, is_dimension_numbers
 from ..combinators.masked import MaskedNode
+from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALINGS, shape_scale
 
 # Paths that look like a token embedding or an output head. Keller Jordan and
@@ -68,7 +69,10 @@ def muon_labels(
         (e.g. ``"embed|head"``).
       consistent_rms: as in :class:`muon`, for the scale column.
       shape_scaling: as in :class:`muon`, for the scale column.
-      print_report: print the table (path, shape, group, scale factor).
+      print_report: print the table (path, shape, group, the matrices it
+        is orthogonalized as, scale factor). A leaf split into blocks
+        (``num_heads``, ``split_sizes``) shows one ``count x (fan_in,
+        fan_out)`` per block shape and one scale per block shape.
 
     Returns:
       ``(labels, dimension_numbers)``: a tree of "muon"/"adam" and a tree of
@@ -137,21 +141,13 @@ def _report(params: Any, dims: Any, rule: str, rms: float | None) -> str:
         if d is None:
             rows.append((jax.tree_util.keystr(path), str(shape), "adamw", "-", "-"))
             continue
-        view = matrix_view(shape, d)
-        count = 1
-        for size in shape:
-            count *= size
-        count //= view.fan_in * view.fan_out
-        scale = shape_scale(view.fan_in, view.fan_out, rule, rms or 0.2)
-        rows.append(
-            (
-                jax.tree_util.keystr(path),
-                str(shape),
-                "muon",
-                f"{count} x ({view.fan_in}, {view.fan_out})",
-                f"{scale:.4g}",
-            )
+        blocks = matrix_blocks(shape, d)
+        fans = list(zip(blocks.counts, blocks.fans, strict=True))
+        matrices = " + ".join(f"{n} x ({fi}, {fo})" for n, (fi, fo) in fans)
+        scales = " / ".join(
+            f"{shape_scale(fi, fo, rule, rms or 0.2):.4g}" for fi, fo in blocks.fans
         )
+        rows.append((jax.tree_util.keystr(path), str(shape), "muon", matrices, scales))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows

@@ -22,6 +22,7 @@ from .join import (
 )
 from .onecycle import cosine_onecycle_schedule as cosine_onecycle_schedule
 from .onecycle import linear_onecycle_schedule as linear_onecycle_schedule
+from .wsd import warmup_stable_decay_schedule as warmup_stable_decay_schedule
 
 # The other ``optax.schedules`` names (``inject_hyperparams`` and the schedule
 # types), resolved lazily from the top-level package: the combinators that

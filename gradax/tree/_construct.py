@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
+from .._quantized import is_storage_spec
+
 T = TypeVar("T")
 
 # ---------------------------------------------------------------------------
@@ -21,13 +23,18 @@ def cast(tree: Any, dtype: Any | None) -> Any:
 
     Args:
         tree: pytree of arrays.
-        dtype: target dtype; ``None`` returns ``tree`` unchanged.
+        dtype: target dtype; ``None`` returns ``tree`` unchanged. A storage
+            spec such as :class:`gradax.int8_blockwise` gives each leaf's
+            values as that storage holds them (quantized and loaded again,
+            float32).
 
     Returns:
         The cast tree.
     """
     if dtype is None:
         return tree
+    if is_storage_spec(dtype):
+        return jax.tree.map(lambda x: dtype.round_trip(x), tree)
     return jax.tree.map(lambda x: _astype(x, dtype), tree)
 
 
@@ -114,16 +121,26 @@ def dtype(tree: Any, mixed_dtype_handler: str | None = None) -> Any:
     return result
 
 
-def zeros_like(tree: Any, dtype: Any | None = None) -> Any:
+def zeros_like(
+    tree: Any, dtype: Any | None = None, *, nonnegative: bool = False
+) -> Any:
     """Returns a tree of zeros shaped like ``tree``.
 
     Args:
         tree: pytree of arrays.
-        dtype: optional dtype of the zeros; by default each leaf's.
+        dtype: optional dtype of the zeros; by default each leaf's. A storage
+            spec such as :class:`gradax.int8_blockwise` gives
+            :class:`gradax.QuantizedArray` leaves (plain float32 zeros for
+            leaves smaller than a block); an optimizer's ``update`` reads and
+            writes them as float32 arrays.
+        nonnegative: the zeros start a quantity that stays >= 0 (a second
+            moment): a storage spec then uses its unsigned map. Not in optax.
 
     Returns:
         A tree of the same structure.
     """
+    if is_storage_spec(dtype):
+        return jax.tree.map(lambda x: dtype.zeros_like(x, signed=not nonnegative), tree)
     return jax.tree.map(lambda x: jnp.zeros_like(x, dtype=dtype), tree)
 
 

@@ -1,0 +1,343 @@
+"""PSGD Kron: Kronecker-factored preconditioners fitted on the Lie group."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import tree as gtree
+from .._declare import (
+    DECAY,
+    LEARNING_RATE,
+    NONNEGATIVE,
+    NONNEGATIVE_INT,
+    POSITIVE,
+    UNIT,
+    OneOf,
+    Range,
+    hyper,
+)
+from .._hyper import resolve
+from .._numerics import canonical_dtype, safe_increment, work_dtype
+from .._protocol import Alias, GradientTransformation, zero_count
+from .._pytree import static_field
+from .._sharding import replicate, restore
+from ..combinators.chain import chain
+from ..schedules.psgd import precond_update_prob_schedule
+from ..transforms.scaling import scale_by_learning_rate
+from ..transforms.weight_decay import add_decayed_weights
+from . import _psgd as psgd
+
+# How often a preconditioner update also balances the factors (psgd-jax).
+_BALANCE_PROBABILITY = 0.01
+
+
+class KronState(NamedTuple):
+    """State of :class:`scale_by_kron`."""
+
+    count: jax.Array  # int32 scalar: number of updates done
+    key: jax.Array  # typed PRNG key: the preconditioner's randomness
+    mu: Any  # momentum, like the params (mu_dtype)
+    Qs: Any  # noqa: N815 - psgd's name. Per leaf, one factor per axis:
+    # (*batch, n, n) upper triangular or (*batch, n) diagonal
+
+
+def _as_key(key: Any, seed: int) -> jax.Array:
+    """A typed PRNG key from a key, raw key data, or the integer seed."""
+    if key is None:
+        return jax.random.key(seed)
+    if isinstance(key, jax.Array):
+        if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+            return key
+        if key.dtype == jnp.uint32 and key.ndim == 1:
+            return jax.random.wrap_key_data(key)
+    return jax.random.key(key)
+
+
+class scale_by_kron(GradientTransformation):
+    """PSGD Kron's preconditioned direction. See :class:`kron`.
+
+    Args:
+      b1: momentum decay, in [0, 1).
+      preconditioner_update_probability: the probability of updating the
+        preconditioner at a step, in [0, 1]: a number or a schedule (read
+        at the step number counted from 1, as psgd-jax does).
+      max_size_triangular: axes longer than this get a diagonal factor.
+      min_ndim_triangular: tensors of lower rank get diagonal factors only.
+      memory_save_mode: None, "one_diag", "smart_one_diag" or "all_diag".
+      mu_dtype: dtype of the momentum buffer.
+      precond_dtype: dtype of the factors (None: at least float32).
+      precond_lr: the factors' step size, > 0.
+      precond_init_scale: the initial preconditioner is this times I, > 0.
+      trust_region_scale: the soft clip's scale, > 0.
+      scanned_layers: which leaves are stacks of layers along their first
+        axis (each slice gets its own factors): None, a tree of bools (a
+        prefix of the params) or a function of the params returning one.
+      key: a PRNG key (or raw key data, or an integer seed); None: ``seed``.
+      seed: the integer seed used when ``key`` is None.
+    """
+
+    b1: Any = hyper(0.9, DECAY)
+    preconditioner_update_probability: Any = hyper(precond_update_prob_schedule(), UNIT)
+    max_size_triangular: int = hyper(8192, NONNEGATIVE_INT, static=True)
+    min_ndim_triangular: int = hyper(2, NONNEGATIVE_INT, static=True)
+    memory_save_mode: Any = hyper(
+        None, OneOf(psgd.MEMORY_SAVE_MODES), static=True, allow_none=True
+    )
+    mu_dtype: Any = static_field(None)
+    precond_dtype: Any = static_field(None)
+    precond_lr: Any = hyper(0.1, POSITIVE, kw_only=True)
+    precond_init_scale: Any = hyper(1.0, POSITIVE, schedule=False, kw_only=True)
+    trust_region_scale: Any = hyper(1.5, POSITIVE, kw_only=True)
+    scanned_layers: Any = static_field(None, kw_only=True)
+    # A key array is data (a leaf), never structure.
+    key: Any = dataclasses.field(default=None, kw_only=True)
+    seed: int = hyper(0, Range(integer=True), static=True, kw_only=True)
+
+    # Read at the step counted from 1, as psgd-jax reads it.
+    _self_resolved = ("preconditioner_update_probability",)
+
+    def _scanned(self, tree: Any) -> list[bool]:
+        spec = self.scanned_layers
+        if callable(spec):
+            spec = spec(tree)
+        leaves, treedef = jax.tree.flatten(tree)
+        if spec is None:
+            return [False] * len(leaves)
+        full = jax.tree.map(
+            lambda s, sub: jax.tree.map(lambda _: bool(s), sub), spec, tree
+        )
+        return treedef.flatten_up_to(full)
+
+    def _layout(self, shape: tuple[int, ...], scanned: bool):
+        """The tensor's shape (batch axis removed) and its diagonal axes."""
+        if scanned and not shape:
+            raise ValueError("scanned_layers marks a scalar leaf as a stack")
+        tensor = shape[1:] if scanned else shape
+        tensor = tensor or (1,)  # a scalar is a one-element vector
+        diagonal = psgd.diagonal_axes(
+            tensor,
+            self.max_size_triangular,
+            self.min_ndim_triangular,
+            self.memory_save_mode,
+        )
+        return tensor, diagonal
+
+    def _precond_dtype(self, leaf: Any) -> Any:
+        if self.precond_dtype is None:
+            return work_dtype(leaf.dtype)
+        dtype = canonical_dtype(self.precond_dtype)
+        if jnp.issubdtype(leaf.dtype, jnp.complexfloating):
+            # A complex gradient needs complex factors (Hermitian P).
+            dtype = jnp.promote_types(dtype, leaf.dtype)
+        return dtype
+
+    def init_state(self, params):
+        leaves, treedef = jax.tree.flatten(params)
+        factors = []
+        for leaf, scanned in zip(leaves, self._scanned(params), strict=True):
+            shape, diagonal = self._layout(tuple(leaf.shape), scanned)
+            qs = psgd.init_factors(
+                shape, diagonal, self.precond_init_scale, self._precond_dtype(leaf)
+            )
+            if scanned:
+                qs = tuple(jnp.broadcast_to(q, (leaf.shape[0], *q.shape)) for q in qs)
+            factors.append(qs)
+        return KronState(
+            count=zero_count(),
+            key=_as_key(self.key, self.seed),
+            mu=gtree.zeros_like(params, dtype=self.mu_dtype),
+            Qs=jax.tree.unflatten(treedef, factors),
+        )
+
+    def update_state(self, updates, state, params=None, **extra_args):
+        count = safe_increment(state.count)
+        probability = resolve(self.preconditioner_update_probability, count)
+        mu = gtree.update_moment(updates, state.mu, self.b1, 1)
+        momentum = gtree.bias_correction(mu, self.b1, count)
+        leaves, treedef = jax.tree.flatten(momentum)
+        scanned = self._scanned(updates)
+        factors = treedef.flatten_up_to(state.Qs)
+        key, draw_key, update_key = jax.random.split(state.key, 3)
+
+        def refit(qs_all):
+            balance_key, noise_key = jax.random.split(update_key)
+            rebalance = jax.random.uniform(balance_key) < _BALANCE_PROBABILITY
+            out = []
+            for i, (m, qs, s) in enumerate(zip(leaves, qs_all, scanned, strict=True)):
+                qs = jax.lax.cond(rebalance, self._balance(s), lambda q: q, qs)
+                v_key = jax.random.fold_in(noise_key, i)
+                out.append(self._refit_leaf(m, qs, s, v_key))
+            return out
+
+        do_update = jax.random.uniform(draw_key) < probability
+        factors = jax.lax.cond(do_update, refit, lambda qs: list(qs), factors)
+        direction = [
+            self._precondition_leaf(m, qs, s)
+            for m, qs, s in zip(leaves, factors, scanned, strict=True)
+        ]
+        return jax.tree.unflatten(treedef, direction), KronState(
+            count=count,
+            key=key,
+            mu=mu,
+            Qs=jax.tree.unflatten(treedef, factors),
+        )
+
+    def _balance(self, scanned: bool):
+        return jax.vmap(psgd.balance) if scanned else psgd.balance
+
+    def _work(self, m: jax.Array, qs: tuple[jax.Array, ...]) -> Any:
+        return work_dtype(jnp.result_type(m.dtype, *[q.dtype for q in qs]))
+
+    def _refit_leaf(self, m, qs, scanned, v_key):
+        dtype = self._work(m, qs)
+        x, _ = replicate(m)
+        x = x.astype(dtype)
+        v = jax.random.normal(v_key, x.shape, dtype)
+        shape, _ = self._layout(tuple(m.shape), scanned)
+        work = tuple(q.astype(dtype) for q in qs)
+
+        def one(x, v, work):
+            x = x.reshape(shape)
+            v = v.reshape(shape)
+            return psgd.update_factors(work, x, v, self.precond_lr)
+
+        new = jax.vmap(one)(x, v, work) if scanned else one(x, v, work)
+        return tuple(q.astype(old.dtype) for q, old in zip(new, qs, strict=True))
+
+    def _precondition_leaf(self, m, qs, scanned):
+        dtype = self._work(m, qs)
+        x, sharding = replicate(m)
+        shape, _ = self._layout(tuple(m.shape), scanned)
+        work = tuple(q.astype(dtype) for q in qs)
+
+        def one(x, work):
+            return psgd.precondition(work, x.astype(dtype).reshape(shape))
+
+        out = jax.vmap(one)(x, work) if scanned else one(x, work)
+        out = psgd.trust_region(out.reshape(m.shape), self.trust_region_scale)
+        return restore(out.astype(m.dtype), sharding)
+
+
+class kron(Alias):
+    r"""PSGD Kron: SGD preconditioned by Kronecker-factored triangular matrices.
+
+    For each parameter tensor of rank :math:`r` (each slice of a stacked
+    one), with momentum :math:`m_t = \beta_1 m_{t-1} + (1 - \beta_1) g_t`
+    and :math:`\hat m_t = m_t / (1 - \beta_1^t)`, the preconditioner
+    :math:`P = Q^H Q` has one factor :math:`Q_i` per axis (upper triangular,
+    or diagonal for axes longer than ``max_size_triangular``, tensors of rank
+    below ``min_ndim_triangular`` and the axes of ``memory_save_mode``), and
+    :math:`Q` multiplies each axis of a tensor by its factor. With probability
+    :math:`p(t)` the factors take one step towards the minimum of
+    :math:`E[\hat m^H P \hat m + v^H P^{-1} v]`, :math:`v \sim N(0, I)`, which
+    is :math:`P = (E[\hat m \hat m^H])^{-1/2}`:
+
+    .. math::
+      A = Q \hat m_t,\quad B = Q^{-H} v,\quad
+      Q_i \leftarrow Q_i - \frac{\eta_Q}{\|A_i A_i^H + B_i B_i^H\|}
+        \mathrm{triu}(A_i A_i^H - B_i B_i^H)\, Q_i
+
+    (:math:`X_i` is :math:`X` unfolded along axis :math:`i`; the norm is a
+    cheap lower bound of the spectral norm, the largest entry for a diagonal
+    factor, whose step is the diagonal's). Then
+
+    .. math::
+      u_t = -\eta_t \big(\tau(P \hat m_t) + \lambda \theta_{t-1}\big),\quad
+      \tau(x) = s\,\mathrm{sign}(x)\big(0.1 \log(1 + |x|/s)
+        + 0.9 \tanh(|x|/s)\big).
+
+    With probability 0.01 an update of the factors first rescales them to
+    equal largest entries (:math:`Q` unchanged). The random draws come from
+    ``key`` (or ``seed``), kept and split in the state: a run is
+    reproducible, and no global random state is read.
+
+    Args:
+      learning_rate: :math:`\eta \ge 0`, a number or schedule.
+      b1: :math:`\beta_1`, momentum decay in [0, 1).
+      weight_decay: :math:`\lambda \ge 0`.
+      weight_decay_mask: which leaves decay (a tree of bools or a function).
+      preconditioner_update_probability: :math:`p(t)` in [0, 1], a number or
+        a schedule (default :class:`precond_update_prob_schedule`: 1 for 250
+        steps, then decaying to 0.03).
+      max_size_triangular: axes longer than this get diagonal factors, an
+        integer >= 0.
+      min_ndim_triangular: tensors of lower rank get diagonal factors only,
+        an integer >= 0 (2: vectors are diagonal).
+      memory_save_mode: None (triangular where allowed), "one_diag" (the
+        largest axis of each tensor diagonal), "smart_one_diag" (the largest
+        axis diagonal when it is strictly the largest) or "all_diag".
+      mu_dtype: dtype of the momentum.
+      precond_dtype: dtype of the factors (None: the parameter's, at least
+        float32; complex for complex parameters); arithmetic runs in at
+        least float32.
+      precond_lr: :math:`\eta_Q > 0` (psgd-jax: 0.1).
+      precond_init_scale: the initial :math:`P` is this times I, > 0.
+      trust_region_scale: :math:`s > 0`.
+      scanned_layers: leaves that are stacks of layers along their first
+        axis (a tree of bools, a prefix of the params, or a function of
+        them); each slice gets its own factors.
+      key: a PRNG key, raw key data or an integer; None: ``seed``.
+      seed: the integer seed used when ``key`` is None.
+
+    Returns:
+      The optimizer, a gradient transformation.
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> params = {"w": jnp.ones((3, 4)), "b": jnp.zeros(4)}
+      >>> tx = gradax.kron(1e-3, seed=0)
+      >>> state = tx.init(params)
+      >>> [q.shape for q in state[0].Qs["w"]], [q.shape for q in state[0].Qs["b"]]
+      ([(3, 3), (4, 4)], [(4,)])
+      >>> updates, state = tx.update(params, state, params)
+
+    References:
+      Li, Preconditioned Stochastic Gradient Descent, 2015 (arXiv:1512.04202);
+      Li, Preconditioner on Matrix Lie Group for SGD, 2018 (arXiv:1809.10232);
+      psgd-jax (Evan Walters), ``kron.py``.
+    """
+
+    learning_rate: Any = hyper(0.001, LEARNING_RATE)
+    b1: Any = hyper(0.9, DECAY)
+    weight_decay: Any = hyper(0.0, NONNEGATIVE)
+    weight_decay_mask: Any = static_field(None)
+    preconditioner_update_probability: Any = hyper(precond_update_prob_schedule(), UNIT)
+    max_size_triangular: int = hyper(8192, NONNEGATIVE_INT, static=True)
+    min_ndim_triangular: int = hyper(2, NONNEGATIVE_INT, static=True)
+    memory_save_mode: Any = hyper(
+        None, OneOf(psgd.MEMORY_SAVE_MODES), static=True, allow_none=True
+    )
+    mu_dtype: Any = static_field(None)
+    precond_dtype: Any = static_field(None)
+    precond_lr: Any = hyper(0.1, POSITIVE, kw_only=True)
+    precond_init_scale: Any = hyper(1.0, POSITIVE, schedule=False, kw_only=True)
+    trust_region_scale: Any = hyper(1.5, POSITIVE, kw_only=True)
+    scanned_layers: Any = static_field(None, kw_only=True)
+    # A key array is data (a leaf), never structure.
+    key: Any = dataclasses.field(default=None, kw_only=True)
+    seed: int = hyper(0, Range(integer=True), static=True, kw_only=True)
+
+    def build(self):
+        return chain(
+            scale_by_kron(
+                self.b1,
+                self.preconditioner_update_probability,
+                self.max_size_triangular,
+                self.min_ndim_triangular,
+                self.memory_save_mode,
+                self.mu_dtype,
+                self.precond_dtype,
+                precond_lr=self.precond_lr,
+                precond_init_scale=self.precond_init_scale,
+                trust_region_scale=self.trust_region_scale,
+                scanned_layers=self.scanned_layers,
+                key=self.key,
+                seed=self.seed,
+            ),
+            add_decayed_weights(self.weight_decay, self.weight_decay_mask),
+            scale_by_learning_rate(self.learning_rate),
+        )

@@ -1,0 +1,231 @@
+"""The two parameter groups of the Muon family, and Muon's shape factor.
+
+:class:`MuonGroups` is the base of ``muon``, ``normuon``, ``adamuon``,
+``dion`` and ``dion2``: matrices get the member's direction, the shape factor
+(:class:`scale_by_shape`), decoupled weight decay and the learning rate;
+every other leaf gets AdamW or the transformation given as ``adam``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+
+from .._declare import (
+    DECAY,
+    LEARNING_RATE,
+    NONNEGATIVE,
+    hyper,
+    static_field,
+)
+from .._matrices import full_dimension_numbers, is_spec_leaf
+from .._protocol import (
+    Alias,
+    EmptyState,
+    GradientTransformation,
+    as_transformation,
+)
+from ..combinators.chain import chain
+from ..combinators.masked import partition
+from ..optimizers.adam import adamw
+from ..transforms.cautious import decayed_weights
+from ..transforms.scaling import scale_by_learning_rate
+from .blocks import matrix_blocks
+from .dimensions import SHAPE_SCALING, shape_scale
+from .routing import warn_about_embeddings
+
+
+class scale_by_shape(GradientTransformation):
+    """Multiplies each orthogonalized update by its shape factor.
+
+    Args:
+      weight_dimension_numbers: as in :class:`scale_by_muon`.
+      consistent_rms: if a number, use ``consistent_rms * sqrt(max(fan_in,
+        fan_out))`` (Moonlight: 0.2); if None, ``sqrt(max(1, fan_out /
+        fan_in))`` (KellerJordan).
+      shape_scaling: overrides the rule: 'keller', 'rms', 'spectral', 'none'.
+    """
+
+    weight_dimension_numbers: Any = static_field(None)
+    consistent_rms: Any = hyper(None, NONNEGATIVE)
+    shape_scaling: str | None = hyper(None, SHAPE_SCALING, static=True, kw_only=True)
+
+    def init_state(self, params):
+        del params
+        return EmptyState()
+
+    def _rule(self) -> str:
+        if self.shape_scaling is not None:
+            return self.shape_scaling
+        return "keller" if self.consistent_rms is None else "rms"
+
+    def update_state(self, updates, state, params=None, **extra_args):
+        rule = self._rule()
+        rms = self.consistent_rms
+
+        def scaled(dims, u):
+            if dims is None:
+                return u
+            blocks = matrix_blocks(u.shape, dims)
+            factors = [shape_scale(fi, fo, rule, rms) for fi, fo in blocks.fans]
+            if len(factors) == 1:
+                return factors[0] * u
+            # Blocks of different shapes (fused QKV) have their own factors.
+            stacks = blocks.to_stacks(u)
+            return blocks.from_stacks(
+                [f * m for f, m in zip(factors, stacks, strict=True)]
+            )
+
+        dims = full_dimension_numbers(
+            self.weight_dimension_numbers, updates, default_2d_only=False
+        )
+        scaled_updates = jax.tree.map(scaled, dims, updates, is_leaf=is_spec_leaf)
+        return scaled_updates, state
+
+
+# The options that build the default AdamW group; adam= replaces them.
+_ADAM_OPTIONS = (
+    "adam_b1",
+    "adam_b2",
+    "adam_eps_root",
+    "adam_weight_decay",
+    "adam_learning_rate",
+    "adam_eps",
+)
+
+
+def _is_default(module: Any, name: str, defaults: dict[str, Any]) -> bool:
+    value, default = getattr(module, name), defaults[name]
+    if value is default:
+        return True
+    if value is None or default is None or callable(value):
+        return False
+    if isinstance(value, jax.core.Tracer):
+        # Rebuilt inside a trace (inject_hyperparams): checked when built.
+        return True
+    return bool(np.all(np.asarray(value) == default))
+
+
+class MuonGroups(Alias):
+    """Base of every optimizer of the Muon family: two parameter groups.
+
+    Matrices (as routed by ``muon_weight_dimension_numbers``) get the
+    optimizer's direction, the shape factor, decoupled weight decay and the
+    learning rate; every other leaf gets AdamW, or the transformation given
+    as ``adam``. The options of the AdamW group and of the routing are
+    declared here, once, for every member.
+
+    A member (``muon``, ``normuon``, ``adamuon``, ``dion``, ``dion2``)
+    extends Muon in one way: it overrides :meth:`_muon_direction`, which
+    builds its direction from its own fields, named one by one. It also
+    provides what :meth:`build` reads besides the fields below, as arguments
+    or as fixed class attributes: ``eps`` (also AdamW's default eps),
+    ``weight_decay``, ``weight_decay_mask``, ``mu_dtype``, ``nesterov``
+    (also AdamW's), ``consistent_rms`` and ``shape_scaling``.
+
+    Args:
+      learning_rate: the learning rate of both groups, a number or
+        schedule, >= 0.
+      adam_b1: the AdamW group's first-moment decay, in [0, 1).
+      adam_b2: the AdamW group's second-moment decay, in [0, 1).
+      adam_eps_root: the AdamW group's eps inside the square root, >= 0.
+      adam_weight_decay: the AdamW group's decoupled weight decay, >= 0.
+      adam_learning_rate: the AdamW group's learning rate (None: the
+        optimizer's ``learning_rate``).
+      adam_eps: the AdamW group's eps (None: the optimizer's ``eps``).
+      muon_weight_dimension_numbers: None (2-D leaves are matrices), "auto"
+        (also stacked ``(L, m, n)`` and conv ``(h, w, c_in, c_out)``), one
+        :class:`MuonDimensionNumbers`, a tree of them with None for AdamW
+        leaves, or a function of the params returning such a tree.
+      cautious_weight_decay: decay matrices only where update and weight
+        agree in sign (arXiv:2510.12402).
+      adam: the whole transformation of the leaves that are not matrices,
+        learning rate included (gradax or optax), e.g.
+        ``gradax.adam(3e-4, b1=0.9, b2=0.95, eps=1e-10)`` for KellerJordan's
+        plain Adam. None (the default): ``adamw`` built from the ``adam_*``
+        options, with the optimizer's ``nesterov`` and ``mu_dtype`` (optax's
+        rule). Given together with an ``adam_*`` option, it is an error.
+    """
+
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    adam_b1: Any = hyper(0.9, DECAY, kw_only=True)
+    adam_b2: Any = hyper(0.999, DECAY, kw_only=True)
+    adam_eps_root: Any = hyper(0.0, NONNEGATIVE, kw_only=True)
+    adam_weight_decay: Any = hyper(0.0, NONNEGATIVE, kw_only=True)
+    adam_learning_rate: Any = hyper(None, LEARNING_RATE, kw_only=True)
+    adam_eps: Any = hyper(None, NONNEGATIVE, kw_only=True)
+    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    cautious_weight_decay: bool = static_field(False, kw_only=True)
+    # A child of the pytree: its learning rate and other numbers are leaves.
+    adam: Any = dataclasses.field(default=None, kw_only=True)
+
+    def _convert_fields(self) -> None:
+        super()._convert_fields()
+        if self.adam is not None:
+            object.__setattr__(self, "adam", as_transformation(self.adam, "adam"))
+
+    def _check(self) -> None:
+        super()._check()
+        if self.adam is None:
+            return
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        given = [
+            name for name in _ADAM_OPTIONS if not _is_default(self, name, defaults)
+        ]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} set the default AdamW group, which adam= "
+                "replaces: pass these settings to the transformation given as "
+                "adam instead"
+            )
+
+    def _muon_direction(self) -> GradientTransformation:
+        """The direction of the matrices (the one hook a member overrides)."""
+        raise NotImplementedError
+
+    def _dims(self, tree: Any) -> Any:
+        return full_dimension_numbers(
+            self.muon_weight_dimension_numbers, tree, default_2d_only=True
+        )
+
+    def _labels(self, params: Any) -> Any:
+        dims = self._dims(params)
+        warn_about_embeddings(dims)
+        return jax.tree.map(
+            lambda d, _: "adam" if d is None else "muon",
+            dims,
+            params,
+            is_leaf=is_spec_leaf,
+        )
+
+    def build(self):
+        decay = decayed_weights(
+            self.weight_decay,
+            self.weight_decay_mask,
+            cautious=self.cautious_weight_decay,
+        )
+        muon_group = chain(
+            self._muon_direction(),
+            scale_by_shape(
+                self._dims, self.consistent_rms, shape_scaling=self.shape_scaling
+            ),
+            decay,
+            scale_by_learning_rate(self.learning_rate),
+        )
+        if self.adam is not None:
+            return partition({"muon": muon_group, "adam": self.adam}, self._labels)
+        adam_lr = self.adam_learning_rate
+        adam_group = adamw(
+            self.learning_rate if adam_lr is None else adam_lr,
+            b1=self.adam_b1,
+            b2=self.adam_b2,
+            eps=self.eps if self.adam_eps is None else self.adam_eps,
+            eps_root=self.adam_eps_root,
+            mu_dtype=self.mu_dtype,
+            weight_decay=self.adam_weight_decay,
+            nesterov=self.nesterov,
+        )
+        return partition({"muon": muon_group, "adam": adam_group}, self._labels)
