@@ -27,10 +27,10 @@ from ._protocol import ScheduleState as ScheduleState
 from ._protocol import Updates as Updates
 from ._protocol import with_extra_args_support as with_extra_args_support
 from ._pytree import Module as Module
+from ._pytree import static_field as static_field
 from ._quantized import QuantizedArray as QuantizedArray
 from ._quantized import dynamic_code_map as dynamic_code_map
 from ._quantized import int8_blockwise as int8_blockwise
-from ._pytree import static_field as static_field
 from ._simple import identity as identity
 from ._simple import set_to_zero as set_to_zero
 from ._simple import stateless as stateless
@@ -49,8 +49,6 @@ from ._updates import apply_updates as apply_updates
 from ._updates import incremental_update as incremental_update
 from ._updates import periodic_update as periodic_update
 from .combinators.chain import chain as chain
-from .combinators.offload import OffloadedState as OffloadedState
-from .combinators.offload import offload_state as offload_state
 from .combinators.chain import named_chain as named_chain
 from .combinators.conditional import ApplyIfFiniteState as ApplyIfFiniteState
 from .combinators.conditional import ConditionallyMaskState as ConditionallyMaskState
@@ -85,6 +83,8 @@ from .combinators.multi_steps import (
 )
 from .combinators.multi_steps import skip_large_updates as skip_large_updates
 from .combinators.multi_steps import skip_not_finite as skip_not_finite
+from .combinators.offload import OffloadedState as OffloadedState
+from .combinators.offload import offload_state as offload_state
 from .combinators.spikes import SkipLossSpikesState as SkipLossSpikesState
 from .combinators.spikes import skip_loss_spikes as skip_loss_spikes
 from .combinators.structure import ApplyEvery as ApplyEvery
@@ -189,14 +189,14 @@ from .optimizers.adafactor import adafactor as adafactor
 from .optimizers.adafactor import scale_by_factored_rms as scale_by_factored_rms
 from .optimizers.adagrad import adagrad as adagrad
 from .optimizers.adam import ScaleByAdamState as ScaleByAdamState
-from .optimizers.adam_mini import ScaleByAdamMiniState as ScaleByAdamMiniState
-from .optimizers.adam_mini import adam_mini as adam_mini
-from .optimizers.adam_mini import scale_by_adam_mini as scale_by_adam_mini
 from .optimizers.adam import adam as adam
 from .optimizers.adam import adamw as adamw
 from .optimizers.adam import nadam as nadam
 from .optimizers.adam import nadamw as nadamw
 from .optimizers.adam import scale_by_adam as scale_by_adam
+from .optimizers.adam_mini import ScaleByAdamMiniState as ScaleByAdamMiniState
+from .optimizers.adam_mini import adam_mini as adam_mini
+from .optimizers.adam_mini import scale_by_adam_mini as scale_by_adam_mini
 from .optimizers.adamax import adamax as adamax
 from .optimizers.adamax import adamaxw as adamaxw
 from .optimizers.adamax import scale_by_adamax as scale_by_adamax
@@ -264,10 +264,10 @@ from .optimizers.yogi import yogi as yogi
 from .orthogonal.adamuon import AdaMuonState as AdaMuonState
 from .orthogonal.adamuon import adamuon as adamuon
 from .orthogonal.adamuon import scale_by_adamuon as scale_by_adamuon
+from .orthogonal.blocks import MuonSplit as MuonSplit
 from .orthogonal.coefficients import (
     polar_express_coefficients as polar_express_coefficients,
 )
-from .orthogonal.blocks import MuonSplit as MuonSplit
 from .orthogonal.dimensions import MuonDimensionNumbers as MuonDimensionNumbers
 from .orthogonal.dion import DionState as DionState
 from .orthogonal.dion import dion as dion
@@ -301,9 +301,6 @@ from .schedules import (
     piecewise_interpolate_schedule as piecewise_interpolate_schedule,
 )
 from .schedules import polynomial_schedule as polynomial_schedule
-from .schedules.psgd import (
-    precond_update_prob_schedule as precond_update_prob_schedule,
-)
 from .schedules import sgdr_schedule as sgdr_schedule
 from .schedules import warmup_constant_schedule as warmup_constant_schedule
 from .schedules import (
@@ -314,6 +311,9 @@ from .schedules import (
 )
 from .schedules import (
     warmup_stable_decay_schedule as warmup_stable_decay_schedule,
+)
+from .schedules.psgd import (
+    precond_update_prob_schedule as precond_update_prob_schedule,
 )
 from .schedules.wrapped import WrappedSchedule as WrappedSchedule
 from .transforms.cautious import (
