@@ -251,7 +251,11 @@ BLOCKS: list[Entry] = [
     Entry("scale_by_factored_rms", dict(decay_rate=0.7), schedule_arg="decay_rate"),
     Entry(
         "scale_by_factored_rms",
-        dict(min_dim_size_to_factor=2, step_offset=1),
+        # A positive offset is for a state that counted past it: from a fresh
+        # state, step_offset=1 gave NaN from the first step (as in optax), and
+        # every check passed on NaN == NaN. A negative one shifts the decay
+        # schedule and stays finite.
+        dict(min_dim_size_to_factor=2, step_offset=-1),
         schedule_arg="epsilon",
     ),
 ]

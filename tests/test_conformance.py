@@ -143,6 +143,10 @@ def test_same_numbers_in_every_form(entry: Entry):
         lambda p: {name: _history(tx, p, n) for name, (tx, n) in forms.items()}
     )(params)
     plain = results["plain"]
+    # assert_allclose counts NaN == NaN, so a check of two NaN runs would
+    # pass without checking anything.
+    for path, leaf in jax.tree_util.tree_flatten_with_path(results)[0]:
+        assert np.all(np.isfinite(leaf)), f"not finite: {jax.tree_util.keystr(path)}"
     if "optax" in results:
         _assert_trees_close(
             plain, results["optax"], "against optax", rtol=entry.rtol, atol=1e-6

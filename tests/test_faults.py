@@ -109,6 +109,13 @@ def _check(build, extra, guards) -> None:
     runs = _scenario(build, extra, guards)(make_params(), STEPS, KINDS, RESETS)
     problems = []
     for guard, run in runs.items():
+        # The premise: the run that sees no bad step stays finite (an entry
+        # whose own steps give NaN would be compared NaN against NaN).
+        reference_params = jax.tree.leaves(run[0])
+        if not all(
+            np.isfinite(_bits(x)[MATCHING_REFERENCE]).all() for x in reference_params
+        ):
+            problems.append(f"{guard}: the reference run's params are not finite")
         for path, leaf in jax.tree_util.tree_flatten_with_path(run)[0]:
             bits = _bits(leaf)
             guarded, reference = bits[GUARDED], bits[MATCHING_REFERENCE]
