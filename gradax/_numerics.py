@@ -36,6 +36,18 @@ def canonical_dtype(dtype: Any) -> Any:
     return jax.dtypes.canonicalize_dtype(dtype)
 
 
+def plain_dtype(dtype: Any, default: Any) -> Any:
+    """``dtype`` for a state leaf kept as a plain array, ``default`` if None.
+
+    A storage spec (``int8_blockwise``) quantizes moments shaped like the
+    parameters; the other leaves of such a state (Dion's basis ``Q``,
+    NorMuon's per-neuron second moment) stay float32.
+    """
+    if isinstance(dtype, int8_blockwise):
+        return jnp.dtype(jnp.float32)
+    return default if dtype is None else dtype
+
+
 def real_dtype(dtype: Any) -> Any:
     """The real counterpart of a floating dtype (float32 for complex64)."""
     return jnp.finfo(dtype).dtype

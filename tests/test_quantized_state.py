@@ -209,3 +209,25 @@ def test_zero_point_second_moment_is_never_zero():
     v = jnp.concatenate([jnp.ones(1), jnp.full(255, 1e-12)])
     q = gradax.QuantizedArray.store(v, 256, signed=False)
     assert float(q.load()[1:].min()) > 0
+
+
+@pytest.mark.parametrize("name", ["normuon", "adamuon", "dion", "dion2"])
+def test_muon_variants_take_8bit_momentum(name):
+    # Their momentum is quantized; the leaves a spec cannot hold (Dion's
+    # basis Q, NorMuon's per-neuron moment, AdaMuon's second moment) stay
+    # float32.
+    params, loss = _problem()
+    spec = gradax.int8_blockwise(64)
+    tx = getattr(gradax, name)(0.02, mu_dtype=spec)
+    state = tx.init(params)
+    quantized = [
+        x
+        for x in jax.tree.leaves(
+            state, is_leaf=lambda x: isinstance(x, gradax.QuantizedArray)
+        )
+        if isinstance(x, gradax.QuantizedArray)
+    ]
+    assert any(q.shape == params["w"].shape for q in quantized)
+    p8, final = _run(tx, params, loss, 10, state)
+    assert jax.tree.structure(final) == jax.tree.structure(state)
+    assert loss(p8) < loss(params)

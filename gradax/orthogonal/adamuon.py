@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .._declare import static_field
-from .._numerics import real_dtype
+from .._numerics import plain_dtype, real_dtype
 from ._common import NormalizedMuonAliasBase, NormalizedMuonBase, rms_align
 
 
@@ -53,7 +53,8 @@ class scale_by_adamuon(NormalizedMuonBase):
 
     def _nu_init(self, param, dims):
         del dims
-        return jnp.zeros_like(param, dtype=real_dtype(self.mu_dtype or param.dtype))
+        dtype = real_dtype(plain_dtype(self.mu_dtype, param.dtype))
+        return jnp.zeros_like(param, dtype=dtype)
 
     def _normalize(self, o, nu, view):
         beta2 = self.beta2

@@ -12,7 +12,7 @@ import numpy as np
 from .. import tree as gtree
 from .._declare import DECAY, NONNEGATIVE, OneOf, Range, hyper, static_field
 from .._matrices import is_spec_leaf, matrix_view
-from .._numerics import work_dtype
+from .._numerics import plain_dtype, work_dtype
 from .._protocol import GradientTransformation
 from .._rounding import frobenius, kept_lines
 from .._sharding import match_sharding, replicate, restore
@@ -91,7 +91,7 @@ class scale_by_dion(GradientTransformation):
             view = matrix_view(p.shape, d)
             r = dion_rank(self.rank, view.fan_in, view.fan_out)
             shape = (*batch_shape(p.shape, d), view.fan_in, r)
-            dtype = self.mu_dtype or p.dtype
+            dtype = plain_dtype(self.mu_dtype, p.dtype)
             q = jax.random.normal(
                 jax.random.fold_in(key, index), shape, work_dtype(dtype)
             )

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._numerics import real_dtype
+from .._numerics import plain_dtype, real_dtype
 from ._common import NormalizedMuonAliasBase, NormalizedMuonBase, batch_shape, rms_align
 from .blocks import block_view
 
@@ -45,7 +45,7 @@ class scale_by_normuon(NormalizedMuonBase):
     def _nu_init(self, param, dims):
         view = block_view(param.shape, dims)
         shape = (*batch_shape(param.shape, dims), view.fan_out)
-        dtype = real_dtype(self.mu_dtype or param.dtype)
+        dtype = real_dtype(plain_dtype(self.mu_dtype, param.dtype))
         return jnp.zeros(shape, dtype)
 
     def _normalize(self, o, nu, view):
