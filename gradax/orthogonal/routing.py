@@ -139,7 +139,8 @@ def _report(params: Any, dims: Any, rule: str, rms: float | None) -> str:
     for (path, leaf), d in zip(flat, flat_dims, strict=True):
         shape = tuple(leaf.shape)
         if d is None:
-            rows.append((jax.tree_util.keystr(path), str(shape), "adamw", "-", "-"))
+            # "adam" as in the labels: AdamW unless the optimizer's adam= says.
+            rows.append((jax.tree_util.keystr(path), str(shape), "adam", "-", "-"))
             continue
         blocks = matrix_blocks(shape, d)
         fans = list(zip(blocks.counts, blocks.fans, strict=True))
