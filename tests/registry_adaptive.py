@@ -7,6 +7,7 @@ NumPy renderings of the papers' rules.
 
 from __future__ import annotations
 
+import optax
 from registry_base import Entry
 
 import gradax
@@ -28,6 +29,23 @@ def _cosine(init_value, decay_steps):
 EXACT_B2 = 0.998046875
 EXACT_BETAS = dict(b1=0.875, b2=EXACT_B2)
 LION_CONVERGE = dict(learning_rate=_cosine(0.05, 500))
+
+
+def _descending(name, module):
+    """``name`` followed by a small negative step, in gradax or optax.
+
+    Alone, a parameter-scaled transformation ascends the suite's quadratic
+    and its parameters overflow within 5 of its 20 steps; the comparisons
+    then compared inf with inf and checked nothing.
+    """
+
+    def build(min_scale=0.01):
+        return module.chain(
+            getattr(module, name)(min_scale=min_scale), module.scale(-0.02)
+        )
+
+    build.__name__ = f"descending_{name}"
+    return build
 
 
 def _opt(name, kwargs=None, **flags):
@@ -246,8 +264,20 @@ BLOCKS: list[Entry] = [
         dict(min_norm=0.1, trust_coefficient=0.5, eps=1e-3),
         schedule_arg="trust_coefficient",
     ),
-    Entry("scale_by_param_block_norm", dict(min_scale=0.01), schedule_arg="min_scale"),
-    Entry("scale_by_param_block_rms", dict(min_scale=0.01), schedule_arg="min_scale"),
+    Entry(
+        "scale_by_param_block_norm",
+        dict(min_scale=0.01),
+        schedule_arg="min_scale",
+        build_fn=_descending("scale_by_param_block_norm", gradax),
+        optax_build_fn=_descending("scale_by_param_block_norm", optax),
+    ),
+    Entry(
+        "scale_by_param_block_rms",
+        dict(min_scale=0.01),
+        schedule_arg="min_scale",
+        build_fn=_descending("scale_by_param_block_rms", gradax),
+        optax_build_fn=_descending("scale_by_param_block_rms", optax),
+    ),
     Entry("scale_by_factored_rms", dict(decay_rate=0.7), schedule_arg="decay_rate"),
     Entry(
         "scale_by_factored_rms",

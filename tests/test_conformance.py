@@ -136,7 +136,9 @@ def test_same_numbers_in_every_form(entry: Entry):
         assert jax.tree.structure(plain_state) == jax.tree.structure(scheduled_state)
         forms["scheduled"] = (scheduled, FORM_STEPS)
     if entry.injectable:
-        injected = gradax.inject_hyperparams(entry.factory)(**entry.kwargs)
+        injected = gradax.inject_hyperparams(entry.build_fn or entry.factory)(
+            **entry.kwargs
+        )
         forms["injected"] = (injected, FORM_STEPS)
 
     results = jax.jit(
