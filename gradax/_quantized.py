@@ -137,7 +137,10 @@ class int8_blockwise:  # noqa: N801 - named like the function users call
         # constant-fold a quantization of zeros at compile time).
         zero = int(np.flatnonzero(dynamic_code_map(signed) == 0)[0]) - 128
         codes = jnp.full_like(x, zero, dtype=jnp.int8)
-        scales = jnp.zeros(_blocked_shape(np.shape(x), self.block_size)[:-1])
+        # float32 whatever the parameters' dtype (also float64 under x64).
+        scales = jnp.zeros(
+            _blocked_shape(np.shape(x), self.block_size)[:-1], jnp.float32
+        )
         return QuantizedArray(codes, scales, self.block_size, signed)
 
     def round_trip(self, x: Any, *, signed: bool = True) -> Any:
@@ -151,6 +154,18 @@ class int8_blockwise:  # noqa: N801 - named like the function users call
 def is_storage_spec(dtype: Any) -> bool:
     """Whether ``dtype`` is a storage spec (not a dtype)."""
     return isinstance(dtype, int8_blockwise)
+
+
+def moment_zeros(tree: Any, dtype: Any | None, *, nonnegative: bool) -> Any:
+    """Zeros for a moment: ``gtree.zeros_like``, with the map picked by sign.
+
+    A storage spec stores a moment that stays >= 0 (a second moment) with its
+    unsigned map, one more bit of precision; any other dtype is as
+    ``gtree.zeros_like`` makes it.
+    """
+    if is_storage_spec(dtype):
+        return jax.tree.map(lambda x: dtype.zeros_like(x, signed=not nonnegative), tree)
+    return jax.tree.map(lambda x: jnp.zeros_like(x, dtype=dtype), tree)
 
 
 def _quantizes(x: Any, block_size: int) -> bool:

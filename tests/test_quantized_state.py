@@ -9,6 +9,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 import gradax
+from gradax._quantized import moment_zeros
 
 P = jax.sharding.PartitionSpec
 
@@ -85,7 +86,9 @@ def test_layouts_small_and_complex_leaves():
     assert mu["flat"].codes.shape == (6, 3) and mu["flat"].scales.shape == (3,)
     assert mu["small"].dtype == jnp.float32
     assert mu["complex"].dtype == jnp.complex64
-    nu = gradax.tree.zeros_like(params, spec, nonnegative=True)
+    # A second moment (>= 0) uses the unsigned map; gradax.tree.zeros_like
+    # keeps optax's signature, so optimizers ask through moment_zeros.
+    nu = moment_zeros(params, spec, nonnegative=True)
     assert mu["row"].signed and not nu["row"].signed
 
 

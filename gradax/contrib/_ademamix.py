@@ -12,6 +12,7 @@ from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import canonical_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
+from .._quantized import moment_zeros
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
@@ -55,7 +56,7 @@ class scale_by_ademamix(GradientTransformation):
             count_m2=zero_count(),
             m1=gtree.zeros_like(params, dtype),
             m2=gtree.zeros_like(params, dtype),
-            nu=gtree.zeros_like(params, dtype, nonnegative=True),
+            nu=moment_zeros(params, dtype, nonnegative=True),
         )
 
     def update_state(self, updates, state, params=None, **extra_args):

@@ -12,6 +12,7 @@ from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
+from .._quantized import moment_zeros
 from ..combinators.chain import chain
 from ..transforms.cautious import caution, decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
@@ -79,7 +80,7 @@ class scale_by_adam(GradientTransformation):
         return ScaleByAdamState(
             count=zero_count(),
             mu=gtree.zeros_like(params, dtype=self.mu_dtype),
-            nu=gtree.zeros_like(params, dtype=self.nu_dtype, nonnegative=True),
+            nu=moment_zeros(params, self.nu_dtype, nonnegative=True),
         )
 
     def update_state(self, updates, state, params=None, **extra_args):

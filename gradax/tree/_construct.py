@@ -9,9 +9,21 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 
-from .._quantized import is_storage_spec
-
 T = TypeVar("T")
+
+
+def _is_storage_spec(dtype: Any) -> bool:
+    """Whether ``dtype`` is a storage spec such as ``int8_blockwise``.
+
+    Imported when asked, not at module import: ``gradax.tree`` loads on its
+    own (tests load the file alone to check it creates no device arrays).
+    """
+    if dtype is None:
+        return False
+    from .._quantized import is_storage_spec
+
+    return is_storage_spec(dtype)
+
 
 # ---------------------------------------------------------------------------
 # Dtypes and constructors.
@@ -33,7 +45,7 @@ def cast(tree: Any, dtype: Any | None) -> Any:
     """
     if dtype is None:
         return tree
-    if is_storage_spec(dtype):
+    if _is_storage_spec(dtype):
         return jax.tree.map(lambda x: dtype.round_trip(x), tree)
     return jax.tree.map(lambda x: _astype(x, dtype), tree)
 
@@ -121,9 +133,7 @@ def dtype(tree: Any, mixed_dtype_handler: str | None = None) -> Any:
     return result
 
 
-def zeros_like(
-    tree: Any, dtype: Any | None = None, *, nonnegative: bool = False
-) -> Any:
+def zeros_like(tree: Any, dtype: Any | None = None) -> Any:
     """Returns a tree of zeros shaped like ``tree``.
 
     Args:
@@ -131,16 +141,14 @@ def zeros_like(
         dtype: optional dtype of the zeros; by default each leaf's. A storage
             spec such as :class:`gradax.int8_blockwise` gives
             :class:`gradax.QuantizedArray` leaves (plain float32 zeros for
-            leaves smaller than a block); an optimizer's ``update`` reads and
-            writes them as float32 arrays.
-        nonnegative: the zeros start a quantity that stays >= 0 (a second
-            moment): a storage spec then uses its unsigned map. Not in optax.
+            leaves smaller than a block, signed map); an optimizer's
+            ``update`` reads and writes them as float32 arrays.
 
     Returns:
         A tree of the same structure.
     """
-    if is_storage_spec(dtype):
-        return jax.tree.map(lambda x: dtype.zeros_like(x, signed=not nonnegative), tree)
+    if _is_storage_spec(dtype):
+        return jax.tree.map(lambda x: dtype.zeros_like(x), tree)
     return jax.tree.map(lambda x: jnp.zeros_like(x, dtype=dtype), tree)
 
 
