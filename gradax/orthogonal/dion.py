@@ -189,6 +189,8 @@ class dion(MuonGroups):
         (0.2 sqrt(max(fan_in, fan_out))) or "none".
       adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate, adam_eps:
         the AdamW group's settings, as in :class:`muon`.
+      adam: any transformation for the non-matrix leaves instead of that
+        AdamW group (keyword-only), as in :class:`muon`.
       muon_weight_dimension_numbers: routing, as in :class:`muon`.
       cautious_weight_decay: decay only where update and weight agree in sign.
 
