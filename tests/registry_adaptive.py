@@ -8,7 +8,7 @@ NumPy renderings of the papers' rules.
 from __future__ import annotations
 
 import optax
-from registry_base import Entry
+from registry_base import Entry, settling
 
 import gradax
 
@@ -89,8 +89,17 @@ OPTIMIZERS: list[Entry] = [
         converge_kwargs=dict(learning_rate=0.05, multiply_by_parameter_scale=False),
     ),
     _opt("adagrad", dict(learning_rate=0.5)),
-    _opt("adamax", rosenbrock_steps=3000),
-    _opt("adamaxw", dict(learning_rate=0.05, weight_decay=1e-3), rosenbrock_steps=3000),
+    _opt(
+        "adamax",
+        rosenbrock_steps=6000,
+        converge_kwargs=dict(learning_rate=settling(0.1, 6000)),
+    ),
+    _opt(
+        "adamaxw",
+        dict(learning_rate=0.05, weight_decay=1e-3),
+        rosenbrock_steps=6000,
+        converge_kwargs=dict(learning_rate=settling(0.1, 6000), weight_decay=1e-3),
+    ),
     # AMSGrad keeps the largest second moment seen: on Rosenbrock that is the
     # one of the steep start, and its steps stay too small to converge.
     _opt("amsgrad"),

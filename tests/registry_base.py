@@ -71,3 +71,17 @@ class Entry:
 def entry_id(entry: Entry) -> str:
     suffix = "-".join(f"{k}" for k in entry.kwargs if k != "learning_rate")
     return f"{entry.name}[{suffix}]" if suffix else entry.name
+
+
+def settling(learning_rate: float, steps: int = 3000) -> Any:
+    """A learning rate that decays over a Rosenbrock run (cosine, to 1%).
+
+    Some adaptive methods at a constant rate hover around Rosenbrock's valley
+    floor instead of settling: adamax, adamaxw, adan and optimistic_adam_v2
+    had losses that jumped by orders of magnitude (up to 0.7) over their last
+    150 steps, so whether the last one was below the bound depended on the
+    compiler's rounding (optimistic_adam_v2 ended at 5e-4 with XLA's default
+    options and at 9e-3 with tests/fast_compile.py's). With a decaying rate
+    the last step's loss is a stable measure.
+    """
+    return gradax.cosine_decay_schedule(learning_rate, steps, alpha=0.01)

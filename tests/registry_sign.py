@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import jax
 import optax
-from registry_base import Entry
+from registry_base import Entry, settling
 
 import gradax
 
@@ -63,6 +63,7 @@ ENTRIES: list[Entry] = [
         optimizer=True,
         schedule_arg="learning_rate",
         rosenbrock_steps=3000,
+        converge_kwargs=dict(learning_rate=settling(0.05)),
     ),
     Entry(
         "adan",
@@ -105,7 +106,7 @@ ENTRIES: list[Entry] = [
         optimizer=True,
         schedule_arg="learning_rate",
         rosenbrock_steps=3000,
-        converge_kwargs=dict(learning_rate=0.03),
+        converge_kwargs=dict(learning_rate=settling(0.03)),
     ),
     Entry(
         "optimistic_adam_v2",

@@ -32,6 +32,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import orbax.checkpoint as ocp  # noqa: E402
+from fast_compile import fast_jit  # noqa: E402
 from registry import ENTRIES, entry_id  # noqa: E402
 from test_conformance import make_params, quadratic_grads  # noqa: E402
 from test_contrib_extra_args import CASES as EXTRA_ARG_CASES  # noqa: E402
@@ -207,15 +208,8 @@ def group(name: str, index: int) -> dict[str, Case]:
     return {f"c{i}": c for i, c in enumerate(cases) if i % N_GROUPS == index}
 
 
-# Both processes compile with these options, so their programs agree; they
-# cut the compile time of the catalogue about 4x (XLA's newer CPU fusion
-# emitters and LLVM's optimizations cost far more than these tiny programs
-# run). What is checked, that the checkpoint holds everything the next step
-# needs, does not depend on how well the program is optimized.
-COMPILER_OPTIONS = {
-    "xla_backend_optimization_level": 0,
-    "xla_cpu_use_fusion_emitters": False,
-}
+# Both processes compile with the suite's fast options (tests/fast_compile.py),
+# so their programs agree.
 
 
 def starter(cases: dict[str, Case]) -> Callable[..., Any]:
@@ -224,7 +218,7 @@ def starter(cases: dict[str, Case]) -> Callable[..., Any]:
     def start(params):
         return {k: (params, c.build().init(params)) for k, c in cases.items()}
 
-    return jax.jit(start, compiler_options=COMPILER_OPTIONS)
+    return fast_jit(start)
 
 
 def stepper(cases: dict[str, Case]) -> Callable[..., Any]:
@@ -233,7 +227,7 @@ def stepper(cases: dict[str, Case]) -> Callable[..., Any]:
     def step(trees, i):
         return {k: cases[k].step(*trees[k], i) for k in cases}
 
-    return jax.jit(step, compiler_options=COMPILER_OPTIONS)
+    return fast_jit(step)
 
 
 def run(step: Callable[..., Any], trees: Any, start: int, steps: int) -> Any:

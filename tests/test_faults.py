@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from fast_compile import fast_jit
 from registry import ENTRIES, entry_id
-from resume_worker import COMPILER_OPTIONS
 from test_conformance import make_params, quadratic_grads
 from test_contrib_extra_args import CASES as EXTRA_ARG_CASES
 from test_contrib_extra_args import loss_fn
@@ -96,7 +96,7 @@ def _scenario(build: Callable[[], Any], extra, guards) -> Callable[..., Any]:
             for name, (wrap, inner_state) in guards.items()
         }
 
-    return jax.jit(scenario, compiler_options=COMPILER_OPTIONS)
+    return fast_jit(scenario)
 
 
 def _bits(x: Any) -> np.ndarray:
