@@ -3,11 +3,12 @@
 ``momo``, ``momo_adam`` and ``reduce_on_plateau`` need ``value=``; ``sophia``
 with its default Hutchinson estimator needs ``obj_fn=``; ``sam`` in opaque mode
 needs ``grad_fn=``. The generic conformance suite cannot call them, so this
-file runs its checks on them with those arguments supplied: equal to optax,
-state stable under cond/while/scan for every dtype, no recompile, constant
-schedule == scalar, inject == plain, abstract init, no device work at
-construction, pytree and jit argument, built in one trace and used in
-another, sharded == unsharded.
+file runs its checks on them with those arguments supplied, grouped as
+test_conformance groups them: equal to optax, constant schedule == scalar and
+inject == plain in one program; state stable under cond/while/scan for every
+dtype; the protocol (abstract init, no device work at construction, pytree
+and jit argument, built in one trace and used in another, unknown extra
+arguments, no recompile); sharded == unsharded under Auto and Explicit axes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from fast_compile import fast_jit
 from test_conformance import _avals, make_params
 
 import gradax
@@ -191,20 +193,25 @@ CASE_IDS = [c.name for c in CASES]
 over_cases = pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 
 
-def trajectory(tx, case, params, steps):
-    """``steps`` updates in one compiled scan; the loss value is float32."""
+def trajectory(tx, case, params, steps, *, history=False):
+    """``steps`` updates in one scan; the loss value is float32.
+
+    Returns the final params and every step's updates, or with ``history``
+    the params after every step and every step's updates.
+    """
 
     def body(carry, step):
         p, s = carry
         value, grads = jax.value_and_grad(loss_fn)(p)
         value = value.astype(jnp.float32) + 0.01 * jnp.sin(step)
         u, s = tx.update(grads, s, p, **case.extra(p, value))
-        return (gradax.apply_updates(p, u), s), u
+        p = gradax.apply_updates(p, u)
+        return (p, s), ((p, u) if history else u)
 
-    (params, _), updates = jax.lax.scan(
+    (params, _), out = jax.lax.scan(
         body, (params, tx.init(params)), jnp.arange(steps, dtype=jnp.float32)
     )
-    return params, updates
+    return out if history else (params, out)
 
 
 def _assert_close(a, b, rtol=1e-5, atol=1e-6):
@@ -212,14 +219,41 @@ def _assert_close(a, b, rtol=1e-5, atol=1e-6):
         np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize(
-    "case", [c for c in CASES if c.build_optax], ids=lambda c: c.name
-)
-def test_equal_to_optax(case):
-    params = make_params()
-    ours = jax.jit(lambda p: trajectory(case.make(), case, p, 20))(params)
-    theirs = jax.jit(lambda p: trajectory(case.build_optax(), case, p, 20))(params)
-    _assert_close(ours, theirs, rtol=case.rtol)
+@over_cases
+def test_same_numbers_in_every_form(case):
+    """Equal to optax's twin (20 steps); a constant schedule and
+    inject_hyperparams equal the plain optimizer (5 steps). One program."""
+    forms = {"plain": (case.make(), 20)}
+    if case.build_optax is not None:
+        forms["optax"] = (case.build_optax(), 20)
+    if case.schedule_arg:
+        value = case.kwargs.get(case.schedule_arg)
+        assert value is not None, "give the scheduled argument a value in kwargs"
+
+        def constant(count):
+            return jnp.asarray(value, jnp.float32) + 0.0 * count
+
+        forms["scheduled"] = (case.make(**{case.schedule_arg: constant}), 5)
+    if case.injectable:
+        forms["injected"] = (gradax.inject_hyperparams(case.build)(**case.kwargs), 5)
+    results = fast_jit(
+        lambda p: {
+            name: trajectory(tx, case, p, n, history=True)
+            for name, (tx, n) in forms.items()
+        }
+    )(make_params())
+    for path, leaf in jax.tree_util.tree_flatten_with_path(results)[0]:
+        assert np.all(np.isfinite(leaf)), f"not finite: {jax.tree_util.keystr(path)}"
+    plain = results["plain"]
+    first_five = jax.tree.map(lambda h: h[:5], plain)
+    if "optax" in results:
+        _assert_close(plain, results["optax"], rtol=case.rtol)
+    if "scheduled" in results:
+        # Two programs computing the same math: see test_conformance.
+        _assert_close(first_five, results["scheduled"], rtol=case.rtol)
+    if "injected" in results:
+        # float32 hyperparameters against Python floats; see test_conformance.
+        _assert_close(first_five, results["injected"], rtol=2e-5)
 
 
 def test_reduce_on_plateau_really_reduces():
@@ -279,123 +313,47 @@ def test_state_stable_under_control_flow(case, dtype):
 
 
 @over_cases
-def test_no_recompile(case):
-    tx = case.make()
-    params = make_params()
-    traces = []
-
-    @jax.jit
-    def step(state, params, value):
-        traces.append(None)
-        grads = jax.grad(loss_fn)(params)
-        return tx.update(grads, state, params, **case.extra(params, value))
-
-    state = tx.init(params)
-    for i in range(3):
-        _, state = step(state, params, jnp.float32(i))
-    assert len(traces) == 1
-
-
-@pytest.mark.parametrize("case", [c for c in CASES if c.schedule_arg], ids=str)
-def test_constant_schedule_equals_scalar(case):
-    value = case.kwargs.get(case.schedule_arg)
-    assert value is not None, "give the scheduled argument a value in kwargs"
-
-    def constant(count):
-        return jnp.asarray(value, jnp.float32) + 0.0 * count
-
-    params = make_params()
-    scheduled_tx = case.make(**{case.schedule_arg: constant})
-    plain, scheduled = jax.jit(
-        lambda p: (
-            trajectory(case.make(), case, p, 5),
-            trajectory(scheduled_tx, case, p, 5),
-        )
-    )(params)
-    _assert_close(plain, scheduled, rtol=1e-6, atol=1e-7)
-
-
-@pytest.mark.parametrize("case", [c for c in CASES if c.injectable], ids=str)
-def test_inject_hyperparams_equals_plain(case):
-    params = make_params()
-    injected_tx = gradax.inject_hyperparams(case.build)(**case.kwargs)
-    plain, injected = jax.jit(
-        lambda p: (
-            trajectory(case.make(), case, p, 5),
-            trajectory(injected_tx, case, p, 5),
-        )
-    )(params)
-    # float32 hyperparameters against Python floats; see test_conformance.
-    _assert_close(plain, injected, rtol=2e-5, atol=1e-6)
-
-
-@over_cases
-def test_unknown_extra_args_accepted(case):
-    tx = case.make()
-    params = make_params()
-    extra = case.extra(params, jnp.float32(1.0))
-    tx.update(jax.grad(loss_fn)(params), tx.init(params), params, unknown=3, **extra)
-
-
-@over_cases
-def test_abstract_init(case):
-    tx = case.make()
-    params = make_params()
-    abstract = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), params)
-    shapes = jax.eval_shape(tx.init, abstract)
-    concrete = tx.init(params)
-    assert jax.tree.map(lambda x: (x.shape, x.dtype), shapes) == jax.tree.map(
-        lambda x: (x.shape, x.dtype), concrete
-    )
-
-
-@over_cases
-def test_construction_touches_no_device(case):
+def test_protocol(case):
+    """No device work at construction; a pytree that compares equal; ``init``
+    on abstract arrays; built in one trace and used in another as a ``jit``
+    argument; unknown extra arguments accepted; no recompile after the first
+    step, even for a freshly built equal transformation."""
     with jax.transfer_guard("disallow"):
         case.make()
+    tx = case.make()
+    assert tx == case.make()
+    assert jax.tree.unflatten(*reversed(jax.tree.flatten(tx))) == tx
 
-
-@over_cases
-def test_built_in_one_trace_used_in_another(case):
-    holder = {}
     params = make_params()
+    abstract = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), params)
+    abstract_state = jax.eval_shape(tx.init, abstract)
 
-    @jax.jit
+    holder = {}
+
+    @fast_jit
     def build_and_init(p):
         holder["tx"] = case.make()
         return holder["tx"].init(p)
 
     state = build_and_init(params)
+    assert _avals(abstract_state) == _avals(state), "init on ShapeDtypeStruct"
 
-    @jax.jit
-    def step(s, p):
-        extra = case.extra(p, jnp.float32(1.0))
-        return holder["tx"].update(jax.grad(loss_fn)(p), s, p, **extra)
+    traces = []
 
-    step(state, params)
+    @fast_jit
+    def step(t, s, p, value):
+        traces.append(None)
+        extra = case.extra(p, value)
+        return t.update(jax.grad(loss_fn)(p), s, p, unknown_arg=3, **extra)
 
-
-@over_cases
-def test_is_pytree_and_jit_argument(case):
-    tx = case.make()
-    assert tx == case.make()
-    assert jax.tree.unflatten(*reversed(jax.tree.flatten(tx))) == tx
-    params = make_params()
-
-    @jax.jit
-    def step(t, s, p):
-        extra = case.extra(p, jnp.float32(1.0))
-        return t.update(jax.grad(loss_fn)(p), s, p, **extra)
-
-    step(tx, tx.init(params), params)
+    for i, t in enumerate([holder["tx"], case.make(), holder["tx"]]):
+        _, state = step(t, state, params, jnp.float32(i))
+    assert len(traces) == 1, "the step recompiled"
 
 
 @over_cases
-@pytest.mark.parametrize("axis_type", ["Auto", "Explicit"])
-def test_sharded_equals_unsharded(case, axis_type):
+def test_sharded_equals_unsharded(case):
     assert len(jax.devices()) >= 8, "conftest sets XLA_FLAGS for 8 CPU devices"
-    kind = getattr(jax.sharding.AxisType, axis_type)
-    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
     spec = jax.sharding.PartitionSpec
     keys = jax.random.split(jax.random.key(1), 3)
     params = {
@@ -406,23 +364,24 @@ def test_sharded_equals_unsharded(case, axis_type):
     }
     tx = case.make()
 
-    @jax.jit
-    def step(s, p):
+    @fast_jit
+    def first_step(p):
         value, grads = jax.value_and_grad(loss_fn)(p)
-        return tx.update(grads, s, p, **case.extra(p, value))
+        return tx.update(grads, tx.init(p), p, **case.extra(p, value))[0]
 
-    single, _ = step(jax.jit(tx.init)(params), params)
-    shardings = {
-        "s": jax.NamedSharding(mesh, spec()),
-        "v": jax.NamedSharding(mesh, spec("a")),
-        "m": jax.NamedSharding(mesh, spec("a", None)),
-        "t": jax.NamedSharding(mesh, spec(None, None, "b")),
-    }
-    with jax.set_mesh(mesh):
-        sharded_params = jax.device_put(params, shardings)
-        state = jax.jit(tx.init)(sharded_params)
-        updates, _ = step(state, sharded_params)
-    _assert_close(single, updates)
+    single = first_step(params)
+    for axis_type in ("Auto", "Explicit"):
+        kind = getattr(jax.sharding.AxisType, axis_type)
+        mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
+        shardings = {
+            "s": jax.NamedSharding(mesh, spec()),
+            "v": jax.NamedSharding(mesh, spec("a")),
+            "m": jax.NamedSharding(mesh, spec("a", None)),
+            "t": jax.NamedSharding(mesh, spec(None, None, "b")),
+        }
+        with jax.set_mesh(mesh):
+            updates = first_step(jax.device_put(params, shardings))
+        _assert_close(single, updates)
 
 
 # ---------------------------------------------------------------------------
