@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from fast_compile import fast_jit
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -40,6 +41,8 @@ pick = st.integers(0, len(TRANSFORMS) - 1)
 
 
 def run(tx, params, steps=3):
+    """The updates of ``steps`` steps (call it under ``fast_jit``: one compile
+    per example, where running eagerly compiles every op for each new shape)."""
     state = tx.init(params)
     outputs = []
     for i in range(steps):
@@ -61,8 +64,9 @@ def test_chain_is_associative(params, i, j, k):
     left = gradax.chain(gradax.chain(a, b), c)
     right = gradax.chain(a, gradax.chain(b, c))
     flat = gradax.chain(a, b, c)
-    assert_close(run(left, params), run(flat, params))
-    assert_close(run(right, params), run(flat, params))
+    runs = fast_jit(lambda p: [run(tx, p) for tx in (left, right, flat)])(params)
+    assert_close(runs[0], runs[2])
+    assert_close(runs[1], runs[2])
 
 
 @given(trees(), st.data())
@@ -70,12 +74,19 @@ def test_partition_equals_running_the_parts_separately(params, data):
     labels = {k: data.draw(st.sampled_from(["x", "y"])) for k in params}
     choice = {"x": data.draw(pick), "y": data.draw(pick)}
     tx = gradax.partition({lbl: TRANSFORMS[i]() for lbl, i in choice.items()}, labels)
-    together = run(tx, params)
-    for label, i in choice.items():
-        names = [k for k in params if labels[k] == label]
-        if not names:
-            continue
-        alone = run(TRANSFORMS[i](), {k: params[k] for k in names})
+    parts = {label: [k for k in params if labels[k] == label] for label in choice}
+
+    def together_and_alone(p):
+        alone = {
+            label: run(TRANSFORMS[choice[label]](), {k: p[k] for k in names})
+            for label, names in parts.items()
+            if names
+        }
+        return run(tx, p), alone
+
+    together, alone_by_label = fast_jit(together_and_alone)(params)
+    for label, alone in alone_by_label.items():
+        names = parts[label]
         for step_together, step_alone in zip(together, alone, strict=True):
             assert_close({k: step_together[k] for k in names}, step_alone)
 
@@ -84,9 +95,8 @@ def test_partition_equals_running_the_parts_separately(params, data):
 def test_masked_leaves_are_untouched(params, data):
     mask = {k: data.draw(st.booleans()) for k in params}
     tx = gradax.masked(TRANSFORMS[data.draw(pick)](), mask)
-    state = tx.init(params)
     grads = jax.tree.map(lambda p: jnp.cos(p), params)
-    updates, _ = tx.update(grads, state, params)
+    updates, _ = fast_jit(lambda g, p: tx.update(g, tx.init(p), p))(grads, params)
     for name, selected in mask.items():
         if not selected:
             # Bit-identical: the gradient object passes straight through.
@@ -96,8 +106,9 @@ def test_masked_leaves_are_untouched(params, data):
 @given(trees(), pick)
 def test_state_structure_and_dtypes_never_change(params, i):
     tx = TRANSFORMS[i]()
-    state = tx.init(params)
     grads = jax.tree.map(jnp.cos, params)
-    _, new_state = tx.update(grads, state, params)
+    # eval_shape reports the types update returns, weak types included.
+    state = jax.eval_shape(tx.init, params)
+    _, new_state = jax.eval_shape(lambda s: tx.update(grads, s, params), state)
     avals = lambda t: jax.tree.map(lambda x: (x.shape, x.dtype, x.weak_type), t)  # noqa: E731
     assert avals(new_state) == avals(state)
