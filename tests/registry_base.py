@@ -81,7 +81,7 @@ def settling(learning_rate: float, steps: int = 3000) -> Any:
     had losses that jumped by orders of magnitude (up to 0.7) over their last
     150 steps, so whether the last one was below the bound depended on the
     compiler's rounding (optimistic_adam_v2 ended at 5e-4 with XLA's default
-    options and at 9e-3 with tests/fast_compile.py's). With a decaying rate
+    options and at 9e-3 with the suite's, tests/conftest.py). With a decaying rate
     the last step's loss is a stable measure.
     """
     return gradax.cosine_decay_schedule(learning_rate, steps, alpha=0.01)

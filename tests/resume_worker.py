@@ -32,7 +32,6 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import orbax.checkpoint as ocp  # noqa: E402
-from fast_compile import fast_jit  # noqa: E402
 from registry import ENTRIES, entry_id  # noqa: E402
 from test_conformance import make_params, quadratic_grads  # noqa: E402
 from test_contrib_extra_args import CASES as EXTRA_ARG_CASES  # noqa: E402
@@ -208,8 +207,8 @@ def group(name: str, index: int) -> dict[str, Case]:
     return {f"c{i}": c for i, c in enumerate(cases) if i % N_GROUPS == index}
 
 
-# Both processes compile with the suite's fast options (tests/fast_compile.py),
-# so their programs agree.
+# Both processes inherit the suite's compile options (XLA_FLAGS, set in
+# tests/conftest.py), so their programs agree.
 
 
 def starter(cases: dict[str, Case]) -> Callable[..., Any]:
@@ -218,7 +217,7 @@ def starter(cases: dict[str, Case]) -> Callable[..., Any]:
     def start(params):
         return {k: (params, c.build().init(params)) for k, c in cases.items()}
 
-    return fast_jit(start)
+    return jax.jit(start)
 
 
 def stepper(cases: dict[str, Case]) -> Callable[..., Any]:
@@ -227,7 +226,7 @@ def stepper(cases: dict[str, Case]) -> Callable[..., Any]:
     def step(trees, i):
         return {k: cases[k].step(*trees[k], i) for k in cases}
 
-    return fast_jit(step)
+    return jax.jit(step)
 
 
 def run(step: Callable[..., Any], trees: Any, start: int, steps: int) -> Any:

@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from fast_compile import fast_jit
 from registry import ENTRIES, Entry, entry_id
 
 import gradax
@@ -176,7 +175,7 @@ def test_same_numbers_in_every_form(entry: Entry):
         )
         forms["injected"] = (injected, FORM_STEPS)
 
-    results = fast_jit(
+    results = jax.jit(
         lambda p: {name: _history(tx, p, n) for name, (tx, n) in forms.items()}
     )(params)
     plain = results["plain"]
@@ -243,7 +242,7 @@ def test_converges(entry: Entry):
     parabola = make_params()
     rosenbrock = {"xy": jnp.array([-1.2, 1.0])}
 
-    @fast_jit
+    @jax.jit
     def both(parabola, rosenbrock):
         out = {"parabola": _run(tx, _loss_parabola, parabola, 500)}
         if entry.rosenbrock_steps:
@@ -276,7 +275,7 @@ def test_protocol(entry: Entry):
 
     holder = {}
 
-    @fast_jit
+    @jax.jit
     def build_and_init(p):
         holder["tx"] = entry.build()
         return holder["tx"].init(p)
@@ -286,7 +285,7 @@ def test_protocol(entry: Entry):
 
     traces = []
 
-    @fast_jit
+    @jax.jit
     def step(t, s, g, p):
         traces.append(None)
         return t.update(g, s, p, unknown_arg=3)
@@ -342,7 +341,7 @@ def test_sharded_equals_unsharded(entry: Entry):
     grads = quadratic_grads(params, 0.0)
     tx = entry.build()
 
-    @fast_jit
+    @jax.jit
     def first_step(g, p):
         state = tx.init(p)
         return tx.update(g, state, p)[0], state

@@ -22,7 +22,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from fast_compile import fast_jit
 from test_conformance import _avals, make_params
 
 import gradax
@@ -236,7 +235,7 @@ def test_same_numbers_in_every_form(case):
         forms["scheduled"] = (case.make(**{case.schedule_arg: constant}), 5)
     if case.injectable:
         forms["injected"] = (gradax.inject_hyperparams(case.build)(**case.kwargs), 5)
-    results = fast_jit(
+    results = jax.jit(
         lambda p: {
             name: trajectory(tx, case, p, n, history=True)
             for name, (tx, n) in forms.items()
@@ -330,7 +329,7 @@ def test_protocol(case):
 
     holder = {}
 
-    @fast_jit
+    @jax.jit
     def build_and_init(p):
         holder["tx"] = case.make()
         return holder["tx"].init(p)
@@ -340,7 +339,7 @@ def test_protocol(case):
 
     traces = []
 
-    @fast_jit
+    @jax.jit
     def step(t, s, p, value):
         traces.append(None)
         extra = case.extra(p, value)
@@ -364,7 +363,7 @@ def test_sharded_equals_unsharded(case):
     }
     tx = case.make()
 
-    @fast_jit
+    @jax.jit
     def first_step(p):
         value, grads = jax.value_and_grad(loss_fn)(p)
         return tx.update(grads, tx.init(p), p, **case.extra(p, value))[0]

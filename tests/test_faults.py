@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from fast_compile import fast_jit
 from registry import ENTRIES, entry_id
 from test_conformance import make_params, quadratic_grads
 from test_contrib_extra_args import CASES as EXTRA_ARG_CASES
@@ -96,7 +95,7 @@ def _scenario(build: Callable[[], Any], extra, guards) -> Callable[..., Any]:
             for name, (wrap, inner_state) in guards.items()
         }
 
-    return fast_jit(scenario)
+    return jax.jit(scenario)
 
 
 def _bits(x: Any) -> np.ndarray:

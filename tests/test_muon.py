@@ -87,7 +87,12 @@ def test_muon_equals_optax(options):
     theirs = jax.jit(
         lambda p: trajectory(optax.contrib.muon(0.02, **theirs_options), p)
     )(tree())
-    close(ours, theirs)
+    # Two programs: 1-ulp differences pass through ten Newton-Schulz
+    # iterations, whose quintic has slope 3.4445 at zero (see
+    # test_conformance.matrix_function_atol). Seen: 7.5e-6 on parameters of
+    # size ~1.4 with adaptive=True under the suite's compile options; a wrong
+    # convention is off by 1e-3 or more.
+    close(ours, theirs, atol=2e-5)
 
 
 def test_scale_by_muon_equals_optax_on_stacked_weights():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from fast_compile import fast_jit
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -41,7 +40,7 @@ pick = st.integers(0, len(TRANSFORMS) - 1)
 
 
 def run(tx, params, steps=3):
-    """The updates of ``steps`` steps (call it under ``fast_jit``: one compile
+    """The updates of ``steps`` steps (call it under ``jax.jit``: one compile
     per example, where running eagerly compiles every op for each new shape)."""
     state = tx.init(params)
     outputs = []
@@ -64,7 +63,7 @@ def test_chain_is_associative(params, i, j, k):
     left = gradax.chain(gradax.chain(a, b), c)
     right = gradax.chain(a, gradax.chain(b, c))
     flat = gradax.chain(a, b, c)
-    runs = fast_jit(lambda p: [run(tx, p) for tx in (left, right, flat)])(params)
+    runs = jax.jit(lambda p: [run(tx, p) for tx in (left, right, flat)])(params)
     assert_close(runs[0], runs[2])
     assert_close(runs[1], runs[2])
 
@@ -84,7 +83,7 @@ def test_partition_equals_running_the_parts_separately(params, data):
         }
         return run(tx, p), alone
 
-    together, alone_by_label = fast_jit(together_and_alone)(params)
+    together, alone_by_label = jax.jit(together_and_alone)(params)
     for label, alone in alone_by_label.items():
         names = parts[label]
         for step_together, step_alone in zip(together, alone, strict=True):
@@ -96,7 +95,7 @@ def test_masked_leaves_are_untouched(params, data):
     mask = {k: data.draw(st.booleans()) for k in params}
     tx = gradax.masked(TRANSFORMS[data.draw(pick)](), mask)
     grads = jax.tree.map(lambda p: jnp.cos(p), params)
-    updates, _ = fast_jit(lambda g, p: tx.update(g, tx.init(p), p))(grads, params)
+    updates, _ = jax.jit(lambda g, p: tx.update(g, tx.init(p), p))(grads, params)
     for name, selected in mask.items():
         if not selected:
             # Bit-identical: the gradient object passes straight through.
