@@ -166,7 +166,7 @@ def test_searches_make_no_step_where_the_objective_is_not_finite():
         assert np.isinf(float(state.info.decrease_error))
 
 
-def test_extra_args_reach_value_fn_and_unknown_ones_are_ignored():
+def test_extra_args_reach_value_fn_and_unknown_ones_are_refused():
     data = dict(a=jnp.array([1.0, 2.0]), b=jnp.array(3.0))
 
     def fun(x, a, b):
@@ -174,15 +174,23 @@ def test_extra_args_reach_value_fn_and_unknown_ones_are_ignored():
 
     x = jnp.zeros(2)
     value, grad = jax.value_and_grad(fun)(x, **data)
+    line_search = dict(value=value, grad=grad, value_fn=fun)
     tx = gradax.scale_by_backtracking_linesearch(10)
-    updates, _ = tx.update(
-        -grad, tx.init(x), x, value=value, grad=grad, value_fn=fun,
-        unrelated=jnp.ones(3), **data,
-    )  # fmt: skip
+    updates, _ = tx.update(-grad, tx.init(x), x, **line_search, **data)
     assert float(fun(x + updates, **data)) < float(value)
     ours, _ = descend(gradax, gradax.scale_by_zoom_linesearch(10), fun, x, 3, **data)
     theirs, _ = descend(optax, optax.scale_by_zoom_linesearch(10), fun, x, 3, **data)
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+    # As optax: a keyword value_fn does not take (a misspelt batch
+    # argument) is an error naming it.
+    for tx in (
+        gradax.scale_by_backtracking_linesearch(10),
+        gradax.scale_by_zoom_linesearch(10),
+    ):
+        with pytest.raises(TypeError, match="Unexpected keyword arguments.*unrelated"):
+            tx.update(
+                -grad, tx.init(x), x, **line_search, unrelated=jnp.ones(3), **data
+            )
 
 
 def test_missing_line_search_arguments_are_named():

@@ -105,7 +105,17 @@ def line_search_inputs(owner: str, extra_args: dict[str, Any]) -> tuple[Any, ...
     value, grad, value_fn = rest.pop("value"), rest.pop("grad"), rest.pop("value_fn")
     if not callable(value_fn):
         raise TypeError(f"{owner}: value_fn must be callable, got {value_fn!r}")
-    return value, grad, value_fn, accepted_kwargs(value_fn, rest)
+    fn_kwargs = accepted_kwargs(value_fn, rest)
+    # As optax: a keyword value_fn does not take is an error, not dropped
+    # (a misspelt batch argument would otherwise go unnoticed).
+    unused = sorted(set(rest) - set(fn_kwargs))
+    if unused:
+        raise TypeError(
+            f"Unexpected keyword arguments passed to {owner}.update: "
+            f"{', '.join(unused)}; besides value=, grad= and value_fn=, it "
+            "takes only the keyword arguments value_fn accepts"
+        )
+    return value, grad, value_fn, fn_kwargs
 
 
 def scalar_value(value: Any, owner: str) -> jax.Array:

@@ -61,8 +61,8 @@ class scale_by_backtracking_linesearch(GradientTransformation):
     Differences from optax: scalars are kept in at least the default float
     dtype and searched in the widest of the parameters', the objective's and
     that dtype, so the state never changes dtype; with ``store_grad`` the
-    gradient comes from one reverse pass of the accepted evaluation; extra
-    keyword arguments that ``value_fn`` does not take are ignored.
+    gradient comes from one reverse pass of the accepted evaluation. As in
+    optax, a keyword argument that ``value_fn`` does not take is a TypeError.
 
     The numbers are constants of the search (numbers or arrays, not
     schedules): the state keeps no step count.

@@ -135,9 +135,9 @@ class scale_by_zoom_linesearch(GradientTransformation):
     parameters', the objective's and the default float dtypes, and kept in the
     state in at least the default float dtype (float32 for float16 or bfloat16
     parameters), so the state never changes dtype under ``lax.cond`` or
-    ``lax.while_loop``; extra keyword arguments that ``value_fn`` does not take
-    are ignored rather than raising; the search evaluates the objective once
-    per iteration outside a ``lax.cond``.
+    ``lax.while_loop``; the search evaluates the objective once per iteration
+    outside a ``lax.cond``. As in optax, a keyword argument that ``value_fn``
+    does not take is a TypeError.
 
     The numbers are constants of the search (numbers or arrays, not
     schedules): the state keeps no step count.
