@@ -280,7 +280,19 @@ class GradientTransformation(Module):
         # Quantized state leaves are read as float32 and stored again by
         # match_state, so the hooks never see a code (see _quantized.py).
         loaded = load_state(inner)
-        new_updates, new_inner = tx.update_state(updates, loaded, params, **extra_args)
+        try:
+            new_updates, new_inner = tx.update_state(
+                updates, loaded, params, **extra_args
+            )
+        except (TypeError, AttributeError, IndexError) as error:
+            if state is not None:
+                raise
+            # optax's tests pass None to stateless transformations, which
+            # works; one that keeps state fails on it somewhere inside.
+            raise TypeError(
+                f"{self._public_name()}.update was given state=None: pass the "
+                "state its init(params) returned"
+            ) from error
         new_inner = match_state(new_inner, inner, self._public_name())
         new_state = (
             ScheduleState(safe_increment(count), new_inner) if wrapped else new_inner

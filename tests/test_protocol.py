@@ -106,6 +106,16 @@ def test_tree_mismatch_names_every_differing_path():
     assert "['extra']" in message and "['b']" in message
 
 
+def test_state_none_works_when_stateless_and_is_named_otherwise():
+    params = {"a": jnp.array([3.0, -0.5])}
+    # As optax: a stateless transformation ignores the state it is given.
+    updates, _ = gradax.clip(1.0).update(params, None)
+    np.testing.assert_array_equal(updates["a"], [1.0, -0.5])
+    for tx in (gradax.sgd(0.1), gradax.adam(0.1), gradax.muon(0.1)):
+        with pytest.raises(TypeError, match=r"given state=None: pass the state"):
+            tx.update(params, None, params)
+
+
 def test_shape_mismatch_names_the_leaf():
     tx = gradax.adam(0.1)
     params = {"a": jnp.ones(2), "b": jnp.ones((2, 3))}
