@@ -327,17 +327,37 @@ def test_state_stable_under_control_flow(entry: Entry, dtype: str):
         )
 
 
-@ALL
-def test_sharded_equals_unsharded(entry: Entry):
+def sharding_params():
+    """A scalar, a vector, a matrix and a 3-D array that split over a (4, 2) mesh."""
     assert len(jax.devices()) >= 8, "conftest sets XLA_FLAGS for 8 CPU devices"
-    spec = jax.sharding.PartitionSpec
     keys = jax.random.split(jax.random.key(1), 3)
-    params = {
+    return {
         "s": jnp.asarray(0.3),
         "v": jnp.linspace(-1.0, 1.0, 8),
         "m": jax.random.normal(keys[0], (8, 6)),
         "t": jax.random.normal(keys[1], (2, 6, 8)),
     }
+
+
+def meshes_and_shardings():
+    """``(axis_type, mesh, shardings of sharding_params())`` for Auto and
+    Explicit axes."""
+    spec = jax.sharding.PartitionSpec
+    for axis_type in ("Auto", "Explicit"):
+        kind = getattr(jax.sharding.AxisType, axis_type)
+        mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
+        shardings = {
+            "s": jax.NamedSharding(mesh, spec()),
+            "v": jax.NamedSharding(mesh, spec("a")),
+            "m": jax.NamedSharding(mesh, spec("a", None)),
+            "t": jax.NamedSharding(mesh, spec(None, None, "b")),
+        }
+        yield axis_type, mesh, shardings
+
+
+@ALL
+def test_sharded_equals_unsharded(entry: Entry):
+    params = sharding_params()
     grads = quadratic_grads(params, 0.0)
     tx = entry.build()
 
@@ -349,15 +369,7 @@ def test_sharded_equals_unsharded(entry: Entry):
     single, _ = first_step(grads, params)
     # Sharded sums add in another order: see matrix_function_atol (seen up
     # to 5e-6 absolute on Shampoo's and Dion2's leaves of size ~0.1).
-    for axis_type in ("Auto", "Explicit"):
-        kind = getattr(jax.sharding.AxisType, axis_type)
-        mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
-        shardings = {
-            "s": jax.NamedSharding(mesh, spec()),
-            "v": jax.NamedSharding(mesh, spec("a")),
-            "m": jax.NamedSharding(mesh, spec("a", None)),
-            "t": jax.NamedSharding(mesh, spec(None, None, "b")),
-        }
+    for axis_type, mesh, shardings in meshes_and_shardings():
         with jax.set_mesh(mesh):
             sharded_params = jax.device_put(params, shardings)
             sharded_grads = jax.device_put(grads, shardings)

@@ -22,7 +22,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from test_conformance import _avals, make_params
+from test_conformance import (
+    _avals,
+    make_params,
+    meshes_and_shardings,
+    sharding_params,
+)
 
 import gradax
 
@@ -352,15 +357,7 @@ def test_protocol(case):
 
 @over_cases
 def test_sharded_equals_unsharded(case):
-    assert len(jax.devices()) >= 8, "conftest sets XLA_FLAGS for 8 CPU devices"
-    spec = jax.sharding.PartitionSpec
-    keys = jax.random.split(jax.random.key(1), 3)
-    params = {
-        "s": jnp.asarray(0.3),
-        "v": jnp.linspace(-1.0, 1.0, 8),
-        "m": jax.random.normal(keys[0], (8, 6)),
-        "t": jax.random.normal(keys[1], (2, 6, 8)),
-    }
+    params = sharding_params()
     tx = case.make()
 
     @jax.jit
@@ -369,15 +366,7 @@ def test_sharded_equals_unsharded(case):
         return tx.update(grads, tx.init(p), p, **case.extra(p, value))[0]
 
     single = first_step(params)
-    for axis_type in ("Auto", "Explicit"):
-        kind = getattr(jax.sharding.AxisType, axis_type)
-        mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
-        shardings = {
-            "s": jax.NamedSharding(mesh, spec()),
-            "v": jax.NamedSharding(mesh, spec("a")),
-            "m": jax.NamedSharding(mesh, spec("a", None)),
-            "t": jax.NamedSharding(mesh, spec(None, None, "b")),
-        }
+    for _, mesh, shardings in meshes_and_shardings():
         with jax.set_mesh(mesh):
             updates = first_step(jax.device_put(params, shardings))
         _assert_close(single, updates)
