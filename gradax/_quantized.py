@@ -35,6 +35,37 @@ from ._sharding import explicit_sharding
 _DECADES = 7  # exponents 10^0 .. 10^-6 (10^-7 too for the unsigned map)
 
 
+def _bits(signed: bool) -> int:
+    """Bits of a code's magnitude: 7 after the sign, or all 8 when unsigned."""
+    return 7 if signed else 8
+
+
+def _magnitudes(rank: Any, signed: bool, xp: Any = jnp) -> Any:
+    """The map's positive values, by rank ``1 .. 2**bits - 1`` (float32).
+
+    Rank ``r`` lies in decade ``E`` when ``2**e <= r < 2**(e+1)`` with ``e = bits
+    - 1 - E`` (the float exponent of ``r``); decade ``E`` has ``count = 2**e``
+    values ``10**-(E+1) (1 + 9 j / count)`` for ``j = r - count + 1 = 1 .. count``.
+    Written as the exact integer ``(9 j + count) 5**e 10**(8 - bits)`` (at most
+    ``10**8``) times the float32 ``1e-8``, it is the same float in NumPy and in
+    any compiled program: integer arithmetic, one conversion and one product,
+    with no ``a * b + c`` a compiler could fuse into one rounding, and no
+    division (compilers turn division by a constant into a product with its
+    reciprocal). With this constant every decade's top is exactly the float32
+    ``10**-E`` (``1e-7`` instead misses ``1e-4`` by one ulp). ``xp`` is
+    ``numpy`` (to list the map) or ``jax.numpy`` (to decode codes).
+    """
+    bits = _bits(signed)
+    rank = xp.asarray(rank, xp.int32)
+    exponent = (xp.asarray(rank, xp.float32).view(xp.int32) >> 23) - 127
+    count = xp.left_shift(xp.int32(1), exponent)
+    numerator = 9 * rank - 8 * count + 9  # 9 j + count
+    power_of_5 = xp.where(exponent & 1, 5, 1) * xp.where(exponent & 2, 25, 1)
+    power_of_5 = power_of_5 * xp.where(exponent & 4, 625, 1)
+    exact = (numerator * power_of_5 * 10 ** (8 - bits)).astype(xp.int32)
+    return exact.astype(xp.float32) * xp.float32(1e-8)
+
+
 @functools.cache
 def dynamic_code_map(signed: bool) -> np.ndarray:
     """The sorted values of the 8-bit dynamic (tree) quantization map.
@@ -45,7 +76,10 @@ def dynamic_code_map(signed: bool) -> np.ndarray:
     ``k`` on ``[0.1, 1]``, so the value is ``10**-E * (0.1 + 0.9 (k + 1) / 2**F)``.
     Each decade's values end at ``10**-E``, so ``1.0`` (a block's largest
     magnitude) is exact and storing a loaded value again gives the same code.
-    The code of all zeros (either sign) is ``0``.
+    The code of all zeros (either sign) is ``0``. These float32 values are
+    the ones codes decode to (both computed by ``_magnitudes``); they are
+    within 1.2e-7 (relative) of the decimal values, and the powers of ten
+    among them are exact.
 
     Args:
       signed: the map for signed values (first moments, 7 bits after the
@@ -66,18 +100,11 @@ def dynamic_code_map(signed: bool) -> np.ndarray:
       (arXiv:1511.04561); Dettmers et al., 8-bit Optimizers via Block-wise
       Quantization, 2022 (arXiv:2110.02861).
     """
-    bits = 7 if signed else 8
-    values = [0.0]
-    # With E zeros and the closing one bit, F = bits - E - 1 fraction bits.
-    for exponent in range(_DECADES if signed else _DECADES + 1):
-        fraction_bits = bits - exponent - 1
-        count = 2**fraction_bits
-        for k in range(count):
-            values.append(10.0**-exponent * (0.1 + 0.9 * (k + 1) / count))
-    magnitudes = np.asarray(values, np.float64)
+    positive = _magnitudes(np.arange(1, 2 ** _bits(signed)), signed, np)
+    zero = np.zeros(1, np.float32)
     if signed:
-        magnitudes = np.concatenate([-magnitudes[1:], magnitudes])
-    return np.unique(magnitudes.astype(np.float32))
+        return np.concatenate([-positive[::-1], zero, positive])
+    return np.concatenate([zero, positive])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,32 +276,55 @@ def _encode(normalized: jax.Array, signed: bool) -> jax.Array:
     """Index in :func:`dynamic_code_map` of the value nearest to each element.
 
     Computed from the map's structure, not by searching it (a search costs
-    eight gathers an element): in decade ``E`` (``10**-(E+1) < |a| <=
-    10**-E``) the values are ``10**-(E+1) + j h`` with step ``h = 0.9 *
-    10**-E / 2**F`` and ``j = 0 .. 2**F`` (``j = 0`` is the top of the decade
-    below), so the nearest one is ``j = round((|a| - 10**-(E+1)) / h)``. The
-    decades below ``E`` hold ``2**F - 1`` values, which gives the value's rank
-    among the positive ones. The decade is found by comparisons with the
-    float32 powers of ten (a chain of selects, cheaper than a logarithm).
+    eight gathers an element). In decade ``E`` (``10**-(E+1) < |a| <=
+    10**-E``) the values are ``10**-(E+1) (1 + 9 j / count)``, ``j = 0 ..
+    count`` (``j = 0`` is the top of the decade below, the same rank), and
+    the rank of value ``j`` is ``count - 1 + j``. So the nearest rank is
+    ``round(|a| * slope + offset)`` with ``slope = count 10**(E+1) / 9`` and
+    ``offset = 8 count / 9 - 1``; the decade's pair is picked by comparisons
+    with the float32 powers of ten (a chain of selects, cheaper than a
+    logarithm). The rank is continuous where decades meet, so a value one
+    rounding away from a power of ten gets its code from either side.
     """
-    bits = 7 if signed else 8
+    bits = _bits(signed)
     lowest = _DECADES - 1 if signed else _DECADES  # the last decade's E
+
+    def line(exponent: int) -> tuple[np.float32, np.float32]:
+        count = 2.0 ** (bits - 1 - exponent)
+        slope = count * 10.0 ** (exponent + 1) / 9
+        return np.float32(slope), np.float32(8 * count / 9 - 1)
+
     magnitude = jnp.abs(normalized)
-    decade = jnp.float32(1.0)
-    count = jnp.float32(2 ** (bits - 1))
+    slope, offset = line(0)
     for exponent in range(1, lowest + 1):
         below = magnitude <= np.float32(10.0**-exponent)
-        decade = jnp.where(below, np.float32(10.0**-exponent), decade)
-        count = jnp.where(below, np.float32(2 ** (bits - 1 - exponent)), count)
-    step = 0.9 * decade / count
-    j = jnp.clip(jnp.round((magnitude - 0.1 * decade) / step), 0, count)
-    rank = (count - 1 + j).astype(jnp.int32)
-    # A nonzero value is never stored as zero (rank 0): it gets the smallest.
-    rank = jnp.where(magnitude > 0, jnp.maximum(rank, 1), 0)
+        next_slope, next_offset = line(exponent)
+        slope = jnp.where(below, next_slope, slope)
+        offset = jnp.where(below, next_offset, offset)
+    # Clipped so that a NaN or inf (converted to 0 or the int32 limits) stays
+    # a valid code; a nonzero value is never stored as zero (rank 0).
+    rank = jnp.clip(jnp.round(magnitude * slope + offset), 0, 2**bits - 1)
+    rank = jnp.where(magnitude > 0, jnp.maximum(rank, 1), 0).astype(jnp.int32)
     if not signed:
         return rank
     zero = 2**bits - 1  # the negative values come first
     return zero + jnp.where(normalized < 0, -rank, rank)
+
+
+def _decode(index: jax.Array, signed: bool) -> jax.Array:
+    """The map's value at each index (int32), computed rather than looked up.
+
+    Elementwise arithmetic fuses into the update that reads the values, and
+    shards like it. A lookup in the 256-entry table is a gather: XLA writes
+    its result to a buffer of its own first, and TPUs gather slowly.
+    Bit-equal to ``dynamic_code_map(signed)[index]``.
+    """
+    if not signed:
+        return jnp.where(index > 0, _magnitudes(index, signed), 0.0)
+    offset = index - (2 ** _bits(signed) - 1)
+    rank = jnp.abs(offset)
+    magnitude = jnp.where(rank > 0, _magnitudes(rank, signed), 0.0)
+    return jnp.where(offset < 0, -magnitude, magnitude)
 
 
 @jax.tree_util.register_dataclass
@@ -326,14 +376,8 @@ class QuantizedArray:
 
     def load(self) -> jax.Array:
         """The stored values, float32."""
-        table = jnp.asarray(dynamic_code_map(self.signed))
         index = _to_blocks(self.codes, self.block_size).astype(jnp.int32) + 128
-        # Under Explicit mesh axes a gather must be told its output sharding.
-        sharding = explicit_sharding(index)
-        if sharding is None:
-            values = table[index]
-        else:
-            values = table.at[index].get(out_sharding=sharding)
+        values = _decode(index, self.signed)
         values = values * self.scales[..., None]
         return _from_blocks(values, self.codes)
 

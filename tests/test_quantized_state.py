@@ -41,6 +41,29 @@ def test_code_maps_follow_their_definition():
         inside = (signed > 10.0 ** -(exponent + 1)) & (signed <= 10.0**-exponent)
         assert inside.sum() == count, exponent
     assert np.all(np.diff(signed) > 0) and np.all(np.diff(unsigned) > 0)
+    # Each decade ends at its float32 power of ten, so a block's largest
+    # magnitude (1.0) and the decade boundaries survive a round trip.
+    for exponent in range(8):
+        assert np.float32(10.0**-exponent) in unsigned, exponent
+        assert exponent == 7 or np.float32(10.0**-exponent) in signed, exponent
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_codes_decode_to_the_map_bit_for_bit(signed):
+    # load computes each value from its code; it must give the listed map
+    # exactly, under jit as well (no fused multiply-add or reciprocal).
+    table = gradax.dynamic_code_map(signed)
+    codes = (np.arange(len(table)) - 128).astype(np.int8)
+    q = gradax.QuantizedArray(
+        jnp.asarray(codes), jnp.ones(1, jnp.float32), len(table), signed
+    )
+    for loaded in (q.load(), jax.jit(lambda q: q.load())(q)):
+        np.testing.assert_array_equal(
+            np.asarray(loaded).view(np.int32), table.view(np.int32)
+        )
+    # And encoding the map's own values gives back their codes.
+    again = gradax.QuantizedArray.store(table, len(table), signed)
+    np.testing.assert_array_equal(again.codes, codes)
 
 
 @pytest.mark.parametrize("signed", [True, False])
