@@ -4,12 +4,28 @@ On the GPT-like bench tree, for chain(clip_by_global_norm, adamw) with
 float32 moments (gradax and optax), with both moments 8-bit blockwise
 (``gradax.int8_blockwise()``), and for Adam-mini (float32 and 8-bit first
 moment; embedding full, other matrices one value per output neuron). State
-bytes count every array of the state (codes, scales, step counts). Step times
-are measured side by side in one run (``time_interleaved``); the ratio to
-float32 gradax is the figure to read, not the absolute times.
-``--quick`` uses a 1-layer tree and fewer rounds.
+bytes count every array of the state (codes, scales, step counts).
 
-Run: python benchmarks/bench_state_memory.py [--quick] [--json FILE]
+Each step is jitted with its state donated, as a training loop does, and the
+candidates are timed side by side in one run (``time_interleaved``): the
+ratio to float32 gradax is the figure to read, not the absolute times.
+
+Two more columns explain the 8-bit ratio on a given machine:
+
+- ``flops/param``: XLA's count of arithmetic operations in the compiled step,
+  per parameter (before fusion). Quantizing adds integer and select
+  operations to decode and encode each moment; float32 AdamW has few.
+- the row ``8-bit load+store only``: decoding and re-encoding both 8-bit
+  moments with no update at all. Its ratio is a floor for the 8-bit step on
+  this machine: where it exceeds 0.3, no fusion of the update can bring
+  the 8-bit step within 1.3x of float32. On a CPU the step is bound by
+  arithmetic, and it shows; on an accelerator AdamW is bound by memory
+  traffic, where the 8-bit state moves a quarter of the bytes.
+
+``--quick`` uses a 1-layer tree and fewer rounds; ``--layers`` picks the depth
+(the ratio depends on whether the state fits in the caches).
+
+Run: python benchmarks/bench_state_memory.py [--quick] [--layers N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -31,6 +47,7 @@ from common import (  # noqa: E402
 )
 
 import gradax  # noqa: E402
+from gradax._quantized import is_quantized  # noqa: E402
 
 
 def _bytes(state) -> int:
@@ -65,24 +82,64 @@ def candidates(optax):
     return out
 
 
-def run(quick: bool = False) -> dict:
+def _flops(compiled) -> float:
+    analysis = compiled.cost_analysis()
+    analysis = analysis[0] if isinstance(analysis, list) else analysis
+    return float(analysis.get("flops", float("nan")))
+
+
+def _donating_step(name, compiled, state, args, states):
+    """A timed call that threads its donated state from call to call."""
+    states[name] = state
+
+    def call():
+        out, states[name] = compiled(*args(states[name]))
+        return out
+
+    return call
+
+
+def _round_trip(state):
+    """Every 8-bit leaf of ``state`` decoded and encoded again, no update."""
+
+    def again(x):
+        return x.store_like(x.load()) if is_quantized(x) else x
+
+    leaves = jax.tree.map(again, state, is_leaf=is_quantized)
+    return jax.tree.leaves(leaves)[0], leaves
+
+
+def run(quick: bool = False, layers: int | None = None) -> dict:
     optax = optional_optax()
-    params = gpt_like_params(layers=1 if quick else 6)
+    layers = layers or (1 if quick else 6)
+    params = gpt_like_params(layers=layers)
     grads = fake_grads(params)
     n = count_params(params)
-    fns, per_param = {}, {}
+    fns, per_param, flops, states = {}, {}, {}, {}
     for name, tx in candidates(optax).items():
         state = tx.init(params)
         per_param[name] = _bytes(state) / n
-        step = jax.jit(lambda g, s, p, tx=tx: tx.update(g, s, p))
-        fns[name] = lambda step=step, state=state: step(grads, state, params)
+        step = jax.jit(lambda g, s, p, tx=tx: tx.update(g, s, p), donate_argnums=1)
+        compiled = step.lower(grads, state, params).compile()
+        flops[name] = _flops(compiled) / n
+        fns[name] = _donating_step(
+            name, compiled, state, lambda s: (grads, s, params), states
+        )
+    name = "8-bit load+store only"
+    state = candidates(None)["gradax adamw 8-bit"].init(params)
+    compiled = jax.jit(_round_trip, donate_argnums=0).lower(state).compile()
+    flops[name] = _flops(compiled) / n
+    per_param[name] = _bytes(state) / n
+    fns[name] = _donating_step(name, compiled, state, lambda s: (s,), states)
     times = time_interleaved(fns, repeats=6 if quick else 30)
     base = times["gradax adamw f32"]
     return {
         "benchmark": "optimizer state memory and step time",
         "params": n,
+        "layers": layers,
         "device": str(jax.devices()[0]),
         "state_bytes_per_param": per_param,
+        "flops_per_param": flops,
         "seconds": times,
         "time_over_gradax_f32": {k: t / base for k, t in times.items()},
     }
@@ -91,14 +148,20 @@ def run(quick: bool = False) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--layers", type=int, help="depth of the bench tree")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    result = run(args.quick)
-    print(f"{result['benchmark']} on {result['params']:,} parameters")
-    print(f"  {'':28s} {'bytes/param':>12s} {'ms/step':>9s} {'x f32':>7s}")
+    result = run(args.quick, args.layers)
+    print(
+        f"{result['benchmark']} on {result['params']:,} parameters "
+        f"({result['layers']} layers, {result['device']})"
+    )
+    header = ("", "bytes/param", "flops/param", "ms/step", "x f32")
+    print("  {:28s} {:>12s} {:>12s} {:>9s} {:>7s}".format(*header))
     for name, seconds in result["seconds"].items():
         print(
             f"  {name:28s} {result['state_bytes_per_param'][name]:12.3f} "
+            f"{result['flops_per_param'][name]:12.1f} "
             f"{seconds * 1e3:9.3f} {result['time_over_gradax_f32'][name]:7.2f}"
         )
     if args.json:

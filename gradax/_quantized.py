@@ -272,6 +272,23 @@ def _from_blocks(blocks: jax.Array, like: jax.Array) -> jax.Array:
     return jax.sharding.reshard(out, sharding.spec)
 
 
+def _per_element(scales: jax.Array, shape: tuple[int, ...], block_size: int):
+    """Each element's block scale, in the stored array's shape.
+
+    Decoding and encoding run elementwise in the parameter's shape, as the
+    optimizer's update does, with only the scales broadcast over their
+    blocks: XLA then fuses them with the update into loops over one shape.
+    (Working in the ``(..., blocks, block_size)`` view instead made the 8-bit
+    AdamW step 1.5x slower on a CPU.) Under Explicit mesh axes the blocks
+    view is used, whose shardings are spelled out.
+    """
+    blocked = _blocked_shape(shape, block_size)
+    per_element = jnp.broadcast_to(scales[..., None], (*scales.shape, block_size))
+    padded = per_element.reshape(*scales.shape[:-1], blocked[-2] * block_size)
+    length = shape[-1] if _rowwise(shape, block_size) else math.prod(shape)
+    return padded[..., :length].reshape(shape)
+
+
 def _encode(normalized: jax.Array, signed: bool) -> jax.Array:
     """Index in :func:`dynamic_code_map` of the value nearest to each element.
 
@@ -367,18 +384,24 @@ class QuantizedArray:
     def store(cls, x: Any, block_size: int, signed: bool) -> QuantizedArray:
         """Quantizes ``x`` (computed in float32) into blocks of ``block_size``."""
         x = jnp.asarray(x)
-        blocks = _to_blocks(x.astype(jnp.float32), block_size)
-        scales = jnp.max(jnp.abs(blocks), axis=-1)
-        safe = jnp.where(scales > 0, scales, 1.0)[..., None]
-        index = _encode(blocks / safe, signed)
+        values = x.astype(jnp.float32)
+        scales = jnp.max(jnp.abs(_to_blocks(values, block_size)), axis=-1)
+        safe = jnp.where(scales > 0, scales, 1.0)
+        if explicit_sharding(x) is None:
+            index = _encode(values / _per_element(safe, x.shape, block_size), signed)
+            return cls((index - 128).astype(jnp.int8), scales, block_size, signed)
+        blocks = _to_blocks(values, block_size)
+        index = _encode(blocks / safe[..., None], signed)
         codes = _from_blocks((index - 128).astype(jnp.int8), x)
         return cls(codes, scales, block_size, signed)
 
     def load(self) -> jax.Array:
         """The stored values, float32."""
+        if explicit_sharding(self.codes) is None:
+            values = _decode(self.codes.astype(jnp.int32) + 128, self.signed)
+            return values * _per_element(self.scales, self.shape, self.block_size)
         index = _to_blocks(self.codes, self.block_size).astype(jnp.int32) + 128
-        values = _decode(index, self.signed)
-        values = values * self.scales[..., None]
+        values = _decode(index, self.signed) * self.scales[..., None]
         return _from_blocks(values, self.codes)
 
     def with_codes(self, codes: jax.Array) -> QuantizedArray:
