@@ -47,13 +47,13 @@ def _magnitudes(rank: Any, signed: bool, xp: Any = jnp) -> Any:
     - 1 - E`` (the float exponent of ``r``); decade ``E`` has ``count = 2**e``
     values ``10**-(E+1) (1 + 9 j / count)`` for ``j = r - count + 1 = 1 .. count``.
     Written as the exact integer ``(9 j + count) 5**e 10**(8 - bits)`` (at most
-    ``10**8``) times the float32 ``1e-8``, it is the same float in NumPy and in
-    any compiled program: integer arithmetic, one conversion and one product,
-    with no ``a * b + c`` a compiler could fuse into one rounding, and no
-    division (compilers turn division by a constant into a product with its
-    reciprocal). With this constant every decade's top is exactly the float32
-    ``10**-E`` (``1e-7`` instead misses ``1e-4`` by one ulp). ``xp`` is
-    ``numpy`` (to list the map) or ``jax.numpy`` (to decode codes).
+    ``10**8``) times the float32 ``1e-8``, NumPy and XLA compute the same float
+    (tested bit for bit on the CPU): integer arithmetic, one conversion and
+    one product, with no ``a * b + c`` a compiler could fuse into one
+    rounding, and no division (XLA turns division by a constant into a
+    product with its reciprocal). With this constant every decade's top is
+    exactly the float32 ``10**-E`` (``1e-7`` instead misses ``1e-4`` by one
+    ulp). ``xp`` is ``numpy`` (to list the map) or ``jax.numpy`` (to decode).
     """
     bits = _bits(signed)
     rank = xp.asarray(rank, xp.int32)
@@ -386,12 +386,12 @@ class QuantizedArray:
         """Quantizes ``x`` (computed in float32) into blocks of ``block_size``."""
         x = jnp.asarray(x)
         values = x.astype(jnp.float32)
-        scales = jnp.max(jnp.abs(_to_blocks(values, block_size)), axis=-1)
+        blocks = _to_blocks(values, block_size)
+        scales = jnp.max(jnp.abs(blocks), axis=-1)
         safe = jnp.where(scales > 0, scales, 1.0)
         if explicit_sharding(x) is None:
             index = _encode(values / _per_element(safe, x.shape, block_size), signed)
             return cls((index - 128).astype(jnp.int8), scales, block_size, signed)
-        blocks = _to_blocks(values, block_size)
         index = _encode(blocks / safe[..., None], signed)
         codes = _from_blocks((index - 128).astype(jnp.int8), x)
         return cls(codes, scales, block_size, signed)
