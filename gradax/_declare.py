@@ -313,6 +313,18 @@ def validate(name: str, value: Any, spec: Spec) -> None:
         _fail(name, spec, value, "not an integer")
     if not spec.valid.contains(numbers.astype(float)):
         _fail(name, spec, value)
+    # Updates run in float32 at least: a value that float32 rounds onto an
+    # open bound or past a finite one (b1=1e-50 to 0, b2=0.99999999 to 1,
+    # where Adam's bias correction divides by zero) is out of range there.
+    single = numbers.astype(np.float32).astype(float)
+    if not spec.valid.integer and not spec.valid.contains(single):
+        shown = single if single.ndim else float(single)
+        _fail(
+            name,
+            spec,
+            value,
+            f"float32, the precision updates use, rounds it to {shown}",
+        )
 
 
 def _validate_choice(name: str, value: Any, spec: Spec) -> None:

@@ -15,11 +15,14 @@ import hypothesis
 import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from registry import ENTRIES
+from test_conformance import make_params
 
 import gradax
 from gradax._declare import OneOf, Range, spec_of
+from gradax.orthogonal.groups import _ADAM_OPTIONS
 
 # Arguments that build the public classes without a registry entry of their
 # own (schedules, and transformations the registry builds another way).
@@ -200,7 +203,7 @@ def _valid_value(valid: Range):
     high = valid.high if math.isfinite(valid.high) else low + 2.0
     return st.floats(
         low, high, exclude_min=valid.low_open, exclude_max=valid.high_open
-    ).filter(lambda x: math.isfinite(x))
+    ).filter(lambda x: valid.contains(np.asarray(x, np.float32).astype(float)))
 
 
 def _invalid_value(valid: Range):
@@ -209,6 +212,12 @@ def _invalid_value(valid: Range):
         options.append(st.floats(valid.low - 10.0, valid.low, exclude_max=True))
     if math.isfinite(valid.high):
         options.append(st.floats(valid.high, valid.high + 10.0, exclude_min=True))
+    # Inside the range, but float32 (the least precision updates run in)
+    # rounds them onto an open bound.
+    if valid.low_open and valid.low == 0.0:
+        options.append(st.just(1e-50))
+    if valid.high_open and valid.high == 1.0:
+        options.append(st.just(1.0 - 1e-9))
     return st.one_of(options)
 
 
@@ -218,8 +227,19 @@ def test_drawn_hyperparameters(data):
     entry, (name, valid) = data.draw(st.sampled_from(_CASES), label="case")
     if data.draw(st.booleans(), label="valid"):
         value = data.draw(_valid_value(valid), label=name)
-        tx = entry.build(**{name: value})
-        params = {"v": jnp.array([0.5, -1.5, 2.0]), "m": jnp.eye(3) + 0.25}
+        try:
+            tx = entry.build(**{name: value})
+        except gradax.HyperparameterError:
+            raise  # a value inside the declared range must pass that check
+        except ValueError as error:
+            # In range on its own, but refused beside the entry's other
+            # settings (rprop's min_step_size above its max_step_size, an
+            # adam_* option beside adam=): the error must name it.
+            assert name in str(error), (entry, name, value, error)
+            return
+        # The registry's parameters: entries' masks and labels are written
+        # for these four leaves.
+        params = make_params()
         grads = jax.tree.map(lambda p: 0.3 * p + 0.1, params)
         updates, _ = tx.update(grads, tx.init(params), params, value=jnp.float32(1.0))
         for leaf in jax.tree.leaves(updates):
@@ -228,3 +248,12 @@ def test_drawn_hyperparameters(data):
         value = data.draw(_invalid_value(valid), label=name)
         with pytest.raises(gradax.HyperparameterError, match=name):
             entry.build(**{name: value})
+
+
+@pytest.mark.parametrize("name", _ADAM_OPTIONS)
+def test_adam_options_beside_adam_are_refused(name):
+    # With adam= the default AdamW group is not built, so a setting of it
+    # would be silently ignored: it is refused, naming the option.
+    value = 1e-3 if name == "adam_learning_rate" else 0.5
+    with pytest.raises(ValueError, match=f"{name} set the default AdamW group"):
+        gradax.muon(0.02, adam=gradax.adam(1e-3), **{name: value})

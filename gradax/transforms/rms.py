@@ -202,7 +202,13 @@ class scale_by_stddev(GradientTransformation):
         else:
             mu_hat, nu_hat = mu, nu
         inverse_root = _inverse_root(self.eps, self.eps_in_sqrt)
-        scaling = jax.tree.map(lambda m, n: inverse_root(n - abs_sq(m)), mu_hat, nu_hat)
+        # The variance n - |m|^2 is never negative in exact arithmetic; in
+        # floats it can be, by a rounding (on the first bias-corrected step it
+        # is exactly 0), and its root would be NaN. optax has that NaN.
+        variance = jax.tree.map(
+            lambda m, n: jnp.maximum(n - abs_sq(m), 0), mu_hat, nu_hat
+        )
+        scaling = jax.tree.map(inverse_root, variance)
         new_updates = jax.tree.map(lambda s, g: s * g, scaling, updates)
         if self.bias_correction:
             return new_updates, ScaleByRStdDevWithCountState(count=count, mu=mu, nu=nu)
