@@ -40,6 +40,11 @@ def _bits(signed: bool) -> int:
     return 7 if signed else 8
 
 
+def _zero_index(signed: bool) -> int:
+    """Index of 0 in the map: the signed map lists its negatives first."""
+    return 2 ** _bits(signed) - 1 if signed else 0
+
+
 def _magnitudes(rank: Any, signed: bool, xp: Any = jnp) -> Any:
     """The map's positive values, by rank ``1 .. 2**bits - 1`` (float32).
 
@@ -162,7 +167,7 @@ class int8_blockwise:  # noqa: N801 - named like the function users call
             return jnp.zeros_like(x, dtype=dtype)
         # The code of 0 and zero scales, without quantizing (XLA would
         # constant-fold a quantization of zeros at compile time).
-        zero = int(np.flatnonzero(dynamic_code_map(signed) == 0)[0]) - 128
+        zero = _zero_index(signed) - 128
         codes = jnp.full_like(x, zero, dtype=jnp.int8)
         # float32 whatever the parameters' dtype (also float64 under x64).
         scales = jnp.zeros(
@@ -324,8 +329,7 @@ def _encode(normalized: jax.Array, signed: bool) -> jax.Array:
     rank = jnp.where(magnitude > 0, jnp.maximum(rank, 1), 0).astype(jnp.int32)
     if not signed:
         return rank
-    zero = 2**bits - 1  # the negative values come first
-    return zero + jnp.where(normalized < 0, -rank, rank)
+    return _zero_index(signed) + jnp.where(normalized < 0, -rank, rank)
 
 
 def _decode(index: jax.Array, signed: bool) -> jax.Array:
@@ -339,7 +343,7 @@ def _decode(index: jax.Array, signed: bool) -> jax.Array:
     """
     if not signed:
         return jnp.where(index > 0, _magnitudes(index, signed), 0.0)
-    offset = index - (2 ** _bits(signed) - 1)
+    offset = index - _zero_index(signed)
     rank = jnp.abs(offset)
     magnitude = jnp.where(rank > 0, _magnitudes(rank, signed), 0.0)
     return jnp.where(offset < 0, -magnitude, magnitude)
