@@ -2,9 +2,12 @@
 
 On the GPT-like bench tree, for chain(clip_by_global_norm, adamw) with
 float32 moments (gradax and optax), with both moments 8-bit blockwise
-(``gradax.int8_blockwise()``), and for Adam-mini (float32 and 8-bit first
-moment; embedding full, other matrices one value per output neuron). State
-bytes count every array of the state (codes, scales, step counts).
+(``gradax.int8_blockwise()``), for Adam-mini (float32 and 8-bit first
+moment; embedding full, other matrices one value per output neuron), and
+for float32 and 8-bit AdamW with the state in host memory
+(``gradax.offload_state``; on a CPU host and device memory are the same
+RAM, so those rows show the copies' overhead, not a link's). State bytes
+count every array of the state (codes, scales, step counts), wherever it is.
 
 Each step is jitted with its state donated, as a training loop does, and the
 candidates are timed side by side in one run (``time_interleaved``): the
@@ -55,6 +58,7 @@ from common import (  # noqa: E402
 
 import gradax  # noqa: E402
 from gradax._quantized import _encode, _per_element, is_quantized  # noqa: E402
+from gradax.cli.benchmarks.optimizers import donating_update  # noqa: E402
 
 
 def _bytes(state) -> int:
@@ -82,6 +86,9 @@ def candidates(optax):
         "gradax adam_mini f32": mini(),
         "gradax adam_mini 8-bit mu": mini(mu_dtype=q8),
     }
+    # State in host memory (pinned_host), streamed through each update.
+    out["gradax adamw f32, host"] = gradax.offload_state(out["gradax adamw f32"])
+    out["gradax adamw 8-bit, host"] = gradax.offload_state(out["gradax adamw 8-bit"])
     if optax is not None:
         out["optax adamw f32"] = optax.chain(
             optax.clip_by_global_norm(1.0), optax.adamw(1e-3)
@@ -95,15 +102,16 @@ def _flops(compiled) -> float:
     return float(analysis.get("flops", float("nan")))
 
 
-def _donating_step(name, compiled, state, args, states):
-    """A timed call that threads its donated state from call to call."""
-    states[name] = state
+def _donating_round_trip(round_trip, state):
+    """A timed call of ``round_trip`` that threads its donated state."""
+    compiled = jax.jit(round_trip, donate_argnums=0).lower(state).compile()
+    box = [state]
 
     def call():
-        out, states[name] = compiled(*args(states[name]))
+        box[0], out = compiled(box[0])
         return out
 
-    return call
+    return call, compiled
 
 
 def _round_trip(state):
@@ -113,7 +121,7 @@ def _round_trip(state):
         return x.store_like(x.load()) if is_quantized(x) else x
 
     leaves = jax.tree.map(again, state, is_leaf=is_quantized)
-    return jax.tree.leaves(leaves)[0], leaves
+    return leaves, jax.tree.leaves(leaves)[0]
 
 
 def _round_trip_held_scales(state):
@@ -127,7 +135,7 @@ def _round_trip_held_scales(state):
         return x.with_codes((_encode(normalized, x.signed) - 128).astype(jnp.int8))
 
     leaves = jax.tree.map(again, state, is_leaf=is_quantized)
-    return jax.tree.leaves(leaves)[0], leaves
+    return leaves, jax.tree.leaves(leaves)[0]
 
 
 def run(quick: bool = False, layers: int | None = None) -> dict:
@@ -136,26 +144,23 @@ def run(quick: bool = False, layers: int | None = None) -> dict:
     params = gpt_like_params(layers=layers)
     grads = fake_grads(params)
     n = count_params(params)
-    fns, per_param, flops, states = {}, {}, {}, {}
+    fns, per_param, flops = {}, {}, {}
     for name, tx in candidates(optax).items():
-        state = tx.init(params)
-        per_param[name] = _bytes(state) / n
-        step = jax.jit(lambda g, s, p, tx=tx: tx.update(g, s, p), donate_argnums=1)
-        compiled = step.lower(grads, state, params).compile()
+        per_param[name] = _bytes(tx.init(params)) / n
+        # The new state is the first output, so each donated buffer goes to
+        # the new value of its own leaf (and host-offloaded state to the
+        # host: see docs/memory.md, "State in host memory").
+        fns[name], compiled = donating_update(tx, grads, params)
         flops[name] = _flops(compiled) / n
-        fns[name] = _donating_step(
-            name, compiled, state, lambda s: (grads, s, params), states
-        )
     diagnostics = {
         "8-bit load+store only": _round_trip,
         "8-bit load+store, scales held": _round_trip_held_scales,
     }
     for name, round_trip in diagnostics.items():
         state = candidates(None)["gradax adamw 8-bit"].init(params)
-        compiled = jax.jit(round_trip, donate_argnums=0).lower(state).compile()
-        flops[name] = _flops(compiled) / n
         per_param[name] = _bytes(state) / n
-        fns[name] = _donating_step(name, compiled, state, lambda s: (s,), states)
+        fns[name], compiled = _donating_round_trip(round_trip, state)
+        flops[name] = _flops(compiled) / n
     times = time_interleaved(fns, repeats=6 if quick else 30)
     base = times["gradax adamw f32"]
     return {
