@@ -13,11 +13,15 @@ guarantees:
 
 - schedule resolution: each field declared to accept a schedule holds its
   value at the current step while the hook runs. The step is the ``count`` of
-  the transformation's own state; a transformation with schedulable fields
-  and no count of its own keeps one in a :class:`ScheduleState` around its
-  state. Which of the two is decided by the class, never by whether a value
-  is a number or a schedule, so the state's tree is the same either way (a
-  checkpoint survives switching to a schedule);
+  the transformation's own state. A transformation whose state has no count
+  keeps one only while a field actually holds a schedule, as optax does: a
+  stateless one then has :class:`ScaleByScheduleState` (``count`` alone, what
+  optax's ``scale_by_schedule`` and scheduled ``add_decayed_weights`` keep),
+  and one with state of its own has a :class:`ScheduleState` around it (only
+  reachable through gradax-only options, such as a schedule for ``trace``'s
+  ``decay``). So the state's tree is optax's for every call optax accepts;
+  ``gradax.tree.carry_state`` carries a state across a change of
+  configuration that alters the tree;
 - state stability: ``update`` returns state with exactly the tree, shapes,
   dtypes and weak types it was given, and updates with the gradients' dtypes;
 - quantized state: a leaf stored 8-bit (``int8_blockwise`` given as a
@@ -63,14 +67,34 @@ class EmptyState(NamedTuple):
     """State of a transformation that keeps none."""
 
 
-class ScheduleState(NamedTuple):
-    """The step count of a transformation whose own state has none.
+class ScaleByScheduleState(NamedTuple):
+    """The step count of a stateless transformation given a schedule.
 
-    Kept around the inner state by every transformation that has a field
-    accepting a schedule and no ``count`` of its own, whether or not a
-    schedule is given. Reading an attribute it lacks reads the inner state's
-    (``state.trace`` for the momentum of ``trace``), so code written against
-    optax's state names keeps working.
+    optax's ``ScaleByScheduleState``: what ``scale_by_schedule`` keeps, and
+    what any stateless gradax transformation keeps while one of its fields
+    holds a schedule (with a number it keeps ``EmptyState()``, as in optax).
+    """
+
+    count: jax.Array  # int32 scalar: number of updates done
+
+
+class WeightDecaySchedule(NamedTuple):
+    """The step count of ``add_decayed_weights`` with a scheduled weight decay.
+
+    optax's name for the same one-field state as :class:`ScaleByScheduleState`.
+    """
+
+    count: jax.Array  # int32 scalar: number of updates done
+
+
+class ScheduleState(NamedTuple):
+    """A step count around the state of a transformation that has none.
+
+    Only gradax-only options make one: a schedule given to a field whose
+    optax twin takes a number (``trace(decay=schedule)``), on a
+    transformation whose own state keeps no count. Reading an attribute it
+    lacks reads the inner state's (``state.trace`` for the momentum of
+    ``trace``).
     """
 
     count: jax.Array  # int32 scalar: number of updates done
@@ -80,6 +104,17 @@ class ScheduleState(NamedTuple):
         if name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.inner_state, name)
+
+
+# The one-field count states, by class name: a state restored or built by
+# optax (its own classes) reads the same as gradax's.
+_COUNT_ONLY_STATES = ("ScaleByScheduleState", "WeightDecaySchedule")
+
+
+def _is_count_only(state: Any) -> bool:
+    return type(state).__name__ in _COUNT_ONLY_STATES and getattr(
+        state, "_fields", None
+    ) == ("count",)
 
 
 def zero_count() -> jax.Array:
@@ -151,6 +186,9 @@ class GradientTransformation(Module):
     # Keyword arguments ``update`` cannot work without (``value`` for Polyak
     # steps); missing ones are reported before anything else is checked.
     _required_extra_args: ClassVar[tuple[str, ...]] = ()
+    # The state a stateless subclass keeps while a field holds a schedule
+    # (optax names it per transformation; the tree is the same).
+    _count_state: ClassVar[type] = ScaleByScheduleState
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is GradientTransformation:
@@ -236,11 +274,18 @@ class GradientTransformation(Module):
         }
         return self._with_fields(**values) if values else self
 
+    def holds_schedule(self) -> bool:
+        """Whether a field this class resolves holds a schedule (not a number)."""
+        return any(is_schedule(getattr(self, n)) for n in self._schedulable)
+
     def init(self, params: Params) -> OptState:
         """The initial state for ``params``."""
         state = self.at_step(zero_count()).init_state(params)
-        if self._schedulable and self.schedule_count(state) is None:
-            state = ScheduleState(count=zero_count(), inner_state=state)
+        if self.holds_schedule() and self.schedule_count(state) is None:
+            if isinstance(state, tuple) and not state:  # EmptyState()
+                state = self._count_state(count=zero_count())
+            else:
+                state = ScheduleState(count=zero_count(), inner_state=state)
         return shard_state_like_params(state, params)
 
     def update(
@@ -264,17 +309,21 @@ class GradientTransformation(Module):
             check_same_structure(updates, like, "updates", "params")
             if self._checks_update_shapes:
                 check_same_shapes(updates, like, "updates", "params")
-        wrapped = bool(self._schedulable) and isinstance(state, ScheduleState)
-        inner = state.inner_state if wrapped else state
-        count = state.count if wrapped else self.schedule_count(state)
-        holds_schedule = any(is_schedule(getattr(self, n)) for n in self._schedulable)
+        holds_schedule = self.holds_schedule()
+        inner, count, rewrap = state, self.schedule_count(state), None
+        if holds_schedule and isinstance(state, ScheduleState):
+            inner, rewrap = state.inner_state, type(state)
+        elif holds_schedule and _is_count_only(state):
+            inner, rewrap = EmptyState(), type(state)
         if count is None and holds_schedule:
             # Without a step count no schedule can be read. A state with no
             # count is accepted otherwise (optax's tests pass None or 0 to
             # stateless transformations).
             raise TypeError(
                 f"{self._public_name()}.update was given a state not made by its "
-                f"init (no step count in {type(state).__name__})"
+                f"init (no step count in {type(state).__name__}); a state made "
+                "before a schedule was given carries over with "
+                "gradax.tree.carry_state"
             )
         tx = self if count is None else self.at_step(count)
         # Quantized state leaves are read as float32 and stored again by
@@ -294,9 +343,12 @@ class GradientTransformation(Module):
                 "state its init(params) returned"
             ) from error
         new_inner = match_state(new_inner, inner, self._public_name())
-        new_state = (
-            ScheduleState(safe_increment(count), new_inner) if wrapped else new_inner
-        )
+        if rewrap is ScheduleState:
+            new_state = ScheduleState(safe_increment(count), new_inner)
+        elif rewrap is not None:
+            new_state = rewrap(count=safe_increment(count))
+        else:
+            new_state = new_inner
         return match_dtypes(new_updates, updates), new_state
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Union
 
-from . import _declare
-from ._protocol import EmptyState, OptState, Params, ScheduleState, Updates
+from . import _declare, _protocol
+from ._protocol import EmptyState, OptState, Params, Updates
 from .combinators.masked import PartitionState
 
 MaskOrFn = Union[Any, Callable[[Params], Any], None]  # noqa: UP007 - a runtime alias
@@ -34,27 +34,21 @@ TransformUpdateExtraArgsFn = Callable[..., tuple[Updates, OptState]]
 state, params=None, **extra_args) -> (updates, state)``. Every gradax
 ``update`` has this type."""
 
-AddDecayedWeightsState = ScheduleState
-"""State of :class:`add_decayed_weights` without a mask: a
-:class:`ScheduleState` holding the step count its (possibly scheduled)
-``weight_decay`` is read at.
+AddDecayedWeightsState = EmptyState
+"""State of :class:`add_decayed_weights` with a number (as in optax); with a
+scheduled ``weight_decay`` it keeps a ``WeightDecaySchedule(count)``."""
 
-Differences from optax: optax's is an ``EmptyState`` for a number and a
-``WeightDecaySchedule`` for a schedule; gradax's tree is the same for both."""
-
-ScaleState = ScheduleState
-"""State of :class:`scale`: a :class:`ScheduleState` (optax: an
-``EmptyState``), the same tree for a number and a scheduled ``step_size``."""
+ScaleState = EmptyState
+"""State of :class:`scale`: ``EmptyState()`` for a number, as in optax (a
+scheduled ``step_size``, which only gradax takes, keeps a
+:class:`ScaleByScheduleState`)."""
 
 MultiTransformState = PartitionState
 """State of :class:`multi_transform`: a :class:`PartitionState` (as in optax)."""
 
-ScaleByScheduleState = ScheduleState
-"""State of :class:`scale_by_schedule`: a :class:`ScheduleState`.
-
-Differences from optax: optax's ``ScaleByScheduleState`` has the field
-``count`` only; gradax's has ``count`` and an (empty) ``inner_state``, the
-state every gradax transformation with a scheduled hyperparameter keeps."""
+ScaleByScheduleState = _protocol.ScaleByScheduleState
+"""State of :class:`scale_by_schedule`: ``ScaleByScheduleState(count)``, as in
+optax."""
 
 
 def init_empty_state(params: Params) -> EmptyState:

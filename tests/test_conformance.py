@@ -163,11 +163,9 @@ def test_same_numbers_in_every_form(entry: Entry):
             # Depends on the traced count, so the schedule path really runs.
             return jnp.asarray(value, jnp.float32) + 0.0 * count
 
+        # Its state may hold a count the plain one lacks, as in optax
+        # (test_optax_state_trees.py checks the trees).
         scheduled = entry.build(**{entry.schedule_arg: constant})
-        # The state's tree is the same (a checkpoint survives the switch).
-        plain_state = jax.eval_shape(entry.build().init, params)
-        scheduled_state = jax.eval_shape(scheduled.init, params)
-        assert jax.tree.structure(plain_state) == jax.tree.structure(scheduled_state)
         forms["scheduled"] = (scheduled, FORM_STEPS)
     if entry.injectable:
         injected = gradax.inject_hyperparams(entry.build_fn or entry.factory)(

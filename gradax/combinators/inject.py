@@ -16,7 +16,7 @@ from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, as_transformation, zero_count
 from .._pytree import Module, static_field
 from .._state_guard import is_weakly_typed
-from ..schedules.wrapped import WrappedSchedule
+from ..schedules.wrapped import WrappedSchedule, WrappedScheduleState
 
 
 class InjectStatefulHyperparamsState(NamedTuple):
@@ -127,7 +127,9 @@ class InjectHyperparams(GradientTransformation):
             if isinstance(schedule, StatefulSchedule):
                 value = schedule(states[name], **extra_args)
             else:
-                value = schedule(count)
+                # A plain schedule counts in its own WrappedScheduleState, the
+                # state optax keeps for it; equal to ``count`` unless edited.
+                value = schedule(states[name].count)
             values[name] = _convert_floats(value, dtype)
         return values
 
@@ -138,9 +140,12 @@ class InjectHyperparams(GradientTransformation):
         dtype = self._dtype(params)
         count = zero_count()
         states = {
-            name: _promoted_schedule_state(s, s.init(), dtype)
+            name: (
+                _promoted_schedule_state(s, s.init(), dtype)
+                if isinstance(s, StatefulSchedule)
+                else WrappedScheduleState(count=count)
+            )
             for name, s in self.schedules.items()
-            if isinstance(s, StatefulSchedule)
         }
         hyperparams = {k: _convert_floats(v, dtype) for k, v in self.numeric.items()}
         hyperparams.update(self._scheduled_values(count, states, dtype))
@@ -162,7 +167,11 @@ class InjectHyperparams(GradientTransformation):
             )
         )
         states = {
-            name: self.schedules[name].update(s, **extra_args)
+            name: (
+                self.schedules[name].update(s, **extra_args)
+                if isinstance(self.schedules[name], StatefulSchedule)
+                else WrappedScheduleState(count=safe_increment(s.count))
+            )
             for name, s in state.hyperparams_states.items()
         }
         updates, inner_state = self._inner(hyperparams).update(

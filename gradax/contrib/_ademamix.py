@@ -185,6 +185,10 @@ class scale_by_simplified_ademamix(GradientTransformation):
     eps: Any = hyper(1e-8, NONNEGATIVE)
     eps_root: Any = hyper(0.0, NONNEGATIVE)
 
+    def schedule_count(self, state):
+        # The state's step count is ``t`` (optax's name); schedules read it.
+        return state.t
+
     def init_state(self, params):
         return ScaleBySimplifiedAdEMAMixState(
             t=zero_count(), m=gtree.zeros_like(params), n=gtree.zeros_like(params)

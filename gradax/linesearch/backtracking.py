@@ -125,7 +125,7 @@ class scale_by_backtracking_linesearch(GradientTransformation):
             learning_rate=jnp.asarray(1.0, dtype),
             value=inf,
             grad=gtree.zeros_like(params) if self.store_grad else None,
-            info=BacktrackingLinesearchInfo(jnp.zeros([], jnp.int32), inf),
+            info=BacktrackingLinesearchInfo(jnp.asarray(0), inf),  # weak, as optax's
         )
 
     def update_state(self, updates, state, params=None, **extra_args):

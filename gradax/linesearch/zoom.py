@@ -198,7 +198,10 @@ class scale_by_zoom_linesearch(GradientTransformation):
             learning_rate=jnp.asarray(1.0, dtype),
             value=inf,
             grad=gtree.zeros_like(params),
-            info=ZoomLinesearchInfo(jnp.zeros([], jnp.int32), inf, inf),
+            # Weakly typed, as optax's: a Python 0 and inf.
+            info=ZoomLinesearchInfo(
+                jnp.asarray(0), jnp.asarray(jnp.inf), jnp.asarray(jnp.inf)
+            ),
         )
 
     def update_state(self, updates, state, params=None, **extra_args):

@@ -7,7 +7,9 @@ from typing import Any
 import jax
 
 from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._hyper import Schedule, is_schedule
 from .._protocol import Alias, EmptyState, GradientTransformation
+from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.trust_ratio import scale_by_trust_ratio
@@ -42,6 +44,20 @@ def _fromage_factors(learning_rate: Any) -> tuple[Any, Any]:
     step = learning_rate / root
     shrink = -(learning_rate**2) / (root * (1 + root))
     return step, shrink
+
+
+class _FromageFactor(Schedule):
+    """One of Fromage's two factors at each step of a learning-rate schedule.
+
+    So that a scheduled Fromage is optax's chain of two scheduled stages (a
+    count in each, as optax keeps), with the user's schedule still a leaf.
+    """
+
+    learning_rate: Any
+    which: int = static_field()  # 0: the step, 1: the shrink
+
+    def __call__(self, count: Any) -> Any:
+        return _fromage_factors(self.learning_rate(count))[self.which]
 
 
 class fromage(Alias):
@@ -89,13 +105,12 @@ class fromage(Alias):
     learning_rate: Any = hyper(valid=LEARNING_RATE)
     min_norm: Any = hyper(1e-6, NONNEGATIVE)
 
-    # The factors below are functions of the learning rate at this step, so
-    # the base resolves schedules before build() runs (unlike other aliases,
-    # whose parts resolve them).
-    _resolves_schedules = True
-
     def build(self):
-        step, shrink = _fromage_factors(self.learning_rate)
+        if is_schedule(self.learning_rate):
+            step = _FromageFactor(self.learning_rate, 0)
+            shrink = _FromageFactor(self.learning_rate, 1)
+        else:
+            step, shrink = _fromage_factors(self.learning_rate)
         return chain(
             scale_by_trust_ratio(self.min_norm),
             scale_by_learning_rate(step),

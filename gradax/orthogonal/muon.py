@@ -6,6 +6,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import tree as gtree
 from .._declare import (
@@ -28,7 +29,7 @@ from .._protocol import (
 from .._sharding import explicit_sharding
 from ..sharding.distributed import current_mesh, orthogonalize_many
 from .blocks import matrix_blocks
-from .coefficients import KELLER, NS_COEFFS
+from .coefficients import KELLER, NS_COEFFS, resolve_coefficients
 from .dimensions import SHAPE_SCALING
 from .groups import MuonGroups as MuonGroups
 from .groups import scale_by_shape as scale_by_shape
@@ -46,6 +47,11 @@ class MuonState(NamedTuple):
 
     count: jax.Array  # int32 scalar
     mu: Any  # momentum, like the params (mu_dtype)
+    # The coefficients, as optax keeps them: (3,) for one row, (n, 3) for a
+    # table, a preset's (ns_steps, 3) table. Kept for optax's tree and its
+    # checkpoints; the iteration reads the transformation's ns_coeffs, so
+    # that the coefficients are compile-time constants.
+    ns_coeffs: jax.Array
 
 
 def _coefficient_table(ns_coeffs: Any, ns_steps: int) -> Any:
@@ -57,6 +63,14 @@ def _coefficient_table(ns_coeffs: Any, ns_steps: int) -> Any:
         return ns_coeffs, ns_steps
     rows = coefficient_rows(ns_coeffs)
     return (rows, ns_steps) if len(rows) == 1 else (rows, len(rows))
+
+
+def _state_coefficients(ns_coeffs: Any, ns_steps: int) -> jax.Array:
+    """The coefficients as optax's ``MuonState.ns_coeffs`` holds them."""
+    if isinstance(ns_coeffs, str):
+        table, _ = resolve_coefficients(ns_coeffs, ns_steps)
+        return jnp.asarray(table, jnp.float32)
+    return jnp.asarray(np.asarray(ns_coeffs, np.float32))
 
 
 class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation):
@@ -100,7 +114,11 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
             params,
             is_leaf=is_spec_leaf,
         )
-        return MuonState(zero_count(), gtree.zeros_like(params, dtype=self.mu_dtype))
+        return MuonState(
+            zero_count(),
+            gtree.zeros_like(params, dtype=self.mu_dtype),
+            _state_coefficients(self.ns_coeffs, self.ns_steps),
+        )
 
     def _momentum(self, updates, state):
         beta, count = self.beta, safe_increment(state.count)
@@ -203,7 +221,7 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
             orthogonal = jax.tree.map(
                 lambda m, o: jnp.sum(jnp.conj(m) * o) * o, direction, orthogonal
             )
-        return orthogonal, MuonState(safe_increment(state.count), mu)
+        return orthogonal, MuonState(safe_increment(state.count), mu, state.ns_coeffs)
 
 
 class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):

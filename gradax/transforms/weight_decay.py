@@ -7,7 +7,7 @@ from typing import Any
 import jax
 
 from .._declare import NONNEGATIVE, hyper
-from .._protocol import Alias, EmptyState, GradientTransformation
+from .._protocol import Alias, EmptyState, GradientTransformation, WeightDecaySchedule
 from .._pytree import static_field
 from ..combinators.masked import masked
 
@@ -16,6 +16,9 @@ class _decay(GradientTransformation):
     """The stage add_decayed_weights builds (without its mask)."""
 
     weight_decay: Any = hyper(valid=NONNEGATIVE)
+
+    # optax's name for the count a scheduled weight decay is read at.
+    _count_state = WeightDecaySchedule
 
     def init_state(self, params):
         del params
