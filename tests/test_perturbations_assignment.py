@@ -3,7 +3,8 @@
 Perturbed functions: values and derivatives equal to optax's (the same random
 draws and the same arithmetic). Assignment: the optimal total cost equals
 SciPy's on random and degenerate matrices of several shapes; the permutation
-itself is compared only where the optimum is unique.
+itself is compared only where the optimum is unique, and its order (what a
+printed result shows) is optax's.
 """
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ def test_optimal_cost_matches_scipy(solver):
         k = min(n, m)
         assert rows.shape == cols.shape == (len(batch), k)
         for cost, r, c in zip(batch, rows, cols, strict=True):
-            assert np.all(np.diff(r) > 0), "rows increase"
+            _assert_optax_order(solver, n, m, r, c)
+            r, c = _by_row(r, c)
             assert len(set(c.tolist())) == k, "distinct columns"
             assert r.min() >= 0 and r.max() < n and c.min() >= 0 and c.max() < m
             sr, sc = linear_sum_assignment(cost)
@@ -176,8 +178,61 @@ def test_optimal_cost_matches_scipy(solver):
             assert cost[r, c].sum() == pytest.approx(best, abs=tol)
         # Random normal costs have a unique optimum: the same pairs as SciPy.
         sr, sc = linear_sum_assignment(batch[0])
-        np.testing.assert_array_equal(rows[0], sr)
-        np.testing.assert_array_equal(cols[0], sc)
+        r, c = _by_row(rows[0], cols[0])
+        np.testing.assert_array_equal(r, sr)
+        np.testing.assert_array_equal(c, sc)
+
+
+def _by_row(rows, cols):
+    """The pairs sorted by row (SciPy's order)."""
+    order = np.argsort(rows)
+    return rows[order], cols[order]
+
+
+def _pair_set(rows, cols):
+    return set(zip(rows.tolist(), cols.tolist(), strict=True))
+
+
+def _assert_optax_order(solver, n, m, rows, cols):
+    """The order each optax solver lists its pairs in (measured on optax).
+
+    base_hungarian_algorithm: by increasing row. hungarian_algorithm: by
+    increasing column for a square matrix, by decreasing row for a wide one,
+    by decreasing column for a tall one.
+    """
+    if solver == "base_hungarian_algorithm":
+        assert np.all(np.diff(rows) > 0), "rows increase"
+    elif n == m:
+        assert np.all(np.diff(cols) > 0), "columns increase"
+    elif n < m:
+        assert np.all(np.diff(rows) < 0), "rows decrease"
+    else:
+        assert np.all(np.diff(cols) < 0), "columns decrease"
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_pairs_come_in_optax_order(solver):
+    """The same arrays as optax's, element for element, for every shape.
+
+    Random costs have a unique optimum, so both libraries find the same pairs
+    and the order alone can differ. Costs with ties can have several optima:
+    there the order is compared whenever the pair sets agree.
+    """
+    ours, theirs = getattr(ga, solver), getattr(optax.assignment, solver)
+    rng = np.random.default_rng(7)
+    shapes = [(4, 4), (1, 1), (3, 7), (1, 5), (7, 3), (5, 1), (6, 6), (2, 9)]
+    for n, m in shapes:
+        unique = rng.normal(size=(n, m))
+        ties = rng.integers(0, 3, size=(n, m))
+        for cost, must_agree in ((unique, True), (ties, False)):
+            cost = jnp.asarray(cost, jnp.float32)
+            i, j = map(np.asarray, ours(cost))
+            oi, oj = map(np.asarray, theirs(cost))
+            same_pairs = _pair_set(i, j) == _pair_set(oi, oj)
+            assert same_pairs or not must_agree, (n, m)
+            if same_pairs:
+                np.testing.assert_array_equal(i, oi)
+                np.testing.assert_array_equal(j, oj)
 
 
 @pytest.mark.parametrize("solver", SOLVERS)

@@ -8,6 +8,25 @@ import jax.numpy as jnp
 from ._problem import solve_rectangular
 
 
+def _in_optax_order(
+    rows: jax.Array, cols: jax.Array, n: int, m: int
+) -> tuple[jax.Array, jax.Array]:
+    """Reorders pairs sorted by row into the order optax returns them in.
+
+    optax lists the pairs of a square matrix by increasing column, and those
+    of a rectangular one by decreasing index along its shorter side: rows of
+    a wide matrix, columns of a tall one. Code that prints or zips the arrays
+    sees the order, so it is part of the drop-in result.
+    """
+    if n == m:
+        order = jnp.argsort(cols)
+    elif n < m:
+        order = jnp.arange(n)[::-1]  # rows are 0..n-1 already
+    else:
+        order = jnp.argsort(cols)[::-1]  # the m columns are distinct
+    return rows[order], cols[order]
+
+
 def _solve_wide(cost: jax.Array) -> jax.Array:
     """Columns assigned to the rows of an ``n x m`` cost matrix, ``n <= m``.
 
@@ -101,8 +120,10 @@ def hungarian_algorithm(cost_matrix):
       cost_matrix: an :math:`n \times m` array of costs.
 
     Returns:
-      ``(i, j)``: integer arrays of length :math:`\min(n, m)`, the rows
-      (increasing) and their columns. The total cost is
+      ``(i, j)``: integer arrays of length :math:`\min(n, m)`, the rows and
+      their columns, in optax's order: by increasing column for a square
+      matrix, by decreasing row for a wide one (:math:`n < m`), by decreasing
+      column for a tall one (:math:`n > m`). The total cost is
       ``cost_matrix[i, j].sum()``.
 
     Example:
@@ -111,7 +132,7 @@ def hungarian_algorithm(cost_matrix):
       >>> cost = jnp.array([[8, 4, 7], [5, 2, 3], [9, 6, 7], [9, 4, 8]])
       >>> i, j = hungarian_algorithm(cost)
       >>> print(i, j, cost[i, j].sum())
-      [0 1 3] [0 2 1] 15
+      [1 3 0] [2 1 0] 15
 
     References:
       Kuhn, `The Hungarian method for the assignment problem
@@ -119,4 +140,6 @@ def hungarian_algorithm(cost_matrix):
       `Scenic: A JAX Library for Computer Vision Research and Beyond
       <https://arxiv.org/abs/2110.11403>`_, 2022.
     """
-    return solve_rectangular(cost_matrix, _solve_wide)
+    rows, cols = solve_rectangular(cost_matrix, _solve_wide)
+    n, m = jnp.shape(cost_matrix)
+    return _in_optax_order(rows, cols, n, m)
