@@ -24,6 +24,7 @@ from ._protocol import (
 from ._protocol import OptState as OptState
 from ._protocol import Params as Params
 from ._protocol import ScheduleState as ScheduleState
+from ._protocol import WeightDecaySchedule as WeightDecaySchedule
 from ._protocol import Updates as Updates
 from ._protocol import with_extra_args_support as with_extra_args_support
 from ._pytree import Module as Module

@@ -328,8 +328,7 @@ def test_stddev_clamps_a_negative_variance(eps_in_sqrt):
     # After the update: m = [1, 1], n = [0.6, 4.1]: variance [-0.4, 3.1].
     mu, nu = jnp.array([1.0, 0.0]), jnp.array([0.2, 4.2])
     expected, _ = theirs.update(g, optax.ScaleByRStdDevState(mu=mu, nu=nu))
-    state = ours.init(g)  # ScheduleState(count, ScaleByRStdDevState)
-    state = state._replace(inner_state=state.inner_state._replace(mu=mu, nu=nu))
+    state = ours.init(g)._replace(mu=mu, nu=nu)  # a ScaleByRStdDevState
     updates, _ = ours.update(g, state)
     assert np.isnan(expected[0]) and np.isfinite(expected[1])
     zero_variance = 1 / (np.sqrt(1e-8) if eps_in_sqrt else 1e-8)

@@ -283,10 +283,8 @@ def test_stacked_leaf_is_independent_matrices(name):
     state = tx.init(stacked[0])
     single = _direction(name)
     if name == "dion":  # same starting Q per layer as the separate runs
-        # (scale_by_dion's DionState sits in a ScheduleState: mu and eps
-        # accept schedules and DionState has no step count of its own.)
         q = jnp.stack([single.init(lay[0]).q for lay in layers])
-        state = state._replace(inner_state=state.inner_state._replace(q=q))
+        state = state._replace(q=q)
     together = []
     for g in stacked:
         u, state = tx.update(g, state)

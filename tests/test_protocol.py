@@ -125,6 +125,7 @@ def test_shape_mismatch_names_the_leaf():
 
 
 def test_checkpoint_resumes_across_a_switch_to_a_schedule(tmp_path):
+    """A schedule adds optax's counts to the tree; carry_state bridges it."""
     params = _params()
     grads = jax.tree.map(lambda p: 0.1 * p, params)
     constant = gradax.adamw(1e-3, weight_decay=0.1)
@@ -135,23 +136,38 @@ def test_checkpoint_resumes_across_a_switch_to_a_schedule(tmp_path):
     checkpointer = ocp.StandardCheckpointer()
     for i, (saver, loader) in enumerate([(constant, scheduled), (scheduled, constant)]):
         state = saver.init(params)
-        _, state = saver.update(grads, state, params)
+        for _ in range(2):
+            _, state = saver.update(grads, state, params)
         path = tmp_path / f"ckpt{i}"
         checkpointer.save(path, state)
         checkpointer.wait_until_finished()
-        target = jax.eval_shape(loader.init, params)
-        restored = checkpointer.restore(path, target)
-        assert jax.tree.structure(restored) == jax.tree.structure(state)
-        jax.tree.map(np.testing.assert_array_equal, restored, state)
-        # The restored state drives the other optimizer on.
-        updates, _ = loader.update(grads, restored, params)
+        # Restored against the saver's tree, as the checkpoint was written.
+        restored = checkpointer.restore(path, jax.eval_shape(saver.init, params))
+        assert jax.tree.structure(jax.eval_shape(loader.init, params)) != (
+            jax.tree.structure(restored)
+        )
+        carried, report = gradax.tree.carry_state(restored, loader, params)
+        assert jax.tree.structure(carried) == jax.tree.structure(loader.init(params))
+        # Adam's moments and count came over; a new schedule count takes it.
+        np.testing.assert_array_equal(carried[0].mu["a"], state[0].mu["a"])
+        for _, count in gradax.tree.get_all_with_path(carried, "count"):
+            assert int(count) == 2, report
+        updates, _ = loader.update(grads, carried, params)
         assert all(jnp.all(jnp.isfinite(u)) for u in jax.tree.leaves(updates))
 
 
 def test_schedule_state_reads_through_to_its_inner_state():
-    state = gradax.sgd(0.1, momentum=0.9).init(_params())
-    np.testing.assert_array_equal(state[0].trace["a"], jnp.zeros(2))
-    assert int(state[0].count) == 0
+    # A schedule for trace's decay is gradax-only: trace keeps no count of
+    # its own, so one is kept around its state.
+    tx = gradax.trace(decay=gradax.linear_schedule(0.9, 0.5, 10))
+    state = tx.init(_params())
+    assert isinstance(state, gradax.ScheduleState)
+    np.testing.assert_array_equal(state.trace["a"], jnp.zeros(2))
+    assert int(state.count) == 0
+    _, state = tx.update(_params(), state)
+    assert int(state.count) == 1
+    # With a number, optax's tree: the TraceState alone.
+    assert isinstance(gradax.trace(decay=0.9).init(_params()), gradax.TraceState)
 
 
 def test_shapes_are_checked_by_the_part_that_receives_the_updates():

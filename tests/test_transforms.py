@@ -90,23 +90,32 @@ def assert_close(actual: Any, expected: Any, rtol=RTOL, atol=ATOL) -> None:
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol + rtol * scale)
 
 
-def without_schedule_counts(state: Any, count: int) -> Any:
-    """``state`` with each ScheduleState replaced by its inner state.
+def _is_schedule_count(node: Any) -> bool:
+    return isinstance(
+        node,
+        (gradax.ScheduleState, gradax.ScaleByScheduleState, gradax.WeightDecaySchedule),
+    )
 
-    gradax keeps a step count beside the state of every transformation with a
-    schedulable hyperparameter (whether or not it is given a schedule), where
-    optax keeps none; each such count must equal the number of updates done.
+
+def without_schedule_counts(state: Any, count: int) -> Any:
+    """``state`` without the step counts that only schedules add.
+
+    A transformation with no count of its own keeps one while a field holds
+    a schedule (as optax does for a scheduled learning rate or weight decay):
+    ``ScaleByScheduleState(count)`` in place of ``EmptyState()``, or a
+    ``ScheduleState(count, inner_state)`` around its state. Each such count
+    must equal the number of updates done.
     """
 
     def strip(node):
-        if not isinstance(node, gradax.ScheduleState):
+        if not _is_schedule_count(node):
             return node
         assert int(node.count) == count, (node, count)
-        return without_schedule_counts(node.inner_state, count)
+        if isinstance(node, gradax.ScheduleState):
+            return without_schedule_counts(node.inner_state, count)
+        return gradax.EmptyState()
 
-    return jax.tree.map(
-        strip, state, is_leaf=lambda x: isinstance(x, gradax.ScheduleState)
-    )
+    return jax.tree.map(strip, state, is_leaf=_is_schedule_count)
 
 
 def avals(tree: Any) -> Any:
@@ -368,14 +377,16 @@ def test_constant_schedule_equals_number(case):
     scheduled = constant_schedules(plain)
     params = make_tree(seed=1, positive=case.positive_params)
     s_plain, s_sched = plain.init(params), scheduled.init(params)
-    # The state has the same tree whether a number or a schedule is given.
-    assert jax.tree.structure(s_sched) == jax.tree.structure(s_plain)
+    # The same state but for the counts the schedules add.
+    assert jax.tree.structure(without_schedule_counts(s_sched, 0)) == (
+        jax.tree.structure(s_plain)
+    )
     for step in range(10):
         g = grads_at(step)
         u_plain, s_plain = plain.update(g, s_plain, params)
         u_sched, s_sched = scheduled.update(g, s_sched, params)
         assert_close(u_sched, u_plain, rtol=0, atol=0)
-    assert_close(s_sched, s_plain, rtol=0, atol=0)
+    assert_close(without_schedule_counts(s_sched, 10), s_plain, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("case", [params_for(c) for c in CASES])
@@ -566,12 +577,12 @@ def test_repr_and_equality_show_hyperparameters():
 
 def test_sgd_without_momentum_has_no_trace():
     state = gradax.sgd(0.1).init(make_tree())
-    # The learning rate's stage keeps only the step count of its schedules.
-    assert state[0] == gradax.EmptyState()
-    assert isinstance(state[1], gradax.ScheduleState)
-    assert state[1].inner_state == gradax.EmptyState()
+    # optax's tree: two empty states; a scheduled rate keeps a count.
+    assert state == (gradax.EmptyState(), gradax.EmptyState())
+    scheduled = gradax.sgd(gradax.linear_schedule(0.1, 0.0, 10)).init(make_tree())
+    assert isinstance(scheduled[1], gradax.ScaleByScheduleState)
     state = gradax.sgd(0.1, 0.9).init(make_tree())
-    assert isinstance(state[0].inner_state, gradax.TraceState)
+    assert isinstance(state[0], gradax.TraceState)
 
 
 def test_hyperparameter_change_under_jit_does_not_recompile():
