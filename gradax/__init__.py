@@ -24,8 +24,8 @@ from ._protocol import (
 from ._protocol import OptState as OptState
 from ._protocol import Params as Params
 from ._protocol import ScheduleState as ScheduleState
-from ._protocol import WeightDecaySchedule as WeightDecaySchedule
 from ._protocol import Updates as Updates
+from ._protocol import WeightDecaySchedule as WeightDecaySchedule
 from ._protocol import with_extra_args_support as with_extra_args_support
 from ._pytree import Module as Module
 from ._pytree import static_field as static_field
@@ -421,3 +421,13 @@ from .losses import (  # noqa: E402
     softmax_cross_entropy_with_integer_labels as softmax_cross_entropy_with_integer_labels,  # noqa: E501
 )
 from .losses import squared_error as squared_error  # noqa: E402
+
+
+def __getattr__(name: str) -> object:
+    # optax code writes ``optax._src.base.X`` after a bare ``import optax``;
+    # the compatibility layer loads on that first use, not at import time.
+    if name == "_src":
+        import importlib
+
+        return importlib.import_module("gradax._src")
+    raise AttributeError(f"module 'gradax' has no attribute {name!r}")

@@ -140,6 +140,18 @@ def test_import_gradax_does_not_load_the_shims():
     assert out[:2] == ["[]", "True"]
 
 
+def test_attribute_path_after_a_bare_import():
+    """``optax._src.base.X`` after only ``import optax``, switched to gradax."""
+    code = (
+        "import gradax as optax\n"
+        "print(optax._src.base.GradientTransformation is optax.GradientTransformation)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[0] == "True"
+
+
 def test_package_attributes_and_missing_modules():
     import gradax._src as src
 
