@@ -21,6 +21,11 @@ Tracers are not checked (their values are unknown). A schedule is checked
 through its ``bounds()`` when it has one: gradax's own schedules know the
 smallest and largest value they take from their arguments, without calling a
 device; a plain function is not called at construction.
+
+A range may also name values that are valid but usually a mistake
+(``warn_below``: a negative learning rate makes an optimizer ascend). Those
+are accepted, as optax accepts them, and the object's construction gives one
+:class:`HyperparameterWarning` naming the argument.
 """
 
 from __future__ import annotations
@@ -45,6 +50,16 @@ class HyperparameterError(ValueError, TypeError):
     """
 
 
+class HyperparameterWarning(UserWarning):
+    """A hyperparameter is valid but usually a mistake (names the argument).
+
+    Issued once when a user builds the object, e.g. for a negative learning
+    rate, which optax accepts and which makes the optimizer ascend. Silence it
+    where it is meant with ``warnings.filterwarnings("ignore",
+    category=gradax.declare.HyperparameterWarning)``.
+    """
+
+
 @dataclasses.dataclass(frozen=True)
 class Range:
     """Valid values: an interval of reals or integers.
@@ -57,6 +72,9 @@ class Range:
       integer: only integers.
       allow_inf: accept ``inf`` (e.g. "no clipping"); NaN is never valid.
       hint: a sentence added to the error message.
+      warn_below: values below it are valid but usually a mistake: they are
+        accepted, and building the object warns (``-inf``: never).
+      warning: what such a value does, for the warning's message.
     """
 
     low: float = -math.inf
@@ -66,6 +84,8 @@ class Range:
     integer: bool = False
     allow_inf: bool = False
     hint: str = ""
+    warn_below: float = -math.inf
+    warning: str = ""
 
     def describe(self) -> str:
         """The range as text, e.g. ``in [0, 1)`` or ``an integer >= 1``."""
@@ -77,7 +97,7 @@ class Range:
                 return f"an integer {op} {self.low:g}"
             return f"an integer in {self._interval()}"
         if math.isinf(self.low) and math.isinf(self.high):
-            return "a real number"
+            return "a real number" if self.allow_inf else "a finite real number"
         return f"in {self._interval()}"
 
     def _interval(self) -> str:
@@ -146,14 +166,14 @@ POSITIVE_INT = Range(1, integer=True)
 NONNEGATIVE_INT = Range(0, integer=True)
 """An integer ``>= 0``."""
 LEARNING_RATE = Range(
-    0.0,
-    hint=(
-        "A learning rate is a step size and must be >= 0 (as in torch); to "
-        "ascend instead, negate the loss or chain gradax.scale(-1.0) before "
-        "the optimizer."
+    warn_below=0.0,
+    warning=(
+        "a negative learning rate makes the optimizer ascend (increase the "
+        "objective), as in optax"
     ),
 )
-"""``[0, inf)``, with a hint on how to ascend instead of a negative rate."""
+"""Any finite real number; a negative one is accepted, as optax accepts it
+(its getting-started notebook ascends with one), with a warning."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,6 +345,32 @@ def validate(name: str, value: Any, spec: Spec) -> None:
             value,
             f"float32, the precision updates use, rounds it to {shown}",
         )
+
+
+def unusual(name: str, value: Any, spec: Spec) -> tuple[str, str] | None:
+    """``(what, why)`` when a valid ``value`` lies below its ``warn_below``.
+
+    ``what`` names the argument and its value, ``why`` is the range's
+    ``warning``. Only values known without touching a device are read:
+    numbers, arrays (read back as :func:`validate` does), and schedules with
+    ``bounds()``. A plain function is not called (it may compute on a
+    device), so it gets no note; neither do tracers.
+    """
+    valid = spec.valid
+    if not isinstance(valid, Range) or valid.warn_below == -math.inf:
+        return None
+    if value is None or isinstance(value, jax.core.Tracer):
+        return None
+    if _is_schedule_like(value) and not hasattr(value, "dtype"):
+        bounds = getattr(value, "bounds", None)
+        known = bounds() if callable(bounds) else None
+        if known is None or known[0] >= valid.warn_below:
+            return None
+        return f"{name} (a schedule going down to {known[0]:g})", valid.warning
+    numbers = _concrete_numbers(value)
+    if numbers is None or not np.any(numbers.astype(float) < valid.warn_below):
+        return None
+    return f"{name}={value!r}", valid.warning
 
 
 def _validate_choice(name: str, value: Any, spec: Spec) -> None:

@@ -9,12 +9,21 @@ numbers become leaves that ``jit`` traces and ``grad`` differentiates.
 from __future__ import annotations
 
 import dataclasses
+import sys
+import warnings
 from typing import Any
 
 import jax
 import numpy as np
 
-from ._declare import is_static, spec_of, static_field, validate
+from ._declare import (
+    HyperparameterWarning,
+    is_static,
+    spec_of,
+    static_field,
+    unusual,
+    validate,
+)
 
 __all__ = ["Module", "static_field"]
 
@@ -130,6 +139,45 @@ def _annotate_declared_fields(cls: type, fields: tuple) -> None:
             init_annotations[f.name] = f.type
 
 
+def _is_gradax_code(frame: Any) -> bool:
+    """Whether a frame runs gradax's code.
+
+    A generated dataclass ``__init__`` counts too: a user's subclass has one
+    whose globals are the user's module, and the warning belongs one further up.
+    """
+    module = frame.f_globals.get("__name__", "")
+    code = frame.f_code
+    generated = code.co_filename == "<string>" and code.co_name == "__init__"
+    return generated or module == "gradax" or module.startswith("gradax.")
+
+
+def _warn_at_construction(notes: list[tuple[str, str]]) -> None:
+    """One :class:`HyperparameterWarning` for an object a user builds.
+
+    The warning points at the user's line: the first caller outside gradax.
+    It is not issued while a gradax object's ``init`` or ``update`` runs:
+    aliases (``adamw``, ``muon``, ``inject_hyperparams``) rebuild their parts
+    there, at every step and inside ``jit``, from values the user was already
+    warned about when building the alias. The stack is walked only when
+    there is something to say, so valid values cost nothing.
+    """
+    if not notes:
+        return
+    frame, level = sys._getframe(), 1
+    while frame is not None and _is_gradax_code(frame):
+        running = frame.f_code.co_name in ("init", "update")
+        if running and isinstance(frame.f_locals.get("self"), Module):
+            return
+        frame, level = frame.f_back, level + 1
+    # Arguments with the same reason share it: "learning_rate=-0.1,
+    # adam_learning_rate=-0.2: a negative learning rate makes ...".
+    reasons: dict[str, list[str]] = {}
+    for what, why in notes:
+        reasons.setdefault(why, []).append(what)
+    message = "; ".join(f"{', '.join(whats)}: {why}" for why, whats in reasons.items())
+    warnings.warn(message, HyperparameterWarning, stacklevel=level)
+
+
 class Module:
     """Base of all gradax objects: a frozen dataclass registered as a pytree.
 
@@ -179,6 +227,25 @@ class Module:
             if spec is not None:
                 validate(f.name, getattr(self, f.name), spec)
         self._check()
+        _warn_at_construction(self._unusual_values())
+
+    def _unusual_values(self) -> list[tuple[str, str]]:
+        """Valid values that are usually a mistake: ``(what, why)`` pairs.
+
+        Read from the declarations (``Range.warn_below``: a negative learning
+        rate). A subclass overrides this where another field decides whether
+        a value is unusual (``scale_by_learning_rate(flip_sign=False)`` is a
+        plain multiplier, for which a negative rate is the normal use).
+        """
+        notes = []
+        for f in dataclasses.fields(self):
+            spec = spec_of(f)
+            if spec is None:
+                continue
+            note = unusual(f.name, getattr(self, f.name), spec)
+            if note is not None:
+                notes.append(note)
+        return notes
 
     def _convert_fields(self) -> None:
         """Bring field values to canonical form before validation (subclasses)."""

@@ -3,7 +3,9 @@
 For writing a transformation of your own (see the guide "Writing a
 transformation"): declare each numeric field with :func:`hyper` and a
 :class:`Range` (or :class:`OneOf`), and gradax validates it when the object is
-built, with an error naming the argument and the valid range.
+built, with an error naming the argument and the valid range. A value that
+is valid but usually a mistake (``Range(warn_below=...)``: a negative learning
+rate) is accepted with one :class:`HyperparameterWarning` instead.
 
 Example:
   >>> import gradax
@@ -26,6 +28,7 @@ from ._declare import POSITIVE as POSITIVE
 from ._declare import POSITIVE_INT as POSITIVE_INT
 from ._declare import UNIT as UNIT
 from ._declare import HyperparameterError as HyperparameterError
+from ._declare import HyperparameterWarning as HyperparameterWarning
 from ._declare import OneOf as OneOf
 from ._declare import Range as Range
 from ._declare import hyper as hyper
@@ -41,6 +44,7 @@ __all__ = [
     "POSITIVE_INT",
     "UNIT",
     "HyperparameterError",
+    "HyperparameterWarning",
     "OneOf",
     "Range",
     "hyper",

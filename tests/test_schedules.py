@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gradax
+from gradax.declare import HyperparameterWarning
 
 # Every step in this range is checked: before 0, each boundary and its
 # neighbours, the steps between, and well past the end of every case below.
@@ -584,7 +585,9 @@ def test_bounds_unknown_for_arrays_and_growth():
 
 
 def test_out_of_range_schedules_are_refused_at_construction():
-    with pytest.raises(gradax.HyperparameterError, match="learning_rate"):
+    # A learning rate that turns negative is accepted, as optax accepts it,
+    # with a warning (tests/test_declarations.py); other ranges refuse.
+    with pytest.warns(HyperparameterWarning, match="learning_rate"):
         gradax.adam(learning_rate=gradax.linear_schedule(1e-3, -1e-3, 100))
     with pytest.raises(gradax.HyperparameterError, match="b1"):
         gradax.adam(1e-3, b1=gradax.linear_schedule(0.9, 1.0, 100))

@@ -123,7 +123,7 @@ def test_optimistic_adam_v2_schedule_equals_optax():
         (gradax.noisy_sgd, dict(learning_rate=0.1, gamma=-1.0), "gamma"),
         (gradax.optimistic_gradient_descent, dict(learning_rate=0.1, beta=-1), "beta"),
         (gradax.optimistic_adam_v2, dict(learning_rate=0.1, b2=1.5), "b2"),
-        (gradax.scale_by_optimistic_gradient, dict(alpha=-0.5), "alpha"),
+        (gradax.scale_by_optimistic_gradient, dict(alpha=float("nan")), "alpha"),
         (gradax.polyak_sgd, dict(max_learning_rate=-1.0), "max_learning_rate"),
         (gradax.scale_by_polyak, dict(eps=-1.0), "eps"),
         (gradax.rprop, dict(learning_rate=0.1, eta_minus=0.0), "eta_minus"),

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from .._declare import LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, hyper
+from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, hyper
 from .._matrices import matrix_axes
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
@@ -111,7 +111,8 @@ class scale_by_galore(GradientTransformation):
       rank: the rank :math:`r` of the projections, a positive integer.
       update_proj_gap: recompute the projectors every this many steps, an
         integer >= 1.
-      scale: :math:`\\alpha \\ge 0`, multiplies the projected-back updates.
+      scale: :math:`\\alpha`, any real number multiplying the projected-back
+        updates (a plain factor, as in optax: its sign is the direction).
       base_optimizer: a transformation that does not need ``params`` (it sees
         the projected gradients, and the full ones of unprojected leaves);
         default :class:`scale_by_adam`.
@@ -124,7 +125,7 @@ class scale_by_galore(GradientTransformation):
 
     rank: int = hyper(128, POSITIVE_INT, static=True)
     update_proj_gap: int = hyper(200, POSITIVE_INT, static=True)
-    scale: Any = hyper(1.0, NONNEGATIVE)
+    scale: Any = hyper(1.0, ANY)  # a plain factor, as scale()
     base_optimizer: Any = None
     weight_dimension_numbers: Any = static_field(None)
 
@@ -243,7 +244,7 @@ class galore(Alias):
         is used).
       update_proj_gap: recompute the projectors every this many steps, an
         integer >= 1.
-      scale: :math:`\alpha`, >= 0.
+      scale: :math:`\alpha`, any real number (a plain factor, as in optax).
       base_optimizer: the transformation run on the projections; it must not
         need ``params`` (use ``weight_decay`` here, not ``adamw`` there).
         Default: :class:`scale_by_adam`. Give it no learning rate, or set
@@ -278,7 +279,7 @@ class galore(Alias):
     learning_rate: Any = hyper(valid=LEARNING_RATE)
     rank: int = hyper(128, POSITIVE_INT, static=True)
     update_proj_gap: int = hyper(200, POSITIVE_INT, static=True)
-    scale: Any = hyper(1.0, NONNEGATIVE)
+    scale: Any = hyper(1.0, ANY)  # a plain factor, as scale()
     base_optimizer: Any = None
     weight_decay: Any = hyper(0.0, NONNEGATIVE)
     mask: Any = static_field(None)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import ANY, DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
 from ..combinators.chain import chain
@@ -30,12 +30,16 @@ class scale_by_optimistic_gradient(GradientTransformation):
     step :math:`g_0 = g_1`, so the direction is :math:`\alpha g_1`.
 
     Args:
-      alpha: :math:`\alpha \ge 0`, the weight of the current update.
-      beta: :math:`\beta \ge 0`, the weight of the change since the last one.
+      alpha: :math:`\alpha`, any real number: the weight of the current
+        update.
+      beta: :math:`\beta`, any real number: the weight of the change since
+        the last one.
     """
 
-    alpha: Any = hyper(1.0, NONNEGATIVE)
-    beta: Any = hyper(1.0, NONNEGATIVE)
+    # Any sign, as in optax: optimistic_adam gives its learning rate and
+    # optimism here, and a negative learning rate (ascent) is accepted.
+    alpha: Any = hyper(1.0, ANY)
+    beta: Any = hyper(1.0, ANY)
 
     def init_state(self, params):
         return ScaleByOptimisticGradientState(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import ANY, DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._protocol import Alias
 from .._pytree import static_field
 from ..combinators.chain import chain
@@ -32,8 +32,10 @@ class optimistic_adam(Alias):
     schedules (optax raises for a schedule); no deprecation warning.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, the weight of the current direction.
-      optimism: :math:`o \ge 0`, the weight of its change; None for :math:`\eta`.
+      learning_rate: :math:`\eta`, the weight of the current direction; a
+        negative one ascends, as in optax, and building the optimizer warns.
+      optimism: :math:`o`, the weight of its change, any real number; None
+        for :math:`\eta` (so negative when :math:`\eta` is).
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: added to the denominator outside the square root, >= 0.
@@ -57,7 +59,9 @@ class optimistic_adam(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    optimism: Any = hyper(None, NONNEGATIVE)
+    # Any sign: it defaults to the learning rate, so ascending with an explicit
+    # optimism means writing a negative one, as optax accepts.
+    optimism: Any = hyper(None, ANY)
     b1: Any = hyper(0.9, DECAY)
     b2: Any = hyper(0.999, DECAY)
     eps: Any = hyper(1e-8, NONNEGATIVE)

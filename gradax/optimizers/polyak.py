@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, OneOf, hyper
+from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, OneOf, Range, hyper
 from .._protocol import Alias, EmptyState, GradientTransformation
 from ..combinators.chain import chain
 from .sgd import sgd
 
-# A cap on the step size; inf is plain SPS, without a cap.
-_MAX_LEARNING_RATE = dataclasses.replace(LEARNING_RATE, allow_inf=True)
+# A cap on the step size; inf is plain SPS, without a cap. A negative cap
+# would replace every Polyak step by itself (always ascending, whatever the
+# gap), so it stays refused, unlike a negative learning rate.
+_MAX_LEARNING_RATE = Range(0.0, allow_inf=True)
 
 
 class scale_by_polyak(GradientTransformation):
@@ -79,8 +80,9 @@ class polyak_sgd(Alias):
 
     Args:
       max_learning_rate: :math:`\gamma_{\max} \ge 0` (inf: no cap).
-      scaling: :math:`s_t \ge 0`, a number, an array or a schedule multiplying the
-        gradient first (as ``sgd(learning_rate=scaling)``).
+      scaling: :math:`s_t`, a number, an array or a schedule multiplying the
+        gradient first (as ``sgd(learning_rate=scaling)``); a negative one
+        ascends, as in optax, and building the optimizer warns.
       f_min: :math:`f^*`, a lower bound on the objective, any real number.
       eps: :math:`\epsilon \ge 0`.
       variant: ``"sps"`` or ``"sps+"``.
@@ -107,7 +109,7 @@ class polyak_sgd(Alias):
     """
 
     max_learning_rate: Any = hyper(1.0, _MAX_LEARNING_RATE)
-    scaling: Any = hyper(1.0, NONNEGATIVE)
+    scaling: Any = hyper(1.0, LEARNING_RATE)  # sgd's learning rate, as in optax
     f_min: Any = hyper(0.0, ANY)
     eps: Any = hyper(0.0, NONNEGATIVE)
     variant: str = hyper("sps", OneOf(("sps", "sps+")), static=True)

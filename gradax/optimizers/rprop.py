@@ -8,13 +8,25 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import LEARNING_RATE, NONNEGATIVE, Range, hyper
+from .._declare import NONNEGATIVE, Range, hyper
 from .._protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from ..transforms.scaling import scale
 
 # A cap on the step sizes; inf is no cap.
 _MAX_STEP_SIZE = Range(0.0, low_open=True, allow_inf=True)
+# Rprop's learning rate is only its first step size. Unlike other learning
+# rates, a negative one does not ascend: the step sizes are clipped into
+# [min_step_size, max_step_size], so optax's rprop(-0.1) stalls at zero
+# steps and then creeps downhill at min_step_size. Refused, saying so.
+_INITIAL_STEP_SIZE = Range(
+    0.0,
+    hint=(
+        "Rprop's learning_rate is its initial step size, which its updates "
+        "clip into [min_step_size, max_step_size]: a negative one does not "
+        "ascend (optax's rprop stalls with one)."
+    ),
+)
 
 
 class ScaleByRpropState(NamedTuple):
@@ -53,7 +65,7 @@ class scale_by_rprop(GradientTransformation):
       max_step_size: largest step size, > 0 (inf: no cap).
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    learning_rate: Any = hyper(valid=_INITIAL_STEP_SIZE)
     eta_minus: Any = hyper(0.5, Range(0.0, 1.0, low_open=True))
     eta_plus: Any = hyper(1.2, Range(1.0))
     min_step_size: Any = hyper(1e-6, NONNEGATIVE)
@@ -149,7 +161,7 @@ class rprop(Alias):
       Hüsken, Improving the Rprop Learning Algorithm, 2000.
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    learning_rate: Any = hyper(valid=_INITIAL_STEP_SIZE)
     eta_minus: Any = hyper(0.5, Range(0.0, 1.0, low_open=True))
     eta_plus: Any = hyper(1.2, Range(1.0))
     min_step_size: Any = hyper(1e-6, NONNEGATIVE)

@@ -62,13 +62,20 @@ class scale_by_learning_rate(GradientTransformation):
     """Multiplies updates by ``-learning_rate`` (or ``+`` with flip_sign=False).
 
     Args:
-      learning_rate: a number >= 0, an array, a schedule, or None (no
-        scaling).
-      flip_sign: negate so that ``apply_updates`` descends.
+      learning_rate: a real number, an array, a schedule, or None (no
+        scaling). With ``flip_sign`` a negative one ascends, as in optax, and
+        building the transformation warns (``HyperparameterWarning``).
+      flip_sign: negate so that ``apply_updates`` descends. Without it the
+        rate is a plain multiplier, like :class:`scale`'s, and a negative one
+        is how it descends: no warning then.
     """
 
     learning_rate: Any = hyper(None, LEARNING_RATE)
     flip_sign: bool = static_field(True, kw_only=True)
+
+    def _unusual_values(self):
+        # Without the flip, the sign is the user's way of choosing direction.
+        return super()._unusual_values() if self.flip_sign else []
 
     def init_state(self, params):
         del params
