@@ -53,14 +53,14 @@ def train_step(model, optimizer, x, y):
 def main(steps: int = 300) -> float:
     x, y = make_data(jax.random.key(0))
     model = MLP(nnx.Rngs(0))
-    # Only the hidden 64x64 kernel goes to Muon; "inp" and "head" are the
-    # input and output layers, which stay on AdamW. The routing is given as a
-    # function of the tree the optimizer sees (nnx.Optimizer passes plain
-    # arrays, not nnx.Param variables).
-    gradax.muon_labels(nnx.state(model, nnx.Param), exclude="inp|head")  # report
 
+    # Only the hidden 64x64 kernel goes to Muon; "inp" and "head" are the
+    # input and output layers, which stay on AdamW. The routing is a function
+    # of the tree the optimizer is given: nnx.Optimizer gives init the
+    # nnx.Param variables and update their arrays, and the function routes
+    # both. muon_labels prints the routing once, when init runs.
     def routing(params):
-        return gradax.muon_labels(params, exclude="inp|head", print_report=False)[1]
+        return gradax.muon_labels(params, exclude="inp|head")[1]
 
     tx = gradax.chain(
         gradax.clip_by_global_norm(1.0),

@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 
 import jax
 
+from ._pytree import is_tree_function
+
 
 class MuonDimensionNumbers(NamedTuple):
     """The reduction (fan-in) and output (fan-out) axes of a weight.
@@ -68,6 +70,11 @@ def has_split(dims: Any) -> bool:
     return isinstance(dims, MuonSplit) and (
         dims.num_heads is not None or dims.split_sizes is not None
     )
+
+
+def is_routing_function(spec: Any) -> bool:
+    """Whether a routing spec is a function of the params (not a tree)."""
+    return not is_dimension_numbers(spec) and is_tree_function(spec)
 
 
 def is_spec_leaf(x: Any) -> bool:
@@ -146,14 +153,43 @@ def default_dimension_numbers(tree: Any, *, auto: bool = False) -> Any:
     return jax.tree.map(rule, tree)
 
 
+def _is_value_wrapper(x: Any) -> bool:
+    """Whether ``x`` is a flax variable: a node whose one child is ``.value``."""
+    if not type(x).__module__.startswith("flax."):
+        return False
+    children = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
+    keys = [path for path, _ in children[0]]
+    return keys == [(jax.tree_util.GetAttrKey("value"),)]
+
+
+def without_variables(spec: Any) -> Any:
+    """A spec tree with each flax variable (``nnx.Param``) replaced by its value.
+
+    ``nnx.Optimizer`` gives ``init`` the ``nnx.Param`` variables and
+    ``update`` their arrays; a spec built from the variables, stripped of
+    them, is a prefix of both trees.
+    """
+
+    def unwrap(x):
+        if not _is_value_wrapper(x):
+            return x
+        leaves = jax.tree_util.tree_flatten(x, is_leaf=lambda y: y is not x)[0]
+        return leaves[0]
+
+    return jax.tree.map(
+        unwrap, spec, is_leaf=lambda x: is_spec_leaf(x) or _is_value_wrapper(x)
+    )
+
+
 def full_dimension_numbers(spec: Any, tree: Any, *, default_2d_only: bool) -> Any:
     """Expand a dimension-number spec to one entry per leaf of ``tree``.
 
     ``spec`` is None (the default rule), "auto", one MuonDimensionNumbers for
     every leaf, a tree of them (a prefix of ``tree``; None marks a leaf that is
-    not a matrix), or a function of ``tree`` returning one of these.
+    not a matrix; flax ``nnx.Param`` variables in it stand for their values),
+    or a function of ``tree`` returning one of these.
     """
-    if callable(spec) and not is_dimension_numbers(spec):
+    if is_routing_function(spec):
         spec = spec(tree)
     if spec is None:
         if default_2d_only:
@@ -167,9 +203,12 @@ def full_dimension_numbers(spec: Any, tree: Any, *, default_2d_only: bool) -> An
         return jax.tree.map(lambda _: spec, tree)
     # A masked-out part (an empty node, such as gradax.MaskedNode) has no
     # leaves, so it maps to itself.
+    spec = without_variables(spec)
     return jax.tree.map(
         lambda d, sub: jax.tree.map(lambda _: d, sub),
         spec,
         tree,
-        is_leaf=is_spec_leaf,
+        # An empty node stands for the part below it, whatever wraps it there
+        # (a flax variable around a MaskedNode).
+        is_leaf=lambda x: is_spec_leaf(x) or (isinstance(x, tuple) and not x),
     )

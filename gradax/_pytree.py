@@ -28,6 +28,20 @@ from ._declare import (
 __all__ = ["Module", "static_field"]
 
 
+def is_tree_function(x: Any) -> bool:
+    """Whether ``x``, where a tree or a function of the params goes, is a function.
+
+    Masks, labels and routings may be given either way. A callable that is a
+    pytree node (an equinox module, whose class defines ``__call__``) is a
+    tree; ``jax.tree_util.Partial`` stays a function.
+    """
+    if not callable(x):
+        return False
+    if isinstance(x, jax.tree_util.Partial):
+        return True
+    return jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(x))
+
+
 def _safe_equal(a: Any, b: Any) -> bool:
     """Equality that never raises and treats arrays by value."""
     if a is b:

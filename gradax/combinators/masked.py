@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax
 
 from .._protocol import GradientTransformation, as_transformation
-from .._pytree import static_field
+from .._pytree import is_tree_function, static_field
 from ..tree._access import is_params_placeholder
 
 
@@ -91,7 +91,7 @@ class masked(GradientTransformation):
         super().__post_init__()
 
     def _mask_for(self, tree: Any) -> Any:
-        return self.mask(tree) if callable(self.mask) else self.mask
+        return self.mask(tree) if is_tree_function(self.mask) else self.mask
 
     def init_state(self, params):
         if is_params_placeholder(params):
@@ -173,7 +173,7 @@ class partition(GradientTransformation):
 
     def _labels_for(self, tree: Any) -> Any:
         labels = self.param_labels
-        labels = labels(tree) if callable(labels) else labels
+        labels = labels(tree) if is_tree_function(labels) else labels
         missing = set(jax.tree.leaves(labels)) - set(self.transforms)
         if missing:
             label = sorted(map(repr, missing))[0]

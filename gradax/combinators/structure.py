@@ -13,7 +13,7 @@ from .. import tree as gtree
 from .._declare import POSITIVE_INT, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
-from .._pytree import static_field
+from .._pytree import is_tree_function, static_field
 from .._sharding import ravel, reshape_like
 from .._simple import set_to_zero
 from .masked import masked, partition
@@ -137,7 +137,7 @@ def _static_mask(mask: Any, name: str) -> Any:
             f"{name} must hold booleans (True: frozen), got {type(m).__name__}: {m!r}"
         )
 
-    if callable(mask):
+    if is_tree_function(mask):
         return mask
     return jax.tree.map(leaf, mask)
 
@@ -183,7 +183,7 @@ class selective_transform(Alias):
 
     def build(self):
         mask = self.freeze_mask
-        if callable(mask):
+        if is_tree_function(mask):
             labels = functools.partial(_labels_from_mask_fn, mask)
         else:
             labels = _freeze_labels(mask)

@@ -21,7 +21,7 @@ from .._declare import (
     hyper,
     static_field,
 )
-from .._matrices import full_dimension_numbers, is_spec_leaf
+from .._matrices import full_dimension_numbers, is_routing_function, is_spec_leaf
 from .._protocol import (
     Alias,
     EmptyState,
@@ -35,7 +35,7 @@ from ..transforms.cautious import decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
 from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALING, shape_scale
-from .routing import warn_about_embeddings
+from .routing import quiet_report, warn_about_embeddings
 
 
 class scale_by_shape(GradientTransformation):
@@ -200,6 +200,35 @@ class MuonGroups(Alias):
             params,
             is_leaf=is_spec_leaf,
         )
+
+    def _routed(self, tree: Any, *, quiet: bool) -> MuonGroups:
+        """This optimizer with a routing function replaced by its result.
+
+        The function is called once per ``init``/``update``, on the whole tree
+        the optimizer was given; the groups it builds then never call it on a
+        masked part of the tree. ``quiet`` silences a report the function
+        prints with :func:`muon_labels` (printed at ``init``, not at each
+        ``update``).
+        """
+        spec = self.muon_weight_dimension_numbers
+        if not is_routing_function(spec):
+            return self
+        with quiet_report(quiet):
+            resolved = spec(tree)
+        if is_routing_function(resolved):
+            raise TypeError(
+                "muon_weight_dimension_numbers: the function returned a function "
+                f"({resolved!r}); it must return the routing itself: None, "
+                '"auto", a MuonDimensionNumbers or a tree of them'
+            )
+        return self._with_fields(muon_weight_dimension_numbers=resolved)
+
+    def init_state(self, params):
+        return self._routed(params, quiet=False).build().init(params)
+
+    def update_state(self, updates, state, params=None, **extra_args):
+        routed = self._routed(updates, quiet=True)
+        return routed.build().update(updates, state, params, **extra_args)
 
     def build(self):
         decay = decayed_weights(

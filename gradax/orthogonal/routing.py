@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import jax
 
-from .._matrices import full_dimension_numbers, is_dimension_numbers
-from ..combinators.masked import MaskedNode
+from .._matrices import full_dimension_numbers, is_dimension_numbers, is_spec_leaf
 from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALINGS, shape_scale
 
@@ -21,20 +23,45 @@ EMBEDDING_OR_HEAD = re.compile(
 
 _warned: set[str] = set()
 
+# True while an optimizer resolves its routing for ``update``: a routing
+# function that calls muon_labels printed its report at ``init`` already.
+_quiet_report: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "gradax_quiet_muon_report", default=False
+)
 
-def _is_spec_leaf(x: Any) -> bool:
-    return x is None or is_dimension_numbers(x) or isinstance(x, MaskedNode)
+
+@contextlib.contextmanager
+def quiet_report(quiet: bool = True) -> Iterator[None]:
+    """Within this block, :func:`muon_labels` prints no report when ``quiet``."""
+    token = _quiet_report.set(quiet)
+    try:
+        yield
+    finally:
+        _quiet_report.reset(token)
+
+
+def path_text(path: tuple) -> str:
+    """A leaf's path as the report shows it and ``exclude`` matches it.
+
+    A flax nnx variable adds ``.value`` to the path of its array; the report
+    leaves it out, so the path reads the same whether the optimizer was given
+    ``nnx.Param`` variables (``init``) or their arrays (``update``).
+    """
+    text = jax.tree_util.keystr(path)
+    if path and isinstance(path[-1], jax.tree_util.GetAttrKey):
+        if path[-1].name == "value" and len(path) > 1:
+            return text[: -len(".value")]
+    return text
 
 
 def warn_about_embeddings(dims: Any) -> None:
     """Warn once about embedding- or head-like leaves routed to Muon."""
     paths = [
-        jax.tree_util.keystr(path)
-        for path, d in jax.tree_util.tree_flatten_with_path(
-            dims, is_leaf=_is_spec_leaf
-        )[0]
-        if is_dimension_numbers(d)
-        and EMBEDDING_OR_HEAD.search(jax.tree_util.keystr(path))
+        path_text(path)
+        for path, d in jax.tree_util.tree_flatten_with_path(dims, is_leaf=is_spec_leaf)[
+            0
+        ]
+        if is_dimension_numbers(d) and EMBEDDING_OR_HEAD.search(path_text(path))
     ]
     new = [p for p in paths if p not in _warned]
     if not new:
@@ -62,7 +89,9 @@ def muon_labels(
     """The routing of each parameter, with a readable report.
 
     Args:
-      params: the parameter tree (arrays or ShapeDtypeStructs).
+      params: the parameter tree (arrays or ShapeDtypeStructs; flax nnx
+        variables too: their paths are shown without the trailing
+        ``.value``, and ``exclude`` matches them that way).
       weight_dimension_numbers: as ``muon_weight_dimension_numbers`` of
         :class:`muon` (None: 2-D leaves; "auto": also stacked and conv).
       exclude: a regular expression; leaves whose path matches go to AdamW
@@ -72,7 +101,9 @@ def muon_labels(
       print_report: print the table (path, shape, group, the matrices it
         is orthogonalized as, scale factor). A leaf split into blocks
         (``num_heads``, ``split_sizes``) shows one ``count x (fan_in,
-        fan_out)`` per block shape and one scale per block shape.
+        fan_out)`` per block shape and one scale per block shape. Called by
+        an optimizer's routing function, it prints when the optimizer's
+        ``init`` runs, not again at each ``update``.
 
     Returns:
       ``(labels, dimension_numbers)``: a tree of "muon"/"adam" and a tree of
@@ -102,17 +133,19 @@ def muon_labels(
     )
     if pattern is not None:
         dims = jax.tree_util.tree_map_with_path(
-            lambda path, d: None if pattern.search(jax.tree_util.keystr(path)) else d,
+            lambda path, d: None if pattern.search(path_text(path)) else d,
             dims,
-            is_leaf=_is_spec_leaf,
+            is_leaf=is_spec_leaf,
         )
+    # A part hidden by a mask (gradax.MaskedNode, an empty node) has no
+    # leaves: it stays as it is in both trees and is not reported.
     labels = jax.tree.map(
         lambda d, _: "adam" if d is None else "muon",
         dims,
         params,
-        is_leaf=_is_spec_leaf,
+        is_leaf=is_spec_leaf,
     )
-    if print_report:
+    if print_report and not _quiet_report.get():
         rule = shape_scaling or ("keller" if consistent_rms is None else "rms")
         print(_report(params, dims, rule, consistent_rms))
     return labels, dims
@@ -134,23 +167,29 @@ def _compile_exclude(exclude: str) -> re.Pattern:
 
 def _report(params: Any, dims: Any, rule: str, rms: float | None) -> str:
     rows = [("path", "shape", "group", "matrices", "scale")]
-    flat_dims = jax.tree.leaves(dims, is_leaf=_is_spec_leaf)
-    flat = jax.tree_util.tree_flatten_with_path(params)[0]
-    for (path, leaf), d in zip(flat, flat_dims, strict=True):
-        shape = tuple(leaf.shape)
-        if d is None:
-            # "adam" as in the labels: AdamW unless the optimizer's adam= says.
-            rows.append((jax.tree_util.keystr(path), str(shape), "adam", "-", "-"))
-            continue
-        blocks = matrix_blocks(shape, d)
-        fans = list(zip(blocks.counts, blocks.fans, strict=True))
-        matrices = " + ".join(f"{n} x ({fi}, {fo})" for n, (fi, fo) in fans)
-        scales = " / ".join(
-            f"{shape_scale(fi, fo, rule, rms or 0.2):.4g}" for fi, fo in blocks.fans
-        )
-        rows.append((jax.tree_util.keystr(path), str(shape), "muon", matrices, scales))
+    flat_dims, treedef = jax.tree_util.tree_flatten_with_path(
+        dims, is_leaf=is_spec_leaf
+    )
+    # One parameter (a leaf, or a prefix subtree of leaves) per entry of dims.
+    flat_params = treedef.flatten_up_to(params)
+    for (path, d), param in zip(flat_dims, flat_params, strict=True):
+        for sub_path, leaf in jax.tree_util.tree_flatten_with_path(param)[0]:
+            where = path_text(path + sub_path)
+            shape = tuple(leaf.shape)
+            if d is None:
+                # "adam" as in the labels: AdamW unless the optimizer's adam= says.
+                rows.append((where, str(shape), "adam", "-", "-"))
+                continue
+            blocks = matrix_blocks(shape, d)
+            fans = list(zip(blocks.counts, blocks.fans, strict=True))
+            matrices = " + ".join(f"{n} x ({fi}, {fo})" for n, (fi, fo) in fans)
+            scales = " / ".join(
+                f"{shape_scale(fi, fo, rule, rms or 0.2):.4g}" for fi, fo in blocks.fans
+            )
+            rows.append((where, str(shape), "muon", matrices, scales))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = [
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in rows
     ]
     return "\n".join(lines)
