@@ -56,23 +56,59 @@ def _auto_axes_only() -> bool:
     return all(t == jax.sharding.AxisType.Auto for t in mesh.axis_types)
 
 
+def _tie_to(param: jax.Array, leaf: jax.Array) -> jax.Array:
+    """``leaf``, unchanged, computed so that it depends on ``param``'s values.
+
+    No value is both NaN and finite, so ``never`` is False everywhere; but it
+    is computed elementwise from ``param``, so the partitioner gives it, and
+    the ``select`` that reads it, ``param``'s sharding. The branch never taken
+    differs from ``leaf`` (so the compiler cannot fold the ``select`` away)
+    and has its dtype and weak type (so ``select`` keeps them).
+    """
+    jnp = jax.numpy
+    never = jnp.logical_and(jnp.isnan(param), jnp.isfinite(param))
+    other = jnp.logical_not(leaf) if leaf.dtype == bool else leaf + 1
+    return jax.lax.select(never, other, leaf)
+
+
+def _can_tie(param: Any, leaf: Any) -> bool:
+    """Whether ``leaf`` is an array shaped like a floating ``param``, in its memory."""
+    jnp = jax.numpy
+    shape = getattr(leaf, "shape", ())
+    if not shape or getattr(param, "shape", None) != shape:
+        return False
+    if not jnp.issubdtype(param.dtype, jnp.inexact):
+        return False  # no NaN to reason about; such state is left to the compiler
+    if not (leaf.dtype == bool or jnp.issubdtype(leaf.dtype, jnp.number)):
+        return False
+    # State already moved to another memory (offload_state) was tied before
+    # it moved; ``select`` cannot mix memories.
+    space = getattr(jax.typeof(leaf), "memory_space", None)
+    return space is None or space == getattr(jax.typeof(param), "memory_space", None)
+
+
 def shard_state_like_params(state: Any, params: Any) -> Any:
     """Tie each state leaf shaped like a parameter to that parameter's sharding.
 
     Under ``jit`` with Auto mesh axes, a state leaf such as ``zeros_like(p)``
     does not depend on ``p``'s values, so the compiler is free to (and does)
-    replicate it. ``shard_alike`` asks the partitioner to give both arrays the
-    same sharding. A state leaf is matched to the parameter whose tree path is
-    the longest suffix of the leaf's path (``mu['w']`` -> ``params['w']``) and
-    that has the same shape. Explicit axes need none of this: the sharding is
-    in the types and ``zeros_like`` keeps it.
+    replicate it, and the parameter's sharding is not known while tracing.
+    Each such leaf is passed through an elementwise ``select`` whose (always
+    false) predicate is computed from ``p``: the partitioner then propagates
+    ``p``'s sharding to it, and its values are exactly the leaf's. This uses
+    only ``jax.numpy`` and ``jax.lax``, so it works on every jax gradax
+    supports (``jax.experimental.shard_alike``, used before, was removed in
+    jax 0.11.2). A state leaf is matched to the parameter whose tree path is
+    the longest suffix of the leaf's path (``mu['w']`` -> ``params['w']``)
+    and that has the same shape and a floating or complex dtype. Explicit
+    axes need none of this: the sharding is in the types and ``zeros_like``
+    keeps it.
     """
     param_leaves = jax.tree_util.tree_flatten_with_path(params)[0]
     if jax.device_count() == 1 or not _auto_axes_only():
         return state
     if not any(isinstance(p, jax.core.Tracer) for _, p in param_leaves):
         return state  # outside jit the state is built where the parameters live
-    from jax.experimental.shard_alike import shard_alike
 
     def is_quantized(leaf: Any) -> bool:  # a gradax QuantizedArray
         return callable(getattr(leaf, "with_codes", None))
@@ -86,10 +122,8 @@ def shard_state_like_params(state: Any, params: Any) -> Any:
                 continue
             if is_quantized(leaf):  # its codes are shaped like the parameter
                 return leaf.with_codes(tie(path, leaf.codes))
-            if getattr(param, "shape", None) == getattr(leaf, "shape", ()) and (
-                getattr(leaf, "ndim", 0) > 0
-            ):
-                return shard_alike(param, leaf)[1]
+            if _can_tie(param, leaf):
+                return _tie_to(param, leaf)
             return leaf
         return leaf
 

@@ -27,9 +27,55 @@ _add_xla_flag("--xla_force_host_platform_device_count=8")
 # ``GRADAX_TEST_XLA=default python -m pytest`` runs the suite with XLA's
 # default options, as users compile; it passes too (slower). Subprocesses
 # (resume, multi-host, examples, the wheel) inherit the options.
+#
+# XLA aborts the process on a flag it does not know, and newer releases drop
+# flags (jaxlib 0.12 no longer has the fusion emitters switch, which is always
+# on there). A flag is added only when the installed jaxlib accepts it: known
+# for jaxlib before 0.11, asked of a short-lived interpreter otherwise, once
+# (test workers and subprocesses inherit XLA_FLAGS and skip the question).
+
+
+def _jaxlib_before_0_11() -> bool:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("jaxlib").split(".")[:2]
+        return tuple(int(part) for part in release) < (0, 11)
+    except (PackageNotFoundError, ValueError):
+        return False
+
+
+def _xla_accepts(flag: str) -> bool:
+    """Whether XLA starts with ``flag`` added to XLA_FLAGS (in a subprocess)."""
+    import subprocess
+    import sys
+
+    flags = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
+    environment = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
+    probe = [sys.executable, "-c", "import jax; jax.devices()"]
+    try:
+        done = subprocess.run(
+            probe, env=environment, capture_output=True, timeout=300, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def _add_xla_flag_if_known(flag: str) -> None:
+    name = flag.split("=")[0]
+    refused = os.environ.get("GRADAX_TEST_XLA_REFUSED", "").split()
+    if name in os.environ.get("XLA_FLAGS", "") or name in refused:
+        return
+    if _jaxlib_before_0_11() or _xla_accepts(flag):
+        _add_xla_flag(flag)
+    else:  # remembered by test workers and subprocesses
+        os.environ["GRADAX_TEST_XLA_REFUSED"] = " ".join([*refused, name])
+
+
 if os.environ.get("GRADAX_TEST_XLA", "fast") != "default":
-    _add_xla_flag("--xla_backend_optimization_level=0")
-    _add_xla_flag("--xla_cpu_use_fusion_emitters=false")
+    _add_xla_flag_if_known("--xla_backend_optimization_level=0")
+    _add_xla_flag_if_known("--xla_cpu_use_fusion_emitters=false")
 
 import hypothesis  # noqa: E402
 

@@ -373,8 +373,8 @@ def test_sharded_equals_unsharded(entry: Entry):
             sharded_grads = jax.device_put(grads, shardings)
             updates, state = first_step(sharded_grads, sharded_params)
             # State shaped like a parameter carries its sharding: from the
-            # types under Explicit axes, from the init wrapper's shard_alike
-            # under Auto.
+            # types under Explicit axes, from the init wrapper's tie to the
+            # parameter under Auto.
             for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
                 key = getattr(path[-1], "key", None)
                 if key in params and leaf.shape == params[key].shape and leaf.ndim:
