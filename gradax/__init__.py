@@ -36,6 +36,7 @@ from ._simple import identity as identity
 from ._simple import set_to_zero as set_to_zero
 from ._simple import stateless as stateless
 from ._simple import stateless_with_tree_map as stateless_with_tree_map
+from ._state_guard import UpdateError as UpdateError
 from ._types import AddDecayedWeightsState as AddDecayedWeightsState
 from ._types import MaskOrFn as MaskOrFn
 from ._types import MultiTransformState as MultiTransformState

@@ -49,6 +49,8 @@ class HyperparameterError(ValueError, TypeError):
     catching either sees it.
     """
 
+    __module__ = "gradax"
+
 
 class HyperparameterWarning(UserWarning):
     """A hyperparameter is valid but usually a mistake (names the argument).
@@ -58,6 +60,8 @@ class HyperparameterWarning(UserWarning):
     where it is meant with ``warnings.filterwarnings("ignore",
     category=gradax.declare.HyperparameterWarning)``.
     """
+
+    __module__ = "gradax.declare"
 
 
 @dataclasses.dataclass(frozen=True)

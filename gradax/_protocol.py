@@ -39,6 +39,7 @@ as ``init, update = tx``.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, NamedTuple
@@ -52,8 +53,14 @@ from ._numerics import safe_increment
 from ._pytree import Module
 from ._quantized import load_state
 from ._sharding import shard_state_like_params
-from ._state_guard import match_dtypes, match_state
-from ._treecheck import check_same_shapes, check_same_structure
+from ._state_guard import (
+    UpdateError,
+    check_state,
+    check_update_dtypes,
+    match_dtypes,
+    match_state,
+)
+from ._treecheck import shape_differences, tree_difference
 
 Params = Any
 """A pytree of parameters (arrays at the leaves)."""
@@ -115,6 +122,27 @@ def _is_count_only(state: Any) -> bool:
     return type(state).__name__ in _COUNT_ONLY_STATES and getattr(
         state, "_fields", None
     ) == ("count",)
+
+
+# How many ``update`` calls of gradax transformations enclose the current one:
+# the outermost checks what it was given, for every part inside it.
+_update_depth: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "gradax_update_depth", default=0
+)
+
+
+def _has_per_example_updates(tx: Any) -> bool:
+    """Whether ``tx`` or a transformation inside it takes per-example updates."""
+    if getattr(tx, "_per_example_updates", False):
+        return True
+    parts = jax.tree_util.tree_leaves(
+        tx, is_leaf=lambda x: x is not tx and isinstance(x, GradientTransformation)
+    )
+    return any(
+        _has_per_example_updates(p)
+        for p in parts
+        if isinstance(p, GradientTransformation)
+    )
 
 
 def zero_count() -> jax.Array:
@@ -186,6 +214,9 @@ class GradientTransformation(Module):
     # Keyword arguments ``update`` cannot work without (``value`` for Polyak
     # steps); missing ones are reported before anything else is checked.
     _required_extra_args: ClassVar[tuple[str, ...]] = ()
+    # True where the updates are per-example (a leading batch axis the params
+    # lack): without params, their shapes say nothing of the state's.
+    _per_example_updates: ClassVar[bool] = False
     # The state a stateless subclass keeps while a field holds a schedule
     # (optax names it per transformation; the tree is the same).
     _count_state: ClassVar[type] = ScaleByScheduleState
@@ -304,11 +335,28 @@ class GradientTransformation(Module):
                 + ", ".join(f"{n}=..." for n in missing)
                 + ")"
             )
+        name = self._public_name()
+        outermost = _update_depth.get() == 0
+        if outermost:
+            check_update_dtypes(updates, name)
         if params is not None and updates is not None:  # None: an empty tree
             like = self._params_like_updates(params)
-            check_same_structure(updates, like, "updates", "params")
+            difference = tree_difference(updates, like, "updates", "params")
+            if difference is not None:
+                raise UpdateError(
+                    f"{name}.update: Tree mismatch: the updates must have the "
+                    f"params' tree; {difference}."
+                )
             if self._checks_update_shapes:
-                check_same_shapes(updates, like, "updates", "params")
+                differences = shape_differences(updates, like)
+                if differences:
+                    raise UpdateError(
+                        f"{name}.update: Shape mismatch between updates and "
+                        f"params (given vs expected) at {'; '.join(differences)}"
+                    )
+        if outermost and not isinstance(self, (FunctionTransformation, Foreign)):
+            if params is not None or not _has_per_example_updates(self):
+                check_state(self, updates, state, params, name)
         holds_schedule = self.holds_schedule()
         inner, count, rewrap = state, self.schedule_count(state), None
         if holds_schedule and isinstance(state, ScheduleState):
@@ -329,19 +377,22 @@ class GradientTransformation(Module):
         # Quantized state leaves are read as float32 and stored again by
         # match_state, so the hooks never see a code (see _quantized.py).
         loaded = load_state(inner)
+        depth = _update_depth.set(_update_depth.get() + 1)
         try:
             new_updates, new_inner = tx.update_state(
                 updates, loaded, params, **extra_args
             )
         except (TypeError, AttributeError, IndexError) as error:
-            if state is not None:
+            if state is not None or isinstance(error, UpdateError):
                 raise
             # optax's tests pass None to stateless transformations, which
             # works; one that keeps state fails on it somewhere inside.
-            raise TypeError(
+            raise UpdateError(
                 f"{self._public_name()}.update was given state=None: pass the "
                 "state its init(params) returned"
             ) from error
+        finally:
+            _update_depth.reset(depth)
         new_inner = match_state(new_inner, inner, self._public_name())
         if rewrap is ScheduleState:
             new_state = ScheduleState(safe_increment(count), new_inner)

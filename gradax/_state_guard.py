@@ -1,14 +1,23 @@
-"""State stability: ``update`` gives back exactly the state types ``init`` made.
+"""The state ``update`` is given and gives back: what ``init`` makes.
 
 A state leaf whose dtype or weak type changes between steps breaks
 ``lax.cond``, ``lax.while_loop`` and ``lax.scan`` and makes ``jit`` retrace;
 :func:`match_state` casts every leaf back, and raises on a change of
 structure or shape, which no cast can mend.
+
+Before any arithmetic, the outermost ``update`` checks what it was given
+(:func:`check_update_dtypes`, :func:`check_state`): a state that is not the
+tree its ``init`` makes for these params (another transformation's, one
+restored without a template, one made for other parameters) and integer or
+boolean gradients raise :class:`UpdateError`, naming each path with what was
+expected and what was given.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextvars
+import weakref
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -89,3 +98,326 @@ def match_dtypes(new_updates: Any, old_updates: Any) -> Any:
         else:
             out.append(jax.lax.convert_element_type(new, old_dtype))
     return jax.tree_util.tree_unflatten(new_def, out)
+
+
+# ----------------------------------------------------------------------------
+# Mistakes in what ``update`` is given, named before any arithmetic runs.
+
+
+class UpdateError(ValueError, TypeError):
+    """What ``update`` was given does not fit: the updates, state or params.
+
+    Raised by a transformation's ``update`` (at its first call, under ``jit``
+    too) for gradients whose tree or shapes differ from the params', integer
+    or boolean gradients, and a state that is not the one its ``init`` makes
+    for these params: a state from another transformation, one restored
+    without a template, or one made for parameters of another tree or shape.
+    The message names each path, what was expected and what was given. It is
+    a ValueError and a TypeError, so code catching either sees it.
+    """
+
+    __module__ = "gradax"
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    if dtype == jax.dtypes.float0:
+        return "float0, the gradient of an integer input"
+    return dtype.name
+
+
+def check_update_dtypes(updates: Any, owner: str) -> None:
+    """Refuse integer, boolean and float0 gradients, naming each leaf."""
+    bad = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(updates)[0]:
+        dtype = getattr(leaf, "dtype", None)
+        if dtype is None:
+            continue
+        dtype = np.dtype(dtype)
+        if dtype == jax.dtypes.float0 or dtype == np.bool_:
+            bad.append((path, dtype))
+        elif np.issubdtype(dtype, np.integer):
+            bad.append((path, dtype))
+    if not bad:
+        return
+    where = ", ".join(
+        f"{jax.tree_util.keystr(path) or '<root>'} ({_dtype_name(dtype)})"
+        for path, dtype in bad
+    )
+    raise UpdateError(
+        f"{owner}.update expects floating-point (or complex) updates; given "
+        f"integer or boolean ones at {where}. An integer or boolean leaf has no "
+        "gradient to follow: leave it out of the params the optimizer sees "
+        "(e.g. eqx.filter(model, eqx.is_inexact_array)), or cast it to a float "
+        "dtype if it is meant to be trained."
+    )
+
+
+# True while ``init`` runs only for the shapes of its state (the check below):
+# code with side effects in ``init`` (a printed report) skips them.
+_shapes_only: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "gradax_init_for_shapes", default=False
+)
+
+
+def initializing_for_shapes() -> bool:
+    """Whether ``init`` is running only to learn its state's shapes."""
+    return _shapes_only.get()
+
+
+# The state ``init`` makes, by transformation object and parameter shapes:
+# an update loop outside ``jit`` traces ``init`` once, not at every step.
+_EXPECTED: dict[int, tuple[Any, Any, Any]] = {}
+_EXPECTED_SIZE = 64
+_FAILED = object()
+
+
+def _shapes_key(tree: Any) -> Any:
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    return treedef, tuple(
+        (np.shape(x), str(getattr(x, "dtype", type(x).__name__))) for x in leaves
+    )
+
+
+def expected_state(tx: Any, like: Any) -> Any:
+    """``jax.eval_shape(tx.init, like)``, or None where ``init`` cannot be traced."""
+    try:
+        key = _shapes_key(like)
+        hash(key)
+    except TypeError:
+        key = None
+    entry = _EXPECTED.get(id(tx))
+    if key is not None and entry is not None:
+        ref, cached_key, expected = entry
+        if ref() is tx and cached_key == key:
+            return None if expected is _FAILED else expected
+    token = _shapes_only.set(True)
+    try:
+        expected = jax.eval_shape(tx.init, like)
+    except Exception:  # an init that needs values: nothing to compare
+        expected = _FAILED
+    finally:
+        _shapes_only.reset(token)
+    if key is not None:
+        try:
+            ref = weakref.ref(tx)
+        except TypeError:
+            ref = None
+        if ref is not None:
+            if len(_EXPECTED) >= _EXPECTED_SIZE:
+                _EXPECTED.pop(next(iter(_EXPECTED)))
+            _EXPECTED[id(tx)] = (ref, key, expected)
+    return None if expected is _FAILED else expected
+
+
+class _Problem(NamedTuple):
+    kind: str  # "plain", "other", "keys", "shape"
+    path: str
+    expected: str
+    given: str
+
+
+def _is_leaf(x: Any) -> bool:
+    return x is not None and jax.tree_util.treedef_is_leaf(
+        jax.tree_util.tree_structure(x)
+    )
+
+
+def _children(x: Any) -> list[tuple[Any, Any]]:
+    """One level of ``x``'s children, with their keys."""
+    flat = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)[0]
+    return [(path[0], child) for path, child in flat]
+
+
+def _fields(x: Any) -> tuple[str, ...] | None:
+    fields = getattr(type(x), "_fields", None)
+    return tuple(fields) if isinstance(x, tuple) and fields is not None else None
+
+
+def _describe(x: Any) -> str:
+    if x is None:
+        return "None"
+    if _is_leaf(x):
+        shape = getattr(x, "shape", None)
+        if shape is None:
+            return f"a {type(x).__name__} ({x!r})"
+        return f"an array of shape {tuple(shape)}"
+    fields = _fields(x)
+    if fields is not None:
+        return f"{type(x).__name__}({', '.join(fields)})"
+    if isinstance(x, dict):
+        keys = ", ".join(repr(k) for k in sorted(x, key=repr))
+        return f"a dict with keys {keys}" if x else "an empty dict"
+    if isinstance(x, (list, tuple)):
+        if 0 < len(x) <= 6:
+            parts = ", ".join(
+                type(e).__name__ if _fields(e) is not None else _describe(e) for e in x
+            )
+            return f"a {type(x).__name__} ({parts})"
+        return f"a {type(x).__name__} of {len(x)}"
+    return type(x).__name__
+
+
+# States of one field, ``count``, that optax and gradax both name: update
+# reads either class (see gradax._protocol).
+_COUNT_ONLY = ("ScaleByScheduleState", "WeightDecaySchedule")
+
+
+def _same_class(expected: Any, given: Any) -> bool:
+    if type(expected) is type(given):
+        return True
+    return type(given).__name__ in _COUNT_ONLY and _fields(given) == ("count",)
+
+
+def _compare(expected: Any, given: Any, path: tuple, out: list[_Problem]) -> None:
+    """Append each place ``given`` differs from ``expected``, outermost first."""
+    where = "state" + jax.tree_util.keystr(path)
+    if not jax.tree_util.tree_leaves(expected) and not jax.tree_util.tree_leaves(given):
+        return  # None, (), EmptyState() and MaskedNode() stand for each other
+    if _is_leaf(expected) or _is_leaf(given):
+        if not (_is_leaf(expected) and _is_leaf(given)):
+            kind = "keys" if isinstance(given, dict) else "other"
+            out.append(_Problem(kind, where, _describe(expected), _describe(given)))
+        elif np.shape(expected) != np.shape(given):
+            out.append(_Problem("shape", where, _describe(expected), _describe(given)))
+        return
+    fields, given_fields = _fields(expected), _fields(given)
+    if fields is not None:
+        if given_fields == fields and not _same_class(expected, given):
+            out.append(
+                _Problem(
+                    "library",
+                    where,
+                    f"{_describe(expected)} (from {type(expected).__module__})",
+                    f"{_describe(given)} (from {type(given).__module__})",
+                )
+            )
+            return
+        if given_fields == fields:
+            for name in fields:
+                _compare(
+                    getattr(expected, name),
+                    getattr(given, name),
+                    (*path, jax.tree_util.GetAttrKey(name)),
+                    out,
+                )
+            return
+        plain = (isinstance(given, dict) and set(given) == set(fields)) or (
+            given_fields is None
+            and isinstance(given, (list, tuple))
+            and len(given) == len(fields)
+        )
+        kind = "plain" if plain else "other"
+        out.append(_Problem(kind, where, _describe(expected), _describe(given)))
+        return
+    if isinstance(expected, dict):
+        if not isinstance(given, dict):
+            out.append(_Problem("other", where, _describe(expected), _describe(given)))
+        elif set(expected) != set(given):
+            out.append(_Problem("keys", where, _describe(expected), _describe(given)))
+        else:
+            for key in expected:
+                _compare(
+                    expected[key],
+                    given[key],
+                    (*path, jax.tree_util.DictKey(key)),
+                    out,
+                )
+        return
+    if isinstance(expected, (list, tuple)):
+        if given_fields is not None or not isinstance(given, (list, tuple)):
+            out.append(_Problem("other", where, _describe(expected), _describe(given)))
+        elif len(expected) != len(given):
+            out.append(_Problem("other", where, _describe(expected), _describe(given)))
+        else:
+            for i, (e, g) in enumerate(zip(expected, given, strict=True)):
+                _compare(e, g, (*path, jax.tree_util.SequenceKey(i)), out)
+        return
+    # Any other node (a flax State, an equinox module, a QuantizedArray):
+    # the same class with children under the same keys.
+    expected_children, given_children = _children(expected), _children(given)
+    same_keys = [k for k, _ in expected_children] == [k for k, _ in given_children]
+    if type(expected) is not type(given) or not same_keys:
+        out.append(_Problem("other", where, _describe(expected), _describe(given)))
+        return
+    for (key, e), (_, g) in zip(expected_children, given_children, strict=True):
+        _compare(e, g, (*path, key), out)
+
+
+_HINTS = {
+    "library": (
+        "The state's classes come from another library (a state built by "
+        "optax): gradax's update reads its own. Convert it with state, "
+        "report = gradax.tree.carry_state(optax_state, tx, params), or "
+        "restore an optax checkpoint with the target tx.init(params)."
+    ),
+    "plain": (
+        "This looks like a state restored without a template: orbax without a "
+        "target gives plain dicts and lists in place of the state's classes. "
+        "Restore with the target tx.init(params) (orbax: "
+        "args=ocp.args.StandardRestore(tx.init(params))), or convert the "
+        "restored tree with state, report = gradax.tree.carry_state(restored, "
+        "tx, params)."
+    ),
+    "other": (
+        "This state was made by another transformation, or another "
+        "configuration of this one. Pass the state this transformation's "
+        "init(params) returned; to keep the progress of an old state across a "
+        "change of optimizer or configuration, use state, report = "
+        "gradax.tree.carry_state(old_state, tx, params)."
+    ),
+}
+
+
+def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> None:
+    """Raise :class:`UpdateError` where ``state`` is not what ``init`` makes.
+
+    The state ``init`` makes is computed for ``params``, or, without params,
+    for the updates (which then stand for the params); only shapes are
+    compared, and classes by their field names (a state built by optax reads
+    the same as gradax's).
+    """
+    like = params if params is not None else updates
+    expected = expected_state(tx, like)
+    if expected is None:
+        return
+    if state is None and jax.tree_util.tree_leaves(expected):
+        raise UpdateError(
+            f"{owner}.update was given state=None: pass the state its "
+            "init(params) returned"
+        )
+    problems: list[_Problem] = []
+    _compare(expected, state, (), problems)
+    if not problems:
+        return
+    against = "the params given" if params is not None else "the updates given"
+    side = "these params" if params is not None else "these updates"
+    shown = problems[:8]
+    lines = [
+        f"  {p.path}: expected (for {side}) {p.expected}; given {p.given}"
+        for p in shown
+    ]
+    if len(problems) > len(shown):
+        lines.append(f"  ... and {len(problems) - len(shown)} more")
+    kinds = {p.kind for p in problems}
+    hints = [_HINTS[k] for k in ("library", "plain", "other") if k in kinds]
+    if kinds & {"keys", "shape"}:
+        if params is None:
+            hints.append(
+                "update was called without params, so the updates stand for "
+                "the params: their tree or shapes differ from those of the "
+                "params this state was made for. Pass gradients with the "
+                "params' tree and shapes (and params=... to have the two "
+                "compared leaf by leaf), or make the state with init for "
+                "these params."
+            )
+        else:
+            hints.append(
+                "The state was made for parameters of another tree or other "
+                "shapes: make it with init for these params, or carry the old "
+                "one over with state, report = gradax.tree.carry_state("
+                "old_state, tx, params)."
+            )
+    raise UpdateError(
+        f"{owner}.update was given a state that is not the one its init makes "
+        f"for {against}:\n" + "\n".join(lines) + "\n" + "\n".join(hints)
+    )

@@ -41,8 +41,8 @@ def check_same_structure(a: Any, b: Any, name_a: str, name_b: str) -> None:
         raise ValueError(f"Tree mismatch: {message}.")
 
 
-def check_same_shapes(a: Any, b: Any, name_a: str, name_b: str) -> None:
-    """Raise ValueError naming each leaf whose shape differs between two trees.
+def shape_differences(a: Any, b: Any) -> list[str]:
+    """``"path: shape_a vs shape_b"`` for each leaf whose shape differs.
 
     The trees must have the same structure; leaves without a shape (None,
     Python numbers) are not compared.
@@ -55,6 +55,16 @@ def check_same_shapes(a: Any, b: Any, name_a: str, name_b: str) -> None:
         if shape_x is not None and shape_y is not None and shape_x != shape_y:
             where = jax.tree_util.keystr(path) or "<root>"
             bad.append(f"{where}: {tuple(shape_x)} vs {tuple(shape_y)}")
+    return bad
+
+
+def check_same_shapes(a: Any, b: Any, name_a: str, name_b: str) -> None:
+    """Raise ValueError naming each leaf whose shape differs between two trees.
+
+    The trees must have the same structure; leaves without a shape (None,
+    Python numbers) are not compared.
+    """
+    bad = shape_differences(a, b)
     if bad:
         raise ValueError(
             f"Shape mismatch between {name_a} and {name_b} at " + "; ".join(bad)

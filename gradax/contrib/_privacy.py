@@ -77,6 +77,7 @@ class differentially_private_aggregate(GradientTransformation):
 
     # The updates are per-example gradients, with a leading batch axis.
     _checks_update_shapes = False
+    _per_example_updates = True
 
     l2_norm_clip: Any = hyper(valid=NONNEGATIVE)
     noise_multiplier: Any = hyper(valid=NONNEGATIVE)

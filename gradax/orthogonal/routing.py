@@ -12,6 +12,7 @@ from typing import Any
 import jax
 
 from .._matrices import full_dimension_numbers, is_dimension_numbers, is_spec_leaf
+from .._state_guard import initializing_for_shapes
 from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALINGS, shape_scale
 
@@ -145,7 +146,7 @@ def muon_labels(
         params,
         is_leaf=is_spec_leaf,
     )
-    if print_report and not _quiet_report.get():
+    if print_report and not _quiet_report.get() and not initializing_for_shapes():
         rule = shape_scaling or ("keller" if consistent_rms is None else "rms")
         print(_report(params, dims, rule, consistent_rms))
     return labels, dims

@@ -76,6 +76,8 @@ class Aggregator(GradientTransformation):
             cls = _FunctionAggregator
         return super().__new__(cls)
 
+    _per_example_updates = True
+
     def _params_like_updates(self, params):
         # Per-element updates have batch axes that the params lack: ``update``
         # compares their trees, not their leaf shapes.
