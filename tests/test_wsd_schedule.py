@@ -80,6 +80,7 @@ def test_consistency_checks_name_the_argument():
         gradax.warmup_stable_decay_schedule(0.0, 1.0, 0, 0)
     with pytest.raises(ValueError, match="decay_type"):
         gradax.warmup_stable_decay_schedule(0.0, 1.0, 0, 10, decay_type="exp")
-    # A learning rate schedule that goes negative is refused by the optimizer.
-    with pytest.raises(ValueError, match="learning_rate"):
+    # A learning rate schedule that goes negative is accepted, as in optax,
+    # with a warning naming the argument (the optimizer will ascend).
+    with pytest.warns(gradax.declare.HyperparameterWarning, match="learning_rate"):
         gradax.adam(gradax.warmup_stable_decay_schedule(0.0, 1.0, 0, 10, end_value=-1))
