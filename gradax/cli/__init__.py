@@ -1,7 +1,9 @@
 """The ``gradax`` command: ``gradax demo`` and ``gradax bench``.
 
-Run ``gradax demo --help`` or ``gradax bench --help`` for the options. Bad
-input ends the command with one line on stderr and exit status 2.
+Run ``gradax demo --help`` or ``gradax bench --help`` for the options;
+``python -m gradax`` is the same command. Bad input ends the command with one
+line on stderr, naming the subcommand, and exit status 2 (the statuses are
+listed in :data:`EXIT_STATUSES`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,44 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["main"]
+__all__ = ["EXIT_STATUSES", "main"]
+
+# What each exit status means; printed at the end of every --help.
+EXIT_STATUSES = (
+    (0, "success"),
+    (1, "a benchmark failed (gradax bench), or an unexpected error (traceback)"),
+    (2, "bad input: one line on stderr, naming the command"),
+    (130, "interrupted (Ctrl-C)"),
+)
+
+_EPILOG = "exit status:\n" + "\n".join(
+    f"  {code:<4} {meaning}" for code, meaning in EXIT_STATUSES
+)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's wrapping, except for the exit-status table, kept line by line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("exit status:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _version() -> str:
+    """``gradax X (jax Y, jaxlib Z, Python W)``, without importing jax."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .. import __version__
+
+    parts = []
+    for name in ("jax", "jaxlib"):
+        try:
+            parts.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            parts.append(f"{name} not installed")
+    python = ".".join(str(v) for v in sys.version_info[:3])
+    return f"gradax {__version__} ({', '.join(parts)}, Python {python})"
 
 
 class UsageError(Exception):
@@ -49,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gradax",
         description="gradax: gradient processing and optimization for JAX.",
+        epilog=_EPILOG,
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=_version(),
+        help="print gradax's version (and jax's, jaxlib's, Python's) and exit",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -57,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
+        epilog=_EPILOG,
+        formatter_class=_HelpFormatter,
         help="train a small character-level transformer with several optimizers",
         description=(
             "Train a small character-level transformer with each optimizer from "
@@ -141,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser(
         "bench",
+        epilog=_EPILOG,
+        formatter_class=_HelpFormatter,
         help="time gradax against optax, torch, scipy and the machine's floors",
         description=(
             "Run each comparison shipped with gradax (each in its own process) "
@@ -163,8 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="draw the ratios, the floor marked, into this .png/.svg/.pdf file",
     )
+    from .benchmarks import BENCHMARKS
+
     bench.add_argument(
-        "--only", default=None, help="comma-separated benchmark names (e.g. adamw)"
+        "--only",
+        default=None,
+        help=f"comma-separated benchmark names, from: {', '.join(BENCHMARKS)}",
     )
     bench.add_argument(
         "--dir",
@@ -221,7 +276,14 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gradax`` console script; returns the exit status."""
     try:
-        args = build_parser().parse_args(argv)
+        args, unknown = build_parser().parse_known_args(argv)
+        if unknown:
+            # argparse names the top-level parser; the user typed a subcommand.
+            prog = f"gradax {args.command}"
+            raise UsageError(
+                f"{prog}: unrecognized arguments: {' '.join(unknown)} "
+                f"(see {prog} --help)"
+            )
         return _run(args)
     except UsageError as error:
         print(error, file=sys.stderr)
