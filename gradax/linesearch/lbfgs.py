@@ -82,7 +82,10 @@ class scale_by_lbfgs(GradientTransformation):
         dtype = common.state_dtype(params)
 
         def stacked(p):
-            return jnp.zeros((self.memory_size, *jnp.shape(p)), jnp.result_type(p))
+            # Broadcast from the parameter's shape, so that on an Explicit mesh
+            # the memory is sharded like the parameter along its own axes.
+            zeros = jnp.zeros_like(p, dtype=jnp.result_type(p))
+            return jnp.broadcast_to(zeros, (self.memory_size, *jnp.shape(p)))
 
         return ScaleByLBFGSState(
             count=jnp.zeros([], jnp.int32),
