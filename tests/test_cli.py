@@ -405,14 +405,45 @@ def test_bench_table_rows_and_notes():
         "matmul",
         "40.00 ms",
         "80%",
+        "gradax 2.00x faster",
     ]
     assert table[1][0] == ""  # the label is shown once per benchmark
-    assert table[2][4:] == ["0.20", "-", "-", "-"]  # no floor for a whole solve
+    # No floor for a whole solve.
+    assert table[2][4:] == ["0.20", "-", "-", "-", "gradax 5.00x faster"]
     notes = bench_report.notes(outcomes, True, {"optax": True, "torch": False})
     assert notes[0].startswith("quick mode") and "noisy" in notes[0]
     assert any("torch is not installed" in line for line in notes)
     assert "a muon note" in notes and "gone: skipped: needs optax" in notes
     assert not any("optax is not installed" in line for line in notes)
+
+
+def test_bench_rows_read_in_words_and_end_with_a_verdict(capsys):
+    above = comparison("muon", 0.5, "optax", 0.4, "matmul", 0.6, "Gram needs less")
+    assert bench_report.reading(above) == (
+        "gradax 1.25x slower; of floor over 100%: Gram needs less"
+    )
+    unexplained = comparison("muon", 0.5, "optax", 1.0, "matmul", 0.6)
+    assert (
+        "of floor over 100%: faster than the floor's estimate"
+        in bench_report.reading(unexplained)
+    )
+    outcomes = fake_outcomes()
+    rows = bench_report.comparison_rows(outcomes)
+    assert bench_report.verdict(rows, quick=False) == (
+        "verdict: gradax faster in 3 of 3 comparisons (ratio below 1)"
+    )
+    slower = [*rows, {**above, "benchmark": "muon"}]
+    line = bench_report.verdict(slower, quick=True)
+    assert line.startswith("verdict: gradax faster in 3 of 4 comparisons")
+    assert "slower: muon vs optax" in line and "--quick" in line
+    # Threads are said to be matched with torch only where torch ran.
+    without = bench_report.notes(outcomes, False, {"optax": True, "torch": False})
+    assert "CPU threads: 2" in without
+    with_torch = bench_report.notes(outcomes, False, {"optax": True, "torch": True})
+    assert "CPU threads: 2 (torch set to the same)" in with_torch
+    bench_report.print_table(rows, without, quick=False)
+    out = capsys.readouterr().out
+    assert "verdict: gradax faster in 3 of 3" in out and "reading" in out
 
 
 def test_bench_plot(tmp_path):

@@ -185,6 +185,7 @@ def main(args) -> int:
             "installed": libraries,
             "optax_installed": libraries["optax"],
             "comparisons": rows,
+            "verdict": bench_report.verdict(rows, args.quick),
             "notes": notes,
             "benchmarks": outcomes,
         }

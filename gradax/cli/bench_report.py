@@ -14,7 +14,10 @@ HEAD = [
     "floor",
     "floor time",
     "of floor",
+    "reading",
 ]
+# Columns of text, aligned left; the others are numbers.
+_LEFT = (0, 2, 5, 8)
 
 
 def comparison_rows(outcomes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -51,6 +54,7 @@ def _rows_from_seconds(result: dict[str, Any]) -> list[dict[str, Any]]:
             "floor": None,
             "floor_seconds": None,
             "fraction_of_floor": None,
+            "floor_note": None,
         }
         for other in others
     ]
@@ -64,6 +68,46 @@ def format_seconds(value: float | None) -> str:
     if abs(value) >= 1e-3:
         return f"{value * 1e3:.2f} ms"
     return f"{value * 1e6:.1f} us"
+
+
+def reading(row: dict[str, Any]) -> str:
+    """The row in words: who is faster, by how much; why "of floor" passes 100%."""
+    parts = []
+    ratio, fraction = row["ratio"], row["fraction_of_floor"]
+    if ratio is not None and ratio > 0:
+        if ratio < 1:
+            parts.append(f"gradax {1 / ratio:.2f}x faster")
+        elif ratio > 1:
+            parts.append(f"gradax {ratio:.2f}x slower")
+        else:
+            parts.append("the same time")
+    if fraction is not None and fraction > 1:
+        why = row.get("floor_note") or (
+            "faster than the floor's estimate, a rate measured once on this "
+            "machine (small problems can run from the CPU's caches)"
+        )
+        parts.append(f"of floor over 100%: {why}")
+    return "; ".join(parts) or "-"
+
+
+def verdict(rows: list[dict[str, Any]], quick: bool) -> str:
+    """One line under the table: in how many comparisons gradax was faster."""
+    ratios = [row["ratio"] for row in rows if row["ratio"] is not None]
+    if not ratios:
+        return "verdict: no comparisons (no reference installed)"
+    faster = sum(r < 1 for r in ratios)
+    line = (
+        f"verdict: gradax faster in {faster} of {len(ratios)} comparisons "
+        f"(ratio below 1)"
+    )
+    slower = [row for row in rows if row["ratio"] is not None and row["ratio"] > 1]
+    if slower:
+        line += "; slower: " + ", ".join(
+            f"{row['label']} vs {row['reference']}" for row in slower
+        )
+    if quick:
+        line += " (--quick: noisy, rerun without it to confirm)"
+    return line
 
 
 def cells(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -81,6 +125,7 @@ def cells(rows: list[dict[str, Any]]) -> list[list[str]]:
                 row["floor"] or "-",
                 format_seconds(row["floor_seconds"]),
                 "-" if fraction is None else f"{fraction:.0%}",
+                reading(row),
             ]
         )
         previous = row["label"]
@@ -111,10 +156,8 @@ def notes(
         if o["status"] == "ok" and "threads" in o["result"]
     }
     if threads:
-        lines.append(
-            f"CPU threads: {', '.join(map(str, sorted(threads)))} "
-            "(torch set to the same)"
-        )
+        same = " (torch set to the same)" if installed.get("torch", False) else ""
+        lines.append(f"CPU threads: {', '.join(map(str, sorted(threads)))}{same}")
     for name, outcome in outcomes.items():
         if outcome["status"] != "ok":
             lines.append(f"{name}: {outcome['status']}: {outcome['note']}")
@@ -124,8 +167,9 @@ def notes(
 
 
 def print_table(rows: list[dict[str, Any]], lines: list[str], quick: bool) -> None:
-    """The table on stdout (rich where installed), the notes under it."""
+    """The table on stdout (rich where installed), its verdict, the notes."""
     body = cells(rows)
+    summary = verdict(rows, quick)
     title = "gradax bench" + (" --quick" if quick else "")
     try:
         from rich import box
@@ -137,24 +181,26 @@ def print_table(rows: list[dict[str, Any]], lines: list[str], quick: bool) -> No
         for row in [HEAD, *body]:
             print(
                 "  ".join(
-                    x.ljust(w) if i in (0, 2, 5) else x.rjust(w)
+                    x.ljust(w) if i in _LEFT else x.rjust(w)
                     for i, (x, w) in enumerate(zip(row, widths, strict=True))
                 ).rstrip()
             )
+        print(summary)
         for line in lines:
             print(f"- {line}")
         return
     table = Table(title=title, box=box.SIMPLE_HEAD)
     for i, name in enumerate(HEAD):
         table.add_column(
-            name, justify="left" if i in (0, 2, 5) else "right", no_wrap=True
+            name, justify="left" if i in _LEFT else "right", no_wrap=i != 8
         )
     for row in body:
         table.add_row(*row)
     console = Console()
     if not console.is_terminal:  # a log or a file: no need to squeeze
-        console = Console(width=120)
+        console = Console(width=160)
     console.print(table)
+    console.print(summary, highlight=False, markup=False)
     for line in lines:
         console.print(f"- {line}", highlight=False, markup=False)
 
@@ -162,30 +208,47 @@ def print_table(rows: list[dict[str, Any]], lines: list[str], quick: bool) -> No
 def plot(rows: list[dict[str, Any]], path: Path, quick: bool) -> bool:
     """Bars of gradax/ref per comparison, the floor marked; False without matplotlib.
 
-    The floor is drawn in the same unit: floor time over the reference's
-    time, the ratio gradax would have at the machine's floor.
+    Each bar grows from parity (1) to its ratio, which is written at its end:
+    blue where gradax is faster, orange where it is slower. The floor is
+    drawn in the same unit: floor time over the reference's time, the ratio
+    gradax would have at the machine's floor.
     """
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
     except ImportError:
         return False
     shown = [row for row in rows if row["ratio"] is not None]
-    fig, ax = plt.subplots(figsize=(8, 1.8 + 0.42 * max(1, len(shown))))
-    names = [f"{row['label']}\nvs {row['reference']}" for row in shown]
+    fig, ax = plt.subplots(
+        figsize=(9, 2.4 + 0.5 * max(1, len(shown))), layout="constrained"
+    )
+    title = "gradax bench" + (" --quick (noisy)" if quick else "")
+    ax.set_title(title)
+    if not shown:
+        ax.text(0.5, 0.5, "no comparisons", transform=ax.transAxes, ha="center")
+        ax.set_axis_off()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        return True
     positions = list(range(len(shown)))[::-1]
     ratios = [row["ratio"] for row in shown]
-    # Bars grow from parity (1): left, gradax is faster; right, slower.
-    ax.barh(
-        positions,
-        [r - 1.0 for r in ratios],
-        left=1.0,
-        height=0.6,
-        color=["tab:blue" if r <= 1 else "tab:orange" for r in ratios],
-        label="gradax / reference",
-    )
+    for faster, color, label in (
+        (True, "tab:blue", "gradax faster (ratio below 1)"),
+        (False, "tab:orange", "gradax slower (ratio above 1)"),
+    ):
+        chosen = [i for i, r in enumerate(ratios) if (r <= 1) == faster]
+        if chosen:
+            ax.barh(
+                [positions[i] for i in chosen],
+                [ratios[i] - 1.0 for i in chosen],
+                left=1.0,
+                height=0.6,
+                color=color,
+                label=label,
+            )
     floors = [
         (pos, row["floor_seconds"] / row["reference_seconds"])
         for pos, row in zip(positions, shown, strict=True)
@@ -200,20 +263,40 @@ def plot(rows: list[dict[str, Any]], path: Path, quick: bool) -> bool:
             linewidths=2.5,
             color="tab:red",
             zorder=3,
-            label="floor / reference (the best possible ratio)",
+            label="machine's floor (the best ratio this machine allows)",
+        )
+    floor_at = {pos: f for pos, f in floors}
+    for pos, r in zip(positions, ratios, strict=True):
+        # The label goes past the bar's end, and past the floor's mark where
+        # that lies beyond the end, so the two never overlap.
+        f = floor_at.get(pos)
+        if r <= 1:
+            anchor = r if f is None else min(r, f)
+        else:
+            anchor = r if f is None else max(r, f)
+        ax.annotate(
+            f"{r:.2f}x" if r >= 0.1 else f"{r:.3f}x",
+            (anchor, pos),
+            xytext=(-6 if r <= 1 else 6, 0),
+            textcoords="offset points",
+            ha="right" if r <= 1 else "left",
+            va="center",
+            fontsize=8,
         )
     ax.axvline(1.0, color="gray", linestyle="--", linewidth=0.8)
-    ax.set_yticks(positions, names, fontsize=7)
+    ax.set_yticks(positions, [f"{r['label']}\nvs {r['reference']}" for r in shown])
+    ax.tick_params(axis="y", labelsize=8)
     ax.set_xscale("log")
-    ax.set_xlabel("time relative to the reference (below 1: gradax is faster)")
-    title = "gradax bench" + (" --quick (noisy)" if quick else "")
-    ax.set_title(title)
-    if shown:
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=2)
-    else:
-        ax.text(0.5, 0.5, "no comparisons", transform=ax.transAxes, ha="center")
-    ax.grid(axis="x", alpha=0.3, which="both")
-    fig.tight_layout()
+    values = ratios + [f for _, f in floors] + [1.0]
+    low, high = min(values) / 2.2, max(values) * 2.2
+    ax.set_xlim(low, high)
+    steps = [m * 10.0**e for e in range(-4, 5) for m in (1, 2, 5)]
+    ax.xaxis.set_major_locator(FixedLocator([t for t in steps if low <= t <= high]))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("gradax's time over the reference's (below 1: gradax is faster)")
+    ax.grid(axis="x", alpha=0.3, which="major")
+    fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True

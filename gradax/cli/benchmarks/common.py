@@ -148,6 +148,7 @@ def comparison(
     reference_seconds: float | None = None,
     floor: str | None = None,
     floor_seconds: float | None = None,
+    floor_note: str | None = None,
 ) -> dict[str, Any]:
     """One row of ``gradax bench``'s table, as a JSON-ready dict.
 
@@ -155,6 +156,7 @@ def comparison(
     faster); ``fraction_of_floor`` is the floor's time over gradax's (1: gradax
     runs at the machine's floor; above 1 where gradax needs less work than
     the floor's count, e.g. Gram Newton-Schulz against plain Newton-Schulz).
+    ``floor_note`` says why that can happen in this row (shown when it does).
     """
     return {
         "label": label,
@@ -167,6 +169,7 @@ def comparison(
         "fraction_of_floor": (
             floor_seconds / gradax_seconds if floor_seconds is not None else None
         ),
+        "floor_note": floor_note,
     }
 
 
@@ -177,15 +180,16 @@ def comparisons_against(
     floor: str | None = None,
     floor_seconds: float | None = None,
     gradax: str = "gradax",
+    floor_note: str | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of ``times[gradax]`` against each reference that was timed.
 
     With no reference timed (none installed), one row of gradax alone.
     """
     timed = [name for name in references if name in times]
+    floors = (floor, floor_seconds, floor_note)
     if not timed:
-        return [comparison(label, times[gradax], None, None, floor, floor_seconds)]
+        return [comparison(label, times[gradax], None, None, *floors)]
     return [
-        comparison(label, times[gradax], name, times[name], floor, floor_seconds)
-        for name in timed
+        comparison(label, times[gradax], name, times[name], *floors) for name in timed
     ]
