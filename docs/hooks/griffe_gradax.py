@@ -9,8 +9,10 @@ mkdocstrings reads gradax statically (with griffe), which misses two things:
   without an ``__init__`` of its own, gives it the runtime signature.
 - The docstrings use reStructuredText roles (``:math:`x```, ``:class:`x```),
   ``.. math::`` blocks and doctests under ``Example:``, which Markdown would
-  mangle (``[1.0, 0.5]`` reads as a link). They become code spans and code
-  blocks.
+  mangle (``[1.0, 0.5]`` reads as a link). Math is typeset here, at build
+  time, as MathML (which browsers render without a script); the other roles
+  become code spans and doctests code blocks. A formula latex2mathml cannot
+  read stays a code span or a ``text`` block.
 
 Registered under ``extensions:`` of the mkdocstrings handler in ``mkdocs.yml``.
 """
@@ -26,7 +28,8 @@ from typing import Any
 
 import griffe
 
-_ROLE = re.compile(r":(?:math|class|func|meth|mod|attr|data|obj|exc):`~?([^`]+)`")
+_MATH_ROLE = re.compile(r":math:`([^`]+)`")
+_ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|obj|exc):`~?([^`]+)`")
 _DIRECTIVE = re.compile(r"^(\s*)\.\. math::(.*)$")
 # A ``>`` opening a line or an argument's description (``eps: >= 0``) would
 # start a Markdown block quote.
@@ -59,14 +62,42 @@ def _extend(out: list[str], block: list[str]) -> None:
     out.extend(block)
 
 
+def mathml(latex: str, display: bool) -> str | None:
+    """``latex`` as one line of MathML, or None where it cannot be read."""
+    from latex2mathml.converter import convert
+
+    try:
+        markup = convert(latex.strip(), display="block" if display else "inline")
+    except Exception:  # latex2mathml raises many kinds on what it cannot read
+        return None
+    return " ".join(markup.split())
+
+
+def _inline_math(match: re.Match) -> str:
+    markup = mathml(match.group(1), display=False)
+    return f"`{match.group(1)}`" if markup is None else markup
+
+
+def _math_block(lines: list[str], indent: str) -> list[str]:
+    """A ``.. math::`` body: one MathML paragraph per formula, else a text block."""
+    formulas = textwrap.dedent("\n".join(lines)).strip("\n").split("\n\n")
+    out: list[str] = []
+    for formula in formulas:
+        markup = mathml(" ".join(formula.split()), display=True)
+        if markup is None:
+            return _fence(lines, indent, "text")
+        out += ["", indent + markup]
+    return out
+
+
 def markdown_docstring(text: str) -> str:
     """Rewrite reStructuredText roles, math blocks and doctests as Markdown.
 
-    Roles become code spans, ``.. math::`` blocks ``text`` code blocks, runs
-    of doctest lines (``>>>`` with their output) ``pycon`` code blocks, and a
-    ``>`` that Markdown would read as a block quote is escaped.
+    Math roles and ``.. math::`` blocks become MathML, other roles code spans,
+    runs of doctest lines (``>>>`` with their output) ``pycon`` code blocks,
+    and a ``>`` that Markdown would read as a block quote is escaped.
     """
-    lines = _ROLE.sub(r"`\1`", text).splitlines()
+    lines = _ROLE.sub(r"`\1`", _MATH_ROLE.sub(_inline_math, text)).splitlines()
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -81,7 +112,7 @@ def markdown_docstring(text: str) -> str:
             ):
                 body.append(lines[i])
                 i += 1
-            _extend(out, _fence(body, indent, "text"))
+            _extend(out, _math_block(body, indent))
         elif line.lstrip().startswith(">>>"):
             indent = line[: _indent(line)]
             body = []

@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--quick",
         action="store_true",
-        help="small problems, fewer repeats (about a minute; noisy ratios)",
+        help="small problems, fewer repeats (a few minutes on 2 cores; noisy ratios)",
     )
     bench.add_argument(
         "--json", type=Path, default=None, help="write every figure here"
