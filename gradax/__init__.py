@@ -1,5 +1,8 @@
 """gradax: gradient processing and optimization for JAX."""
 
+# First: on a Python or jax older than gradax supports, importing fails here
+# with the version needed, not later inside an optimizer.
+from . import _requirements as _requirements
 from . import contrib as contrib
 from . import declare as declare
 from . import microbatching as microbatching
