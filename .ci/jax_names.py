@@ -37,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PATHS = ("gradax", "tests", "examples")
+MODULE_ATTRIBUTES = {"__file__", "__name__", "__path__", "__spec__", "__doc__"}
 
 
 # -- the names the code uses ---------------------------------------------------
@@ -308,6 +309,8 @@ def resolve(sources: Sources, name: str, depth: int = 0) -> Result:
         attr = parts[i]
         info = sources.module(module)
         assert info is not None
+        if attr in MODULE_ATTRIBUTES and i == len(parts) - 1:
+            return Result("ok")  # every module has them
         status = info.deprecations.get(attr)
         if status is not None:
             return Result(status, f"in {module}'s deprecation table")
