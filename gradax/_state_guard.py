@@ -164,6 +164,15 @@ def initializing_for_shapes() -> bool:
     return _shapes_only.get()
 
 
+def state_shapes(init: Any, params: Any) -> Any:
+    """``jax.eval_shape(init, params)``, with ``init``'s side effects skipped."""
+    token = _shapes_only.set(True)
+    try:
+        return jax.eval_shape(init, params)
+    finally:
+        _shapes_only.reset(token)
+
+
 # The state ``init`` makes, by transformation object and parameter shapes:
 # an update loop outside ``jit`` traces ``init`` once, not at every step.
 _EXPECTED: dict[int, tuple[Any, Any, Any]] = {}
@@ -190,13 +199,10 @@ def expected_state(tx: Any, like: Any) -> Any:
         ref, cached_key, expected = entry
         if ref() is tx and cached_key == key:
             return None if expected is _FAILED else expected
-    token = _shapes_only.set(True)
     try:
-        expected = jax.eval_shape(tx.init, like)
+        expected = state_shapes(tx.init, like)
     except Exception:  # an init that needs values: nothing to compare
         expected = _FAILED
-    finally:
-        _shapes_only.reset(token)
     if key is not None:
         try:
             ref = weakref.ref(tx)

@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .._state_guard import state_shapes
+
 _Key = tuple[Any, ...]  # canonical path: positions as int, names as str
 
 # A partition's group labels are the keys under this field. They are left out
@@ -439,8 +441,9 @@ def carry_state(
         carried  [1].count <- [0].count (same names)
     """
     init = tx.init if hasattr(tx, "init") else tx
-    # Shapes only: nothing is allocated for leaves the old state provides.
-    template = jax.eval_shape(init, params)
+    # Shapes only: nothing is allocated for leaves the old state provides
+    # (and init's side effects, such as muon_labels' report, are skipped).
+    template = state_shapes(init, params)
     new_leaves = _leaves(template)
     old_leaves = _leaves(old_state)
     plan = _Plan(new_leaves, old_leaves, dict(sources or {}), keep_hyperparams)
