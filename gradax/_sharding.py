@@ -67,15 +67,21 @@ def _tie_to(param: jax.Array, leaf: jax.Array) -> jax.Array:
     """
     jnp = jax.numpy
     never = jnp.logical_and(jnp.isnan(param), jnp.isfinite(param))
+    if never.shape != leaf.shape:  # a stack of parameter-shaped values
+        never = jnp.broadcast_to(never, leaf.shape)
     other = jnp.logical_not(leaf) if leaf.dtype == bool else leaf + 1
     return jax.lax.select(never, other, leaf)
 
 
 def _can_tie(param: Any, leaf: Any) -> bool:
-    """Whether ``leaf`` is an array shaped like a floating ``param``, in its memory."""
+    """Whether ``leaf`` is an array shaped like a floating ``param`` (or a stack
+    of such arrays, as L-BFGS keeps), in the parameter's memory."""
     jnp = jax.numpy
-    shape = getattr(leaf, "shape", ())
-    if not shape or getattr(param, "shape", None) != shape:
+    shape, like = tuple(getattr(leaf, "shape", ())), getattr(param, "shape", None)
+    if like is None or not shape:
+        return False
+    stacked = len(like) > 0 and len(shape) == len(like) + 1 and shape[1:] == like
+    if shape != like and not stacked:
         return False
     if not jnp.issubdtype(param.dtype, jnp.inexact):
         return False  # no NaN to reason about; such state is left to the compiler
@@ -100,7 +106,8 @@ def shard_state_like_params(state: Any, params: Any) -> Any:
     supports (``jax.experimental.shard_alike``, used before, was removed in
     jax 0.11.2). A state leaf is matched to the parameter whose tree path is
     the longest suffix of the leaf's path (``mu['w']`` -> ``params['w']``)
-    and that has the same shape and a floating or complex dtype. Explicit
+    and that has the same shape (or that shape with one leading axis, a
+    stack of past values) and a floating or complex dtype. Explicit
     axes need none of this: the sharding is in the types and ``zeros_like``
     keeps it.
     """

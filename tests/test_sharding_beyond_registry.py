@@ -146,8 +146,8 @@ def test_sharded_equals_unsharded(name):
                 spec = shardings[key].spec
                 if leaf.shape == params[key].shape:
                     expected = shardings[key]
-                elif axis_type == "Explicit" and leaf.shape[1:] == params[key].shape:
-                    # A memory of past values, stacked (L-BFGS): in the types.
+                elif leaf.shape[1:] == params[key].shape:
+                    # A memory of past values, stacked (L-BFGS).
                     expected = jax.NamedSharding(mesh, jax.P(None, *spec))
                 else:
                     continue
