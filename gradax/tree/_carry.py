@@ -19,8 +19,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._state_guard import state_shapes
-
 _Key = tuple[Any, ...]  # canonical path: positions as int, names as str
 
 # A partition's group labels are the keys under this field. They are left out
@@ -443,6 +441,10 @@ def carry_state(
     init = tx.init if hasattr(tx, "init") else tx
     # Shapes only: nothing is allocated for leaves the old state provides
     # (and init's side effects, such as muon_labels' report, are skipped).
+    # Imported here: gradax.tree is loadable on its own (test_tree checks
+    # that loading it creates no device arrays), without the package.
+    from .._state_guard import state_shapes
+
     template = state_shapes(init, params)
     new_leaves = _leaves(template)
     old_leaves = _leaves(old_state)
