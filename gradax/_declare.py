@@ -40,6 +40,12 @@ import numpy as np
 
 _SPEC = "gradax_hyper"
 _STATIC = "gradax_static"
+_CONVERTER = "gradax_converter"
+
+Converter = Callable[[Any, str], Any]
+"""A field's converter: ``converter(value, name) -> value`` (name: the
+argument's, for error messages). It runs when a user builds the object and in
+``replace``, before the declared range is checked; never on unflatten."""
 
 
 class HyperparameterError(ValueError, TypeError):
@@ -211,6 +217,7 @@ def hyper(
     static: bool = False,
     allow_none: bool | None = None,
     kw_only: bool = False,
+    converter: Converter | None = None,
 ) -> Any:
     """Declare a hyperparameter field and its valid values.
 
@@ -223,6 +230,8 @@ def hyper(
       static: keep the value in the tree definition (it shapes the program).
       allow_none: accept None (default: when the default is None).
       kw_only: a keyword-only argument.
+      converter: brings the user's value to canonical form before the range
+        is checked (see :data:`Converter`).
 
     Returns:
       A dataclass field carrying the declaration.
@@ -234,22 +243,56 @@ def hyper(
         array=numeric_leaf if array is None else array,
         allow_none=(default is None) if allow_none is None else allow_none,
     )
-    metadata = {_SPEC: spec, _STATIC: static}
+    metadata = {_SPEC: spec, _STATIC: static, _CONVERTER: converter}
     return dataclasses.field(default=default, metadata=metadata, kw_only=kw_only)
 
 
-def static_field(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
+def field(
+    default: Any = dataclasses.MISSING,
+    *,
+    static: bool = False,
+    converter: Converter | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A field that is not a declared hyperparameter (a wrapped transformation,
+    a mask), with an optional converter.
+
+    Args:
+      default: the default value (omit for a required argument).
+      static: keep the value in the tree definition instead of the leaves.
+      converter: see :data:`Converter`.
+      **kwargs: passed to :func:`dataclasses.field` (``kw_only``,
+        ``default_factory``, ``repr``).
+
+    Returns:
+      A dataclass field.
+    """
+    metadata = dict(kwargs.pop("metadata", {}), **{_STATIC: static})
+    metadata[_CONVERTER] = converter
+    return dataclasses.field(default=default, metadata=metadata, **kwargs)
+
+
+def static_field(
+    default: Any = dataclasses.MISSING,
+    *,
+    converter: Converter | None = None,
+    **kwargs: Any,
+) -> Any:
     """A dataclass field stored in the tree definition instead of the leaves.
 
     For structure that is not a number: flags, dtypes, masks, callables.
     """
-    metadata = dict(kwargs.pop("metadata", {}), **{_STATIC: True})
-    return dataclasses.field(default=default, metadata=metadata, **kwargs)
+    return field(default, static=True, converter=converter, **kwargs)
 
 
 def is_static(field: dataclasses.Field) -> bool:
     """Whether a field belongs to the tree definition."""
     return bool(field.metadata.get(_STATIC, False))
+
+
+def converter_of(field: dataclasses.Field) -> Converter | None:
+    """The converter a field declares, or None."""
+    return field.metadata.get(_CONVERTER)
 
 
 def spec_of(field: dataclasses.Field) -> Spec | None:

@@ -40,14 +40,15 @@ as ``init, update = tx``.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 
-from ._declare import spec_of, static_field
+from ._declare import field, is_static, spec_of, static_field
 from ._hyper import as_hyperparameter, is_schedule, resolve
 from ._numerics import safe_increment
 from ._pytree import Module
@@ -241,13 +242,14 @@ class GradientTransformation(Module):
                     schedulable.append(f.name)
         cls._schedulable = tuple(schedulable)
 
-    def _convert_fields(self) -> None:
-        for name in self._data_fields:
-            value = getattr(self, name)
-            if is_foreign_transformation(value):
-                object.__setattr__(self, name, Foreign(value))
-            else:
-                object.__setattr__(self, name, as_hyperparameter(value))
+    def _convert_field(self, field: Any, value: Any) -> Any:
+        # A data field holding an optax transformation keeps it wrapped (a
+        # pytree node JAX can flatten); numbers and schedules in canonical form.
+        if is_static(field):
+            return value
+        if is_foreign_transformation(value):
+            return Foreign(value)
+        return as_hyperparameter(value)
 
     # -- optax's (init, update) pair ----------------------------------------
 
@@ -442,7 +444,6 @@ class FunctionTransformation(GradientTransformation):
                 )
         object.__setattr__(self, "init_fn", init)
         object.__setattr__(self, "update_fn", update)
-        self.__post_init__()
 
     def init_state(self, params):
         return self.init_fn(params)
@@ -505,6 +506,35 @@ class Foreign(GradientTransformation):
 
     def update_state(self, updates, state, params=None, **extra_args):
         return call_update_fn(self.tx.update, updates, state, params, extra_args)
+
+
+class TransformationLike(Protocol):
+    """What a combinator accepts as a transformation: gradax's or optax's.
+
+    Any object with optax's ``init`` and ``update``; a combinator's field
+    declared with :func:`transformation_field` holds it as a gradax
+    transformation (an optax one wrapped).
+    """
+
+    @property
+    def init(self) -> Callable[..., Any]:
+        """``init(params) -> state``."""
+        ...
+
+    @property
+    def update(self) -> Callable[..., Any]:
+        """``update(updates, state, params=None, **extra_args)``."""
+        ...
+
+
+def transformation_field(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
+    """A field holding a transformation: an optax one is wrapped on the way in.
+
+    The conversion runs when the object is built and in ``replace``, so
+    ``chain(...).replace(transforms=(optax.scale(1.0),))`` holds the same as
+    ``chain(optax.scale(1.0))``.
+    """
+    return field(default, converter=as_transformation, **kwargs)
 
 
 def as_transformation(value: Any, name: str = "transformation") -> Any:

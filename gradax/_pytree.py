@@ -9,15 +9,19 @@ numbers become leaves that ``jit`` traces and ``grad`` differentiates.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 import warnings
-from typing import Any
+from typing import Any, ClassVar, dataclass_transform
 
 import jax
 import numpy as np
 
 from ._declare import (
     HyperparameterWarning,
+    converter_of,
+    field,
+    hyper,
     is_static,
     spec_of,
     static_field,
@@ -25,7 +29,7 @@ from ._declare import (
     validate,
 )
 
-__all__ = ["Module", "static_field"]
+__all__ = ["Module", "field", "static_field"]
 
 
 def is_tree_function(x: Any) -> bool:
@@ -165,24 +169,34 @@ def _is_gradax_code(frame: Any) -> bool:
     return generated or module == "gradax" or module.startswith("gradax.")
 
 
+def _user_stacklevel() -> int | None:
+    """The ``stacklevel`` of the first caller outside gradax, for a warning.
+
+    None while a gradax object's ``init`` or ``update`` runs: aliases
+    (``adamw``, ``muon``, ``inject_hyperparams``) rebuild their parts there,
+    at every step and inside ``jit``, from values the user was already warned
+    about when building the alias.
+    """
+    frame, level = sys._getframe(1), 1
+    while frame is not None and _is_gradax_code(frame):
+        running = frame.f_code.co_name in ("init", "update")
+        if running and isinstance(frame.f_locals.get("self"), Module):
+            return None
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _warn_at_construction(notes: list[tuple[str, str]]) -> None:
     """One :class:`HyperparameterWarning` for an object a user builds.
 
-    The warning points at the user's line: the first caller outside gradax.
-    It is not issued while a gradax object's ``init`` or ``update`` runs:
-    aliases (``adamw``, ``muon``, ``inject_hyperparams``) rebuild their parts
-    there, at every step and inside ``jit``, from values the user was already
-    warned about when building the alias. The stack is walked only when
+    The warning points at the user's line. The stack is walked only when
     there is something to say, so valid values cost nothing.
     """
     if not notes:
         return
-    frame, level = sys._getframe(), 1
-    while frame is not None and _is_gradax_code(frame):
-        running = frame.f_code.co_name in ("init", "update")
-        if running and isinstance(frame.f_locals.get("self"), Module):
-            return
-        frame, level = frame.f_back, level + 1
+    level = _user_stacklevel()
+    if level is None:
+        return
     # Arguments with the same reason share it: "learning_rate=-0.1,
     # adam_learning_rate=-0.2: a negative learning rate makes ...".
     reasons: dict[str, list[str]] = {}
@@ -192,16 +206,66 @@ def _warn_at_construction(notes: list[tuple[str, str]]) -> None:
     warnings.warn(message, HyperparameterWarning, stacklevel=level)
 
 
-class Module:
+class _ModuleMeta(type):
+    """Finishes every construction in one place, whatever ``__init__`` ran.
+
+    Calling a class runs its ``__init__`` (the dataclass one, or a class's
+    own, as ``chain(*transforms)`` has), then :meth:`Module._finish_init`:
+    field converters, declared ranges, every ``__check_init__``, warnings.
+    JAX's unflatten bypasses the call, so tracers coming out of ``jit`` are
+    never converted or checked.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        obj = super().__call__(*args, **kwargs)
+        if isinstance(obj, Module):
+            obj._finish_init()
+        return obj
+
+    @property
+    def __signature__(cls) -> inspect.Signature:
+        # What calling the class takes: its __init__'s arguments (without
+        # this, ``inspect.signature`` would report ``__call__``'s above).
+        # A property of the metaclass, so instances (callable schedules)
+        # keep their own signature.
+        init = inspect.signature(cls.__init__)
+        return init.replace(parameters=tuple(init.parameters.values())[1:])
+
+
+@dataclass_transform(
+    frozen_default=True,
+    field_specifiers=(dataclasses.field, field, hyper, static_field),
+)
+class Module(metaclass=_ModuleMeta):
     """Base of all gradax objects: a frozen dataclass registered as a pytree.
 
-    Subclasses declare fields with annotations. ``__post_init__`` hooks run only
-    when a user builds the object; JAX rebuilds it from leaves without calling
-    ``__init__``, so validation never sees tracers coming out of ``jit``.
+    Subclasses declare fields with annotations (static tools see the
+    constructor: the class is a ``dataclass_transform``). Three paths build
+    an object, each doing only what applies to it:
+
+    - calling the class: its ``__init__``, then each field's converter (a
+      field declares one with ``field(converter=...)`` or ``hyper(...,
+      converter=...)``), the declared ranges, and ``__check_init__`` of every
+      class in the hierarchy that defines one (base first; a subclass never
+      calls ``super()``);
+    - :meth:`replace`: a copy with the changed fields, then the same
+      conversion and checks;
+    - JAX's unflatten: the leaves set as they are, nothing converted or
+      checked (they may be tracers).
     """
+
+    # A message for a class kept only for compatibility: building one gives
+    # a DeprecationWarning pointing at the user's line.
+    _deprecation: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
+        if "__post_init__" in cls.__dict__ or "_check" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__name__}: gradax modules convert fields with "
+                "field(converter=...) and check them in __check_init__, not "
+                "in __post_init__ or _check"
+            )
         _keep_declarations_of_redefined_fields(cls)
         dataclasses.dataclass(frozen=True, eq=False, repr=False)(cls)
         fields = dataclasses.fields(cls)
@@ -210,6 +274,11 @@ class Module:
         static = tuple(f.name for f in fields if is_static(f))
         cls._data_fields = data
         cls._static_fields = static
+        cls._check_inits = tuple(
+            klass.__dict__["__check_init__"]
+            for klass in reversed(cls.__mro__)
+            if "__check_init__" in klass.__dict__
+        )
         keys = tuple(jax.tree_util.GetAttrKey(name) for name in data)
 
         def flatten_with_keys(obj):
@@ -234,14 +303,36 @@ class Module:
             cls, flatten_with_keys, unflatten, flatten
         )
 
-    def __post_init__(self) -> None:
-        self._convert_fields()
+    def _finish_init(self) -> None:
+        """Convert, validate and check the fields of a newly built object."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            converter = converter_of(f)
+            if converter is not None:
+                value = converter(value, f.name)
+            else:
+                value = self._convert_field(f, value)
+            object.__setattr__(self, f.name, value)
         for f in dataclasses.fields(self):
             spec = spec_of(f)
             if spec is not None:
                 validate(f.name, getattr(self, f.name), spec)
-        self._check()
+        for check in self._check_inits:
+            check(self)
+        if self._deprecation:
+            level = _user_stacklevel()
+            if level is not None:
+                warnings.warn(self._deprecation, DeprecationWarning, stacklevel=level)
         _warn_at_construction(self._unusual_values())
+
+    def _convert_field(self, field: dataclasses.Field, value: Any) -> Any:
+        """The conversion of a field that declares no converter of its own.
+
+        The identity here; a base class sets a policy for all its fields
+        (transformations wrap optax objects found in their data fields).
+        """
+        del field
+        return value
 
     def _unusual_values(self) -> list[tuple[str, str]]:
         """Valid values that are usually a mistake: ``(what, why)`` pairs.
@@ -261,16 +352,6 @@ class Module:
                 notes.append(note)
         return notes
 
-    def _convert_fields(self) -> None:
-        """Bring field values to canonical form before validation (subclasses)."""
-
-    def _check(self) -> None:
-        """Relations between arguments that no single declaration can state.
-
-        Each field's own valid values are declared with the field (see
-        ``gradax._declare.hyper``); only cross-field rules belong here.
-        """
-
     def replace(self, **changes: Any) -> Module:
         """A copy with some fields changed, validated like a new object.
 
@@ -285,7 +366,7 @@ class Module:
                 f"its fields are {sorted(names)}"
             )
         obj = self._with_fields(**changes)
-        obj.__post_init__()
+        obj._finish_init()
         return obj
 
     def _with_fields(self, **values: Any) -> Module:

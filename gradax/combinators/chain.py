@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._protocol import GradientTransformation, as_transformation
-from .._pytree import static_field
+from .._protocol import GradientTransformation, TransformationLike, as_transformation
+from .._pytree import field, static_field
+
+
+def _transformations(value: Any, name: str) -> tuple:
+    """Converter of a sequence of transformations: optax ones are wrapped."""
+    return tuple(as_transformation(tx, f"{name}[{i}]") for i, tx in enumerate(value))
 
 
 class chain(GradientTransformation):
@@ -22,15 +27,12 @@ class chain(GradientTransformation):
       >>> tx = gradax.chain(gradax.clip_by_global_norm(1.0), gradax.adam(1e-3))
     """
 
-    transforms: tuple[GradientTransformation, ...]
+    transforms: tuple[TransformationLike, ...] = field(converter=_transformations)
     _checks_update_shapes = False  # each part checks what it receives
 
-    def __init__(self, *transforms: Any):
-        checked = tuple(
-            as_transformation(tx, f"transforms[{i}]") for i, tx in enumerate(transforms)
-        )
-        object.__setattr__(self, "transforms", checked)
-        self.__post_init__()
+    def __init__(self, *transforms: TransformationLike):
+        # The field's converter wraps optax transformations (here and in replace).
+        object.__setattr__(self, "transforms", transforms)
 
     def __repr__(self) -> str:
         return f"chain({', '.join(repr(tx) for tx in self.transforms)})"
@@ -56,27 +58,29 @@ class named_chain(GradientTransformation):
       *transforms: ``(name, transformation)`` pairs, applied in order.
     """
 
-    names: tuple[str, ...] = static_field()
-    transforms: tuple[GradientTransformation, ...] = ()
+    names: tuple[str, ...] = static_field(converter=lambda v, name: tuple(v))
+    transforms: tuple[TransformationLike, ...] = field((), converter=_transformations)
     _checks_update_shapes = False  # each part checks what it receives
 
-    def __init__(self, *transforms: tuple[str, Any]):
-        names = []
-        checked = []
+    def __init__(self, *transforms: tuple[str, TransformationLike]):
         for i, pair in enumerate(transforms):
             if not (isinstance(pair, tuple) and len(pair) == 2):
                 raise TypeError(
                     f"named_chain argument {i} must be a (name, transformation) "
                     f"pair, got {pair!r}"
                 )
-            name, tx = pair
-            if name in names:
+        object.__setattr__(self, "names", tuple(name for name, _ in transforms))
+        object.__setattr__(self, "transforms", tuple(tx for _, tx in transforms))
+
+    def __check_init__(self) -> None:
+        if len(self.names) != len(self.transforms):
+            raise ValueError(
+                f"named_chain: {len(self.names)} names for "
+                f"{len(self.transforms)} transformations"
+            )
+        for i, name in enumerate(self.names):
+            if name in self.names[:i]:
                 raise ValueError(f"named_chain: the name {name!r} is used twice")
-            names.append(name)
-            checked.append(as_transformation(tx, f"transform {name!r}"))
-        object.__setattr__(self, "names", tuple(names))
-        object.__setattr__(self, "transforms", tuple(checked))
-        self.__post_init__()
 
     def __repr__(self) -> str:
         parts = (

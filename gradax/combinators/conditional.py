@@ -10,7 +10,12 @@ import jax.numpy as jnp
 
 from .._declare import NONNEGATIVE_INT, hyper
 from .._numerics import safe_increment
-from .._protocol import GradientTransformation, as_transformation, zero_count
+from .._protocol import (
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+    zero_count,
+)
 from .._pytree import static_field
 from ._wrapping import all_finite, cond_update
 
@@ -43,13 +48,9 @@ class ConditionallyMaskState(NamedTuple):
 class _Conditional(GradientTransformation):
     """Shared fields and predicate of the two ``conditionally_*`` wrappers."""
 
-    inner: GradientTransformation
+    inner: TransformationLike = transformation_field()
     should_transform_fn: Callable[..., Any] = static_field()
     forward_extra_args: bool = static_field(False)
-
-    def __post_init__(self):
-        object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
-        super().__post_init__()
 
     def _should_transform(self, step: jax.Array, extra_args: dict[str, Any]) -> Any:
         kwargs = extra_args if self.forward_extra_args else {}
@@ -187,13 +188,9 @@ class apply_if_finite(GradientTransformation):
       (Array([0., 0.], dtype=float32), 1)
     """
 
-    inner: GradientTransformation
+    inner: TransformationLike = transformation_field()
     # A count compared with a counter in the state, not a schedule.
     max_consecutive_errors: Any = hyper(valid=NONNEGATIVE_INT, schedule=False)
-
-    def __post_init__(self):
-        object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
-        super().__post_init__()
 
     def init_state(self, params):
         return ApplyIfFiniteState(

@@ -9,7 +9,12 @@ import jax
 import jax.numpy as jnp
 
 from .._declare import POSITIVE_INT, UNIT, hyper
-from .._protocol import GradientTransformation, as_transformation, zero_count
+from .._protocol import (
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+    zero_count,
+)
 from .._pytree import static_field
 from .._treecheck import check_same_structure
 
@@ -89,19 +94,11 @@ class lookahead(GradientTransformation):
       back, 2019 (arXiv:1907.08610).
     """
 
-    fast_optimizer: GradientTransformation
+    fast_optimizer: TransformationLike = transformation_field()
     # A period, not a schedule: the state counts steps modulo it.
     sync_period: Any = hyper(valid=POSITIVE_INT, schedule=False)
     slow_step_size: Any = hyper(valid=UNIT)
     reset_state: bool = static_field(False)
-
-    def __post_init__(self):
-        object.__setattr__(
-            self,
-            "fast_optimizer",
-            as_transformation(self.fast_optimizer, "fast_optimizer"),
-        )
-        super().__post_init__()
 
     def init_state(self, params):
         fast = getattr(params, "fast", None)

@@ -7,8 +7,13 @@ from typing import Any, NamedTuple
 
 import jax
 
-from .._protocol import GradientTransformation, as_transformation
-from .._pytree import is_tree_function, static_field
+from .._protocol import (
+    GradientTransformation,
+    TransformationLike,
+    as_transformation,
+    transformation_field,
+)
+from .._pytree import field, is_tree_function, static_field
 from ..tree._access import is_params_placeholder
 
 
@@ -82,13 +87,9 @@ class masked(GradientTransformation):
 
     _checks_update_shapes = False  # the inner transformation checks
 
-    inner: GradientTransformation
+    inner: TransformationLike = transformation_field()
     mask: Any = static_field()
     mask_compatible_extra_args: bool = static_field(False, kw_only=True)
-
-    def __post_init__(self):
-        object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
-        super().__post_init__()
 
     def _mask_for(self, tree: Any) -> Any:
         return self.mask(tree) if is_tree_function(self.mask) else self.mask
@@ -127,6 +128,19 @@ class PartitionState(NamedTuple):
     inner_states: dict[Hashable, MaskedState]
 
 
+def _transformations_by_label(value: Any, name: str) -> dict:
+    """Converter of ``partition``'s ``transforms``: label -> gradax transformation."""
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"{name} must be a mapping from label to transformation, got "
+            f"{type(value).__name__}"
+        )
+    return {
+        label: as_transformation(tx, f"{name}[{label!r}]")
+        for label, tx in value.items()
+    }
+
+
 class partition(GradientTransformation):
     """Applies a different transformation to each group of parameters.
 
@@ -154,22 +168,11 @@ class partition(GradientTransformation):
 
     _checks_update_shapes = False  # each group's transformation checks
 
-    transforms: dict[Hashable, GradientTransformation]
+    transforms: Mapping[Hashable, TransformationLike] = field(
+        converter=_transformations_by_label
+    )
     param_labels: Any = static_field()
     mask_compatible_extra_args: bool = static_field(False, kw_only=True)
-
-    def __post_init__(self):
-        if not isinstance(self.transforms, Mapping):
-            raise TypeError(
-                "transforms must be a mapping from label to transformation, got "
-                f"{type(self.transforms).__name__}"
-            )
-        checked = {
-            label: as_transformation(tx, f"transforms[{label!r}]")
-            for label, tx in self.transforms.items()
-        }
-        object.__setattr__(self, "transforms", checked)
-        super().__post_init__()
 
     def _labels_for(self, tree: Any) -> Any:
         labels = self.param_labels

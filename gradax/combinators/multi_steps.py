@@ -12,7 +12,12 @@ from .. import tree as gtree
 from .._declare import POSITIVE_INT, hyper
 from .._hyper import resolve
 from .._numerics import abs_sq, safe_increment
-from .._protocol import GradientTransformation, as_transformation, zero_count
+from .._protocol import (
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+    zero_count,
+)
 from .._pytree import static_field
 from ._wrapping import cond_update
 
@@ -163,7 +168,7 @@ class MultiSteps(GradientTransformation):
       (Array([-0.2, -0.3], dtype=float32), True)
     """
 
-    opt: GradientTransformation
+    opt: TransformationLike = transformation_field()
     every_k_schedule: Any = hyper(valid=POSITIVE_INT)
     use_grad_mean: bool = static_field(True)
     should_skip_update_fn: Callable[..., Any] | None = static_field(None)
@@ -171,10 +176,6 @@ class MultiSteps(GradientTransformation):
 
     # every_k_schedule is a function of gradient_step, not of the update count.
     _self_resolved = ("every_k_schedule",)
-
-    def __post_init__(self):
-        object.__setattr__(self, "opt", as_transformation(self.opt, "opt"))
-        super().__post_init__()
 
     @property
     def inner_opt(self) -> GradientTransformation:

@@ -7,7 +7,11 @@ from typing import Any, NamedTuple
 import jax
 
 from .._declare import OneOf, hyper
-from .._protocol import GradientTransformation, as_transformation
+from .._protocol import (
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+)
 
 
 class OffloadedState(NamedTuple):
@@ -76,14 +80,10 @@ class offload_state(GradientTransformation):
       ``optimizer_memory_host_offload``.
     """
 
-    tx: Any
+    tx: TransformationLike = transformation_field()
     memory_kind: str = hyper(
         "pinned_host", OneOf(("pinned_host", "device")), static=True
     )
-
-    def __post_init__(self):
-        object.__setattr__(self, "tx", as_transformation(self.tx, "tx"))
-        super().__post_init__()
 
     def _space(self) -> Any:
         if self.memory_kind == "device":

@@ -9,7 +9,12 @@ import jax.numpy as jnp
 
 from .._declare import DECAY, NONNEGATIVE, NONNEGATIVE_INT, hyper
 from .._numerics import safe_increment
-from .._protocol import GradientTransformation, as_transformation, zero_count
+from .._protocol import (
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+    zero_count,
+)
 from ._wrapping import cond_update
 
 
@@ -85,16 +90,12 @@ class skip_loss_spikes(GradientTransformation):
 
     _required_extra_args = ("value",)
 
-    inner: GradientTransformation
+    inner: TransformationLike = transformation_field()
     # Compared with running statistics kept in the state, so not schedules.
     threshold: Any = hyper(6.0, NONNEGATIVE, schedule=False)
     warmup_steps: Any = hyper(100, NONNEGATIVE_INT, schedule=False)
     decay: Any = hyper(0.99, DECAY, schedule=False)
     max_consecutive_skips: Any = hyper(10, NONNEGATIVE_INT, schedule=False)
-
-    def __post_init__(self):
-        object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
-        super().__post_init__()
 
     def init_state(self, params):
         zero = jnp.zeros([], jnp.float32)

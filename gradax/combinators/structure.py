@@ -12,7 +12,13 @@ import numpy as np
 from .. import tree as gtree
 from .._declare import POSITIVE_INT, hyper
 from .._numerics import safe_increment
-from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
+from .._protocol import (
+    Alias,
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+    zero_count,
+)
 from .._pytree import is_tree_function, static_field
 from .._sharding import ravel, reshape_like
 from .._simple import set_to_zero
@@ -65,11 +71,7 @@ class flatten(GradientTransformation):
       (2, 2)
     """
 
-    inner: GradientTransformation
-
-    def __post_init__(self):
-        object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
-        super().__post_init__()
+    inner: TransformationLike = transformation_field()
 
     def init_state(self, params):
         return self.inner.init(_as_vector(params))
@@ -113,11 +115,7 @@ class freeze(Alias):
       {'a': Array([0., 0.], dtype=float32), 'b': Array([1., 1.], dtype=float32)}
     """
 
-    mask: Any = static_field()
-
-    def __post_init__(self):
-        object.__setattr__(self, "mask", _static_mask(self.mask, "mask"))
-        super().__post_init__()
+    mask: Any = static_field(converter=lambda mask, name: _static_mask(mask, name))
 
     def build(self):
         return masked(set_to_zero(), self.mask)
@@ -169,17 +167,10 @@ class selective_transform(Alias):
       {'a': MaskedNode(), 'b': Array([0., 0.], dtype=float32)}
     """
 
-    optimizer: GradientTransformation
-    freeze_mask: Any = static_field(kw_only=True)
-
-    def __post_init__(self):
-        object.__setattr__(
-            self, "optimizer", as_transformation(self.optimizer, "optimizer")
-        )
-        object.__setattr__(
-            self, "freeze_mask", _static_mask(self.freeze_mask, "freeze_mask")
-        )
-        super().__post_init__()
+    optimizer: TransformationLike = transformation_field()
+    freeze_mask: Any = static_field(
+        kw_only=True, converter=lambda mask, name: _static_mask(mask, name)
+    )
 
     def build(self):
         mask = self.freeze_mask

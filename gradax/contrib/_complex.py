@@ -7,7 +7,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._protocol import GradientTransformation, as_transformation
+from .._protocol import (
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+)
 
 
 class SplitRealAndImaginaryArrays(NamedTuple):
@@ -67,11 +71,7 @@ class split_real_and_imaginary(GradientTransformation):
       Array([-1.+1.j], dtype=complex64)
     """
 
-    inner: Any
-
-    def __post_init__(self):
-        object.__setattr__(self, "inner", as_transformation(self.inner, "inner"))
-        super().__post_init__()
+    inner: TransformationLike = transformation_field()
 
     def init_state(self, params):
         split = jax.tree.map(_split, params)

@@ -18,7 +18,7 @@ from .._declare import (
 )
 from .._numerics import real_dtype
 from .._protocol import Alias, GradientTransformation
-from .._pytree import Module, static_field
+from .._pytree import Module, field, static_field
 from .._simple import identity
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -89,12 +89,9 @@ class scale_by_dog(GradientTransformation):
       eps: added under the square root, >= 0.
     """
 
-    init_step: Any  # a DogInitStep, checked by its own declarations
+    # A DogInitStep, checked by its own declarations.
+    init_step: Any = field(converter=lambda value, name: _as_init_step(value))
     eps: Any = hyper(1e-8, NONNEGATIVE)
-
-    def _convert_fields(self):
-        super()._convert_fields()
-        object.__setattr__(self, "init_step", _as_init_step(self.init_step))
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))
@@ -176,14 +173,12 @@ class dog(Alias):
     """
 
     learning_rate: Any = hyper(1.0, LEARNING_RATE)
-    init_step: Any = ("heuristic", 1e-6)  # made a DogInitStep, which checks it
+    init_step: Any = field(
+        ("heuristic", 1e-6), converter=lambda value, name: _as_init_step(value)
+    )
     eps: Any = hyper(1e-8, NONNEGATIVE)
     weight_decay: Any = hyper(None, NONNEGATIVE)
     mask: Any = static_field(None)
-
-    def _convert_fields(self):
-        super()._convert_fields()
-        object.__setattr__(self, "init_step", _as_init_step(self.init_step))
 
     def build(self):
         return chain(

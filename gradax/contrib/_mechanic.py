@@ -10,7 +10,12 @@ import jax.numpy as jnp
 from .. import tree as gtree
 from .._declare import NONNEGATIVE, POSITIVE, POSITIVE_INT, hyper
 from .._numerics import real_dtype, safe_increment
-from .._protocol import GradientTransformation, as_transformation, zero_count
+from .._protocol import (
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+    zero_count,
+)
 from ._util import require_params
 
 
@@ -72,19 +77,11 @@ class mechanize(GradientTransformation):
       2023 (arXiv:2306.00144).
     """
 
-    base_optimizer: Any
+    base_optimizer: TransformationLike = transformation_field()
     weight_decay: Any = hyper(0.01, NONNEGATIVE)
     eps: Any = hyper(1e-8, NONNEGATIVE)
     s_init: Any = hyper(1e-6, POSITIVE)
     num_betas: int = hyper(6, POSITIVE_INT, static=True)
-
-    def __post_init__(self):
-        object.__setattr__(
-            self,
-            "base_optimizer",
-            as_transformation(self.base_optimizer, "base_optimizer"),
-        )
-        super().__post_init__()
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))

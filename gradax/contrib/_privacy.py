@@ -84,7 +84,7 @@ class differentially_private_aggregate(GradientTransformation):
     key: Any = None
     seed: int | None = hyper(None, Range(integer=True), static=True, kw_only=True)
 
-    def _check(self):
+    def __check_init__(self):
         if self.seed is not None and self.key is not None:
             raise ValueError(
                 "differentially_private_aggregate takes key or seed, not both; "

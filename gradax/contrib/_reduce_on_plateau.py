@@ -90,7 +90,7 @@ class reduce_on_plateau(GradientTransformation):
     accumulation_size: Any = hyper(1, POSITIVE_INT)
     min_scale: Any = hyper(0.0, UNIT)
 
-    def _check(self):
+    def __check_init__(self):
         rtol, atol = _known(self.rtol), _known(self.atol)
         if rtol is not None and atol is not None and not (rtol > 0 or atol > 0):
             raise ValueError(

@@ -10,7 +10,12 @@ import jax.numpy as jnp
 
 from .. import tree as gtree
 from .._declare import POSITIVE_INT, hyper
-from .._protocol import EmptyState, GradientTransformation, as_transformation
+from .._protocol import (
+    EmptyState,
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+)
 from .._pytree import static_field
 from .._updates import apply_updates
 
@@ -117,23 +122,12 @@ class sam(GradientTransformation):
       Generalization, ICLR 2021 (arXiv:2010.01412).
     """
 
-    optimizer: Any
-    adv_optimizer: Any
+    optimizer: TransformationLike = transformation_field()
+    adv_optimizer: TransformationLike = transformation_field()
     sync_period: int = hyper(2, POSITIVE_INT, static=True)
     reset_state: bool = static_field(True)
     opaque_mode: bool = static_field(False)
     batch_axis_name: str | None = static_field(None)
-
-    def __post_init__(self):
-        object.__setattr__(
-            self, "optimizer", as_transformation(self.optimizer, "optimizer")
-        )
-        object.__setattr__(
-            self,
-            "adv_optimizer",
-            as_transformation(self.adv_optimizer, "adv_optimizer"),
-        )
-        super().__post_init__()
 
     def init_state(self, params):
         return SAMState(

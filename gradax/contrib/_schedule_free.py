@@ -11,7 +11,13 @@ from .. import tree as gtree
 from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, NONNEGATIVE_INT, Range, hyper
 from .._hyper import resolve
 from .._numerics import canonical_dtype, real_dtype, safe_increment
-from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
+from .._protocol import (
+    Alias,
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+    zero_count,
+)
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..optimizers.sgd import sgd
@@ -85,21 +91,13 @@ class schedule_free(GradientTransformation):
       (arXiv:2405.15682).
     """
 
-    base_optimizer: Any
+    base_optimizer: TransformationLike = transformation_field()
     learning_rate: Any = hyper(valid=LEARNING_RATE)
     b1: Any = hyper(0.9, Range(0.0, 1.0, low_open=True))
     weight_lr_power: Any = hyper(2.0, NONNEGATIVE)
     state_dtype: Any = static_field(None)
 
     _self_resolved = ("learning_rate",)
-
-    def __post_init__(self):
-        object.__setattr__(
-            self,
-            "base_optimizer",
-            as_transformation(self.base_optimizer, "base_optimizer"),
-        )
-        super().__post_init__()
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))

@@ -18,7 +18,13 @@ from .._declare import (
     hyper,
 )
 from .._numerics import canonical_dtype, safe_increment
-from .._protocol import Alias, GradientTransformation, as_transformation, zero_count
+from .._protocol import (
+    Alias,
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+    zero_count,
+)
 from .._pytree import static_field
 from .._state_guard import match_state
 from ..combinators.chain import chain
@@ -124,18 +130,12 @@ class scale_by_sophia(GradientTransformation):
     gamma: Any = hyper(0.01, NONNEGATIVE)
     clip_threshold: Any = hyper(1.0, _CLIP_THRESHOLD, allow_none=True)
     update_interval: int = hyper(10, POSITIVE_INT, static=True)
-    hessian_diagonal_fn: Any = hutchinson_estimator_diag_hessian()
+    hessian_diagonal_fn: TransformationLike = transformation_field(
+        hutchinson_estimator_diag_hessian()
+    )
     mu_dtype: Any = static_field(None)
     verbose: bool = static_field(False)
     print_win_rate_every_n_steps: int = hyper(0, NONNEGATIVE_INT, static=True)
-
-    def __post_init__(self):
-        object.__setattr__(
-            self,
-            "hessian_diagonal_fn",
-            as_transformation(self.hessian_diagonal_fn, "hessian_diagonal_fn"),
-        )
-        super().__post_init__()
 
     def init_state(self, params):
         return SophiaState(
@@ -255,18 +255,12 @@ class sophia(Alias):
     gamma: Any = hyper(0.01, NONNEGATIVE)
     clip_threshold: Any = hyper(1.0, _CLIP_THRESHOLD, allow_none=True)
     update_interval: int = hyper(10, POSITIVE_INT, static=True)
-    hessian_diagonal_fn: Any = hutchinson_estimator_diag_hessian()
+    hessian_diagonal_fn: TransformationLike = transformation_field(
+        hutchinson_estimator_diag_hessian()
+    )
     mu_dtype: Any = static_field(None)
     verbose: bool = static_field(False)
     print_win_rate_every_n_steps: int = hyper(0, NONNEGATIVE_INT, static=True)
-
-    def __post_init__(self):
-        object.__setattr__(
-            self,
-            "hessian_diagonal_fn",
-            as_transformation(self.hessian_diagonal_fn, "hessian_diagonal_fn"),
-        )
-        super().__post_init__()
 
     def build(self):
         return chain(

@@ -57,7 +57,7 @@ class noisy_sgd(Alias):
     key: Any = None
     seed: int | None = hyper(None, Range(integer=True), static=True, kw_only=True)
 
-    def _check(self):
+    def __check_init__(self):
         if self.seed is not None and self.key is not None:
             raise ValueError("noisy_sgd: give key or seed, not both")
 

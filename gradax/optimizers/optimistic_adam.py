@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from .._declare import ANY, DECAY, LEARNING_RATE, NONNEGATIVE, hyper
@@ -69,14 +68,10 @@ class optimistic_adam(Alias):
     mu_dtype: Any = static_field(None)
     nesterov: bool = static_field(True, kw_only=True)
 
-    def __post_init__(self) -> None:
-        # As in optax: this version is kept for compatibility only.
-        warnings.warn(
-            "`optimistic_adam` is deprecated, please use `optimistic_adam_v2` instead.",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        super().__post_init__()
+    # As in optax: this version is kept for compatibility only.
+    _deprecation = (
+        "`optimistic_adam` is deprecated, please use `optimistic_adam_v2` instead."
+    )
 
     def build(self):
         optimism = self.learning_rate if self.optimism is None else self.optimism

@@ -69,7 +69,7 @@ class rmsprop(Alias):
     nesterov: bool = static_field(False)
     bias_correction: bool = static_field(False)
 
-    def _check(self):
+    def __check_init__(self):
         check_rms_decay(self)  # decay < 1 with bias_correction
 
     def build(self):

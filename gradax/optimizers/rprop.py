@@ -71,7 +71,7 @@ class scale_by_rprop(GradientTransformation):
     min_step_size: Any = hyper(1e-6, NONNEGATIVE)
     max_step_size: Any = hyper(50.0, _MAX_STEP_SIZE)
 
-    def _check(self):
+    def __check_init__(self):
         _check_rprop(self)
 
     def init_state(self, params):
@@ -167,7 +167,7 @@ class rprop(Alias):
     min_step_size: Any = hyper(1e-6, NONNEGATIVE)
     max_step_size: Any = hyper(50.0, _MAX_STEP_SIZE)
 
-    def _check(self):
+    def __check_init__(self):
         _check_rprop(self)
 
     def build(self):

@@ -26,8 +26,10 @@ from .._protocol import (
     Alias,
     EmptyState,
     GradientTransformation,
+    TransformationLike,
     as_transformation,
 )
+from .._pytree import field
 from ..combinators.chain import chain
 from ..combinators.masked import partition
 from ..optimizers.adam import adamw
@@ -36,6 +38,11 @@ from ..transforms.scaling import scale_by_learning_rate
 from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALING, shape_scale
 from .routing import quiet_report, warn_about_embeddings
+
+
+def _optional_transformation(value: Any, name: str) -> Any:
+    """Converter of ``adam=``: None, or a transformation (optax ones wrapped)."""
+    return None if value is None else as_transformation(value, name)
 
 
 class scale_by_shape(GradientTransformation):
@@ -160,15 +167,11 @@ class MuonGroups(Alias):
     muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
     cautious_weight_decay: bool = static_field(False, kw_only=True)
     # A child of the pytree: its learning rate and other numbers are leaves.
-    adam: Any = dataclasses.field(default=None, kw_only=True)
+    adam: TransformationLike | None = field(
+        None, kw_only=True, converter=_optional_transformation
+    )
 
-    def _convert_fields(self) -> None:
-        super()._convert_fields()
-        if self.adam is not None:
-            object.__setattr__(self, "adam", as_transformation(self.adam, "adam"))
-
-    def _check(self) -> None:
-        super()._check()
+    def __check_init__(self) -> None:
         if self.adam is None:
             return
         defaults = {f.name: f.default for f in dataclasses.fields(self)}

@@ -77,8 +77,7 @@ class NewtonSchulzOptions(Module):
         kw_only=True,
     )
 
-    def _check(self):
-        super()._check()
+    def __check_init__(self):
         check_coefficient_rows(self.ns_coeffs, self.ns_steps)
 
     def newton_schulz_options(self) -> dict[str, Any]:

@@ -115,8 +115,7 @@ class scale_by_scion(GradientTransformation):
     weight_dimension_numbers: Any = static_field(None, kw_only=True)
     mu_dtype: Any = static_field(None, kw_only=True)
 
-    def _check(self):
-        super()._check()
+    def __check_init__(self):
         check_coefficient_rows(self.ns_coeffs, self.ns_steps)
         if isinstance(self.lmo, str) and self.lmo not in LMOS:
             raise ValueError(f"lmo must be one of {LMOS}, got {self.lmo!r}")
@@ -285,8 +284,7 @@ class scion(Alias):
     weight_dimension_numbers: Any = static_field(None, kw_only=True)
     mu_dtype: Any = static_field(None, kw_only=True)
 
-    def _check(self):
-        super()._check()
+    def __check_init__(self):
         lr = self.learning_rate
         if not self.unconstrained and isinstance(lr, (int, float)) and lr > 1:
             raise ValueError(

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._declare import Range, spec_of
+from .._declare import Range, is_static, spec_of
 from .._hyper import Schedule
 
 logger = logging.getLogger("gradax.schedules")
@@ -79,17 +79,15 @@ class ScheduleBase(Schedule):
     numbers when a caller has turned on strict promotion.
     """
 
-    def _convert_fields(self) -> None:
-        super()._convert_fields()
-        for name in self._static_fields:
-            spec = spec_of(self.__dataclass_fields__[name])
-            if spec is None or not isinstance(spec.valid, Range):
-                continue
-            value = canonical_step(name, getattr(self, name))
-            # A whole float (``1e4``, which optax accepts) counts as that step.
-            if spec.valid.integer and isinstance(value, float) and value.is_integer():
-                value = int(value)
-            object.__setattr__(self, name, value)
+    def _convert_field(self, field: Any, value: Any) -> Any:
+        spec = spec_of(field)
+        if not is_static(field) or spec is None or not isinstance(spec.valid, Range):
+            return value
+        value = canonical_step(field.name, value)
+        # A whole float (``1e4``, which optax accepts) counts as that step.
+        if spec.valid.integer and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return value
 
     def __call__(self, count: Any) -> Any:
         with jax.numpy_dtype_promotion("standard"):

@@ -17,7 +17,7 @@ from .._declare import (
     hyper,
     validate,
 )
-from .._pytree import static_field
+from .._pytree import field, static_field
 from ._util import (
     ScheduleBase,
     concrete_scalar,
@@ -167,6 +167,13 @@ def boundaries_dict(name: str, mapping: Any) -> dict | None:
 _SCALE = Spec(NONNEGATIVE, schedule=False, array=True, allow_none=False)
 
 
+def scales_by_step(mapping: Any, name: str) -> dict | None:
+    """Converter of a ``{step: scale}`` argument: sorted, checked, plain keys."""
+    pairs = boundaries_dict(name, mapping)
+    validate_scales(name, pairs)
+    return pairs
+
+
 def validate_scales(name: str, mapping: dict | None) -> None:
     """Each factor of ``mapping`` must be >= 0 (as optax requires)."""
     for step, scale in (mapping or {}).items():
@@ -243,7 +250,7 @@ class polynomial_schedule(ScheduleBase):
     transition_steps: int = hyper(valid=ANY_STEP, static=True)
     transition_begin: int = hyper(0, ANY_STEP, static=True)
 
-    def _check(self):
+    def __check_init__(self):
         # Accepted, as in optax, with a note on how they are read.
         _note_polynomial_fallbacks(self.transition_steps, self.transition_begin)
 
@@ -298,7 +305,7 @@ class linear_schedule(ScheduleBase):
     transition_steps: int = hyper(valid=ANY_STEP, static=True)
     transition_begin: int = hyper(0, ANY_STEP, static=True)
 
-    def _check(self):
+    def __check_init__(self):
         # Accepted, as in optax, with a note on how they are read.
         _note_polynomial_fallbacks(self.transition_steps, self.transition_begin)
 
@@ -364,13 +371,9 @@ class piecewise_constant_schedule(ScheduleBase):
     """
 
     init_value: Any = hyper(valid=ANY, schedule=False)
-    boundaries_and_scales: dict[int, float] | None = None
-
-    def __post_init__(self):
-        pairs = boundaries_dict("boundaries_and_scales", self.boundaries_and_scales)
-        validate_scales("boundaries_and_scales", pairs)
-        object.__setattr__(self, "boundaries_and_scales", pairs)
-        super().__post_init__()
+    boundaries_and_scales: dict[int, float] | None = field(
+        None, converter=scales_by_step
+    )
 
     def _evaluate(self, count):
         value = self.init_value
@@ -431,13 +434,9 @@ class piecewise_interpolate_schedule(ScheduleBase):
 
     interpolate_type: str = hyper(valid=OneOf(("linear", "cosine")), static=True)
     init_value: Any = hyper(valid=ANY, schedule=False)
-    boundaries_and_scales: dict[int, float] | None = None
-
-    def __post_init__(self):
-        pairs = boundaries_dict("boundaries_and_scales", self.boundaries_and_scales)
-        validate_scales("boundaries_and_scales", pairs)
-        object.__setattr__(self, "boundaries_and_scales", pairs)
-        super().__post_init__()
+    boundaries_and_scales: dict[int, float] | None = field(
+        None, converter=scales_by_step
+    )
 
     def _evaluate(self, count):
         pairs = self.boundaries_and_scales or {}
@@ -502,7 +501,7 @@ class exponential_decay(ScheduleBase):
     staircase: bool = static_field(False)
     end_value: Any = hyper(None, ANY, schedule=False)
 
-    def _check(self):
+    def __check_init__(self):
         # Accepted, as in optax, with a note on how they are read.
         if self.transition_steps <= 0:
             logger.info(

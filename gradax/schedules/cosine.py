@@ -8,6 +8,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from .._declare import ANY, NONNEGATIVE, NONNEGATIVE_INT, POSITIVE_INT, hyper
+from .._pytree import field
 from ._util import (
     ScheduleBase,
     concrete_scalar,
@@ -141,7 +142,7 @@ class warmup_cosine_decay_schedule(ScheduleBase):
     end_value: Any = hyper(0.0, ANY, schedule=False)
     exponent: Any = hyper(1.0, NONNEGATIVE, schedule=False)
 
-    def _check(self):
+    def __check_init__(self):
         if not self.decay_steps - self.warmup_steps > 0:
             raise ValueError(
                 "decay_steps must be greater than warmup_steps (it counts the "
@@ -185,6 +186,27 @@ class warmup_cosine_decay_schedule(ScheduleBase):
         return low, high
 
 
+def _as_cycles(value: Any, name: str) -> tuple:
+    """Converter of ``cosine_kwargs``: a tuple of warmup-cosine schedules."""
+    if isinstance(value, Mapping) or not isinstance(value, Iterable):
+        raise ValueError(
+            f"{name} must be a sequence of dicts of arguments of "
+            f"warmup_cosine_decay_schedule, got {value!r}"
+        )
+    cycles = []
+    for i, kwargs in enumerate(value):
+        if isinstance(kwargs, warmup_cosine_decay_schedule):
+            cycles.append(kwargs)
+        elif isinstance(kwargs, Mapping):
+            cycles.append(warmup_cosine_decay_schedule(**kwargs))
+        else:
+            raise ValueError(
+                f"{name}[{i}] must be a dict of arguments of "
+                f"warmup_cosine_decay_schedule, got {kwargs!r}"
+            )
+    return tuple(cycles)
+
+
 class sgdr_schedule(ScheduleBase):
     """Cosine decay with warm restarts: cycles of warmup and cosine decay.
 
@@ -213,31 +235,11 @@ class sgdr_schedule(ScheduleBase):
       Restarts, 2017 (arXiv:1608.03983).
     """
 
-    cosine_kwargs: tuple[warmup_cosine_decay_schedule, ...]
+    cosine_kwargs: tuple[warmup_cosine_decay_schedule, ...] = field(
+        converter=_as_cycles
+    )
 
-    def __init__(self, cosine_kwargs: Iterable[Mapping[str, Any]]):
-        if isinstance(cosine_kwargs, Mapping) or not isinstance(
-            cosine_kwargs, Iterable
-        ):
-            raise ValueError(
-                "cosine_kwargs must be a sequence of dicts of arguments of "
-                f"warmup_cosine_decay_schedule, got {cosine_kwargs!r}"
-            )
-        cycles = []
-        for i, kwargs in enumerate(cosine_kwargs):
-            if isinstance(kwargs, warmup_cosine_decay_schedule):
-                cycles.append(kwargs)
-            elif isinstance(kwargs, Mapping):
-                cycles.append(warmup_cosine_decay_schedule(**kwargs))
-            else:
-                raise ValueError(
-                    f"cosine_kwargs[{i}] must be a dict of arguments of "
-                    f"warmup_cosine_decay_schedule, got {kwargs!r}"
-                )
-        object.__setattr__(self, "cosine_kwargs", tuple(cycles))
-        self.__post_init__()
-
-    def _check(self):
+    def __check_init__(self):
         if not self.cosine_kwargs:
             raise ValueError("cosine_kwargs must hold at least one cycle, got none")
 

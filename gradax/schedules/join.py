@@ -7,7 +7,7 @@ from typing import Any
 
 from .._declare import ANY, NONNEGATIVE, NONNEGATIVE_INT, hyper
 from .._hyper import Schedule, as_hyperparameter
-from .._pytree import static_field
+from .._pytree import field, static_field
 from ._util import ScheduleBase, hull, hull_of_bounds, join, known_numbers, step_number
 from .basic import (
     ANY_STEP,
@@ -16,6 +16,27 @@ from .basic import (
     polynomial_bounds,
     polynomial_value,
 )
+
+
+def _as_schedules(value: Any, name: str) -> tuple:
+    """Converter of ``schedules``: a tuple of schedules (gradax ones kept as trees)."""
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise ValueError(f"{name} must be a sequence of schedules, got {value!r}")
+    schedules = tuple(as_hyperparameter(s) for s in value)
+    for i, schedule in enumerate(schedules):
+        if not isinstance(schedule, Schedule):
+            raise ValueError(
+                f"{name}[{i}] must be a schedule (a callable of the step "
+                f"count), got {schedule!r}"
+            )
+    return schedules
+
+
+def _as_steps(value: Any, name: str) -> tuple:
+    """Converter of ``boundaries``: a tuple of plain step numbers."""
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise ValueError(f"{name} must be a sequence of steps, got {value!r}")
+    return tuple(step_number(f"{name}[{i}]", b) for i, b in enumerate(value))
 
 
 class join_schedules(ScheduleBase):
@@ -47,35 +68,10 @@ class join_schedules(ScheduleBase):
       [0.0, 0.5, 1.0, 1.0]
     """
 
-    schedules: Sequence[Callable[[Any], Any]]
-    boundaries: Sequence[int] = static_field()
+    schedules: Sequence[Callable[[Any], Any]] = field(converter=_as_schedules)
+    boundaries: Sequence[int] = static_field(converter=_as_steps)
 
-    def __post_init__(self):
-        if not isinstance(self.schedules, Sequence) or isinstance(self.schedules, str):
-            raise ValueError(
-                f"schedules must be a sequence of schedules, got {self.schedules!r}"
-            )
-        if not isinstance(self.boundaries, Sequence) or isinstance(
-            self.boundaries, str
-        ):
-            raise ValueError(
-                f"boundaries must be a sequence of steps, got {self.boundaries!r}"
-            )
-        schedules = tuple(as_hyperparameter(s) for s in self.schedules)
-        for i, schedule in enumerate(schedules):
-            if not isinstance(schedule, Schedule):
-                raise ValueError(
-                    f"schedules[{i}] must be a schedule (a callable of the step "
-                    f"count), got {schedule!r}"
-                )
-        boundaries = tuple(
-            step_number(f"boundaries[{i}]", b) for i, b in enumerate(self.boundaries)
-        )
-        object.__setattr__(self, "schedules", schedules)
-        object.__setattr__(self, "boundaries", boundaries)
-        super().__post_init__()
-
-    def _check(self):
+    def __check_init__(self):
         if not self.schedules:
             raise ValueError("schedules must hold at least one schedule, got none")
         if len(self.boundaries) != len(self.schedules) - 1:

@@ -87,7 +87,7 @@ class warmup_stable_decay_schedule(ScheduleBase):
     def _decay_steps(self) -> int:
         return decay_steps_of(self.total_steps, self.decay_fraction)
 
-    def _check(self):
+    def __check_init__(self):
         decay = self._decay_steps()
         if self.warmup_steps + decay > self.total_steps:
             raise ValueError(

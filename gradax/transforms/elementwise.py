@@ -70,7 +70,7 @@ class add_noise(GradientTransformation):
     # Any integer: jax.random.key takes negative seeds too.
     seed: int | None = hyper(None, Range(integer=True), static=True, kw_only=True)
 
-    def _check(self):
+    def __check_init__(self):
         if self.seed is not None and self.key is not None:
             raise ValueError("add_noise: give key or seed, not both")
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from .._declare import UNIT, hyper
 from .._protocol import Alias, EmptyState, GradientTransformation, as_transformation
-from .._pytree import static_field
+from .._pytree import field, static_field
 from ..combinators.chain import chain
 from .momentum import ema
 
@@ -97,6 +97,15 @@ class MonitorState(NamedTuple):
     measure_states: tuple[Any, ...]  # the measures' own states, in given order
 
 
+def _as_measures(value: Any, name: str) -> dict[str, GradientTransformation]:
+    """Converter of ``measures``: name -> transformation that measures."""
+    if not isinstance(value, dict):
+        raise TypeError(
+            f"{name} must be a dict of name to measure, got {type(value).__name__}"
+        )
+    return {k: _as_measure(k, m) for k, m in value.items()}
+
+
 def _as_measure(name: str, measure: Any) -> GradientTransformation:
     if isinstance(measure, GradientTransformation):
         return measure
@@ -143,19 +152,20 @@ class monitor(GradientTransformation):
       Array(5., dtype=float32)
     """
 
-    measures: dict[str, Any]
+    measures: dict[str, Any] = field(converter=_as_measures)
+    # The user's order of the measures (a dict's leaves come back sorted
+    # from JAX's unflatten); set from ``measures`` in ``__init__``.
     names: tuple[str, ...] = static_field(init=False, repr=False)
 
-    def __post_init__(self):
-        if not isinstance(self.measures, dict):
-            raise TypeError(
-                f"measures must be a dict of name to measure, got "
-                f"{type(self.measures).__name__}"
-            )
-        converted = {k: _as_measure(k, m) for k, m in self.measures.items()}
-        object.__setattr__(self, "measures", converted)
-        object.__setattr__(self, "names", tuple(converted))
-        super().__post_init__()
+    def __init__(self, measures: dict[str, Any]):
+        object.__setattr__(self, "measures", measures)
+        object.__setattr__(self, "names", tuple(measures))
+
+    def replace(self, **changes: Any) -> monitor:
+        """A copy with new ``measures`` (their order is the new dict's)."""
+        if "names" in changes:
+            raise TypeError("monitor.replace: names follow measures; give measures")
+        return monitor(changes.pop("measures", self.measures), **changes)
 
     def init_state(self, params):
         states = tuple(self.measures[name].init(params) for name in self.names)

@@ -136,7 +136,7 @@ class scale_by_rms(GradientTransformation):
     eps_in_sqrt: bool = static_field(True)
     bias_correction: bool = static_field(False)
 
-    def _check(self):
+    def __check_init__(self):
         check_rms_decay(self)
 
     def init_state(self, params):
@@ -181,7 +181,7 @@ class scale_by_stddev(GradientTransformation):
     eps_in_sqrt: bool = static_field(True)
     bias_correction: bool = static_field(False)
 
-    def _check(self):
+    def __check_init__(self):
         check_rms_decay(self)
 
     def init_state(self, params):

@@ -1,0 +1,99 @@
+"""What the precision wrappers share: which leaves they act on, and the
+float32 view of 16-bit parameters that their inner transformations see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..combinators.masked import MaskedNode
+
+HALF_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+
+
+def is_half(x: Any) -> bool:
+    """Whether ``x`` is a bfloat16 or float16 array (or abstract array)."""
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and jnp.dtype(dtype) in HALF_DTYPES
+
+
+def widen(tree: Any, params: Any) -> Any:
+    """``tree`` with each leaf where ``params`` is 16-bit cast to float32.
+
+    Widening a 16-bit value to float32 is exact; a leaf already as wide (a
+    float32 gradient) is left alone, and so is every leaf of a parameter
+    that is not 16-bit.
+    """
+
+    def one(x: Any, p: Any) -> Any:
+        if x is None or not is_half(p):
+            return x
+        dtype = jnp.dtype(getattr(x, "dtype", jnp.float32))
+        if jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize >= 4:
+            return x
+        return jnp.asarray(x).astype(jnp.float32)
+
+    return jax.tree.map(one, tree, params, is_leaf=lambda x: x is None)
+
+
+def require_params(params: Any, owner: str) -> None:
+    """Refuse ``params=None``: the wrappers read the parameters they change."""
+    if params is None:
+        raise ValueError(
+            f"{owner}.update needs the parameters: call "
+            "update(grads, state, params) (params=None was given)"
+        )
+
+
+def bits_to_float(bits: jax.Array) -> jax.Array:
+    """The float32 whose IEEE bits are the uint32 ``bits``."""
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def float_to_bits(x: jax.Array) -> jax.Array:
+    """The IEEE bits of the float32 ``x``, as uint32."""
+    return jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.uint32)
+
+
+def step_to(new: jax.Array, old: jax.Array) -> jax.Array:
+    """The float32 update that ``apply_updates`` turns from ``old`` into ``new``.
+
+    ``old`` and ``new`` are 16-bit values. ``apply_updates`` computes
+    ``(old + u).astype(old.dtype)``, the sum in float32. With
+    ``u = float32(new) - float32(old)`` rounded to float32 the result is
+    ``new`` exactly whenever ``new`` is zero or
+    ``|new| >= 2**-15 * |old|`` (see master_weights' documentation for
+    the derivation); both are 16-bit, so the difference needs at most
+    ``8 + 16`` significant bits when the exponents differ by at most 15.
+    """
+    return new.astype(jnp.float32) - old.astype(jnp.float32)
+
+
+def placeholder() -> Any:
+    """The state node kept for a leaf the wrapper passes through.
+
+    An empty node rather than a zero-size array: orbax refuses to save
+    arrays with no elements.
+    """
+    return MaskedNode()
+
+
+def refuse_float16(params: Any, owner: str) -> None:
+    """Raise for float16 leaves, naming each path."""
+    paths = [
+        jax.tree_util.keystr(path) or "<root>"
+        for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]
+        if jnp.dtype(getattr(leaf, "dtype", np.float32)) == jnp.float16
+    ]
+    if paths:
+        raise ValueError(
+            f"{owner}: params must be bfloat16 (or float32 and wider, passed "
+            f"through), got float16 at {', '.join(paths)}. A float32 master "
+            "is not a float16 value plus 16 bits (float16 keeps 11 significant "
+            "bits and 5 exponent bits), so no 16-bit residual makes it exact; "
+            "cast these parameters to bfloat16, or use "
+            "gradax.stochastic_rounding for float16."
+        )

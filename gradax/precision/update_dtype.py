@@ -1,0 +1,114 @@
+"""Choosing the dtype of the updates: the gradients', the parameters', or both."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .._declare import OneOf, hyper
+from .._protocol import (
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+)
+from ._common import require_params
+
+TARGETS = ("grads", "params", "promote")
+
+
+def _target(grad_dtype: Any, param_dtype: Any, to: str) -> Any:
+    if to == "grads":
+        return grad_dtype
+    if to == "params":
+        return param_dtype
+    return jnp.promote_types(grad_dtype, param_dtype)
+
+
+class cast_updates(GradientTransformation):
+    r"""Gives a transformation's updates the gradients' or the parameters' dtype.
+
+    For each leaf with gradient dtype :math:`d_g` and parameter dtype
+    :math:`d_p` the updates come out in
+
+    - ``to="grads"``: :math:`d_g`, what every gradax transformation gives
+      by itself (and optax where the gradients and parameters share a dtype,
+      or for bfloat16 parameters with float32 gradients);
+    - ``to="params"``: :math:`d_p`, so ``apply_updates`` adds in the
+      parameters' precision and a ``MultiSteps`` or ``lax.cond`` around the
+      step sees one dtype;
+    - ``to="promote"``: :math:`\mathrm{promote}(d_g, d_p)`, what optax's
+      stateful optimizers give when the two differ (their moments take the
+      parameters' dtype and promote the gradients), e.g. float32 updates
+      for float32 parameters with bfloat16 gradients (optax #1098, #1552).
+
+    Gradients are widened exactly to :math:`\mathrm{promote}(d_g, d_t)`
+    (:math:`d_t` the target) before the inner transformation sees them, so
+    it computes in the wider dtype, and its updates are then cast to
+    :math:`d_t` (a narrowing cast rounds once, to nearest). This must be
+    the outermost transformation: a ``chain`` around it casts updates back
+    to the gradients' dtype.
+
+    Args:
+      tx: the transformation (gradax or optax).
+      to: ``"grads"``, ``"params"`` or ``"promote"``.
+
+    Returns:
+      A transformation with ``tx``'s state (unchanged: no node is added).
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.cast_updates(gradax.adam(1e-3), to="params")
+      >>> params = jnp.ones(2, jnp.float32)
+      >>> grads = jnp.ones(2, jnp.bfloat16)
+      >>> tx.update(grads, tx.init(params), params)[0].dtype
+      dtype('float32')
+
+    References:
+      optax issues #1098 ("Updates dtype do not need to match params dtype
+      but only grads dtype") and #1552; optax pull request #1687 (closed
+      unmerged).
+    """
+
+    tx: TransformationLike = transformation_field()
+    to: str = hyper("grads", OneOf(TARGETS), static=True, kw_only=True)
+
+    def update(self, updates, state, params=None, **extra_args):
+        """Transform ``updates``, returned in the dtypes ``to`` names."""
+        if self.to == "grads":
+            return super().update(updates, state, params, **extra_args)
+        require_params(params, f'cast_updates(to="{self.to}")')
+
+        def dtype_of(x: Any) -> Any:
+            return jnp.result_type(x)
+
+        def widen(g: Any, p: Any) -> Any:
+            if g is None or p is None:
+                return g
+            want = jnp.promote_types(
+                dtype_of(g), _target(dtype_of(g), dtype_of(p), self.to)
+            )
+            return g if dtype_of(g) == want else jnp.asarray(g).astype(want)
+
+        targets = jax.tree.map(
+            lambda g, p: None if g is None else _target(dtype_of(g), dtype_of(p), self.to),
+            updates,
+            params,
+            is_leaf=lambda x: x is None,
+        )
+        wide = jax.tree.map(widen, updates, params, is_leaf=lambda x: x is None)
+        new_updates, new_state = super().update(wide, state, params, **extra_args)
+        cast = jax.tree.map(
+            lambda u, d: u if u is None or d is None else jnp.asarray(u).astype(d),
+            new_updates,
+            targets,
+            is_leaf=lambda x: x is None,
+        )
+        return cast, new_state
+
+    def init_state(self, params):
+        return self.tx.init(params)
+
+    def update_state(self, updates, state, params=None, **extra_args):
+        return self.tx.update(updates, state, params, **extra_args)
