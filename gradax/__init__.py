@@ -90,11 +90,6 @@ from .combinators.multi_steps import skip_large_updates as skip_large_updates
 from .combinators.multi_steps import skip_not_finite as skip_not_finite
 from .combinators.offload import OffloadedState as OffloadedState
 from .combinators.offload import offload_state as offload_state
-from .precision.master import MasterWeightsState as MasterWeightsState
-from .precision.master import master_weights as master_weights
-from .precision.rounding import StochasticRoundingState as StochasticRoundingState
-from .precision.rounding import stochastic_rounding as stochastic_rounding
-from .precision.update_dtype import cast_updates as cast_updates
 from .combinators.spikes import SkipLossSpikesState as SkipLossSpikesState
 from .combinators.spikes import skip_loss_spikes as skip_loss_spikes
 from .combinators.structure import ApplyEvery as ApplyEvery
@@ -299,6 +294,11 @@ from .orthogonal.scion import ScionState as ScionState
 from .orthogonal.scion import scale_by_scion as scale_by_scion
 from .orthogonal.scion import scion as scion
 from .orthogonal.scion import scion_lmos as scion_lmos
+from .precision.master import MasterWeightsState as MasterWeightsState
+from .precision.master import master_weights as master_weights
+from .precision.rounding import StochasticRoundingState as StochasticRoundingState
+from .precision.rounding import stochastic_rounding as stochastic_rounding
+from .precision.update_dtype import cast_updates as cast_updates
 from .schedules import constant_schedule as constant_schedule
 from .schedules import cosine_decay_schedule as cosine_decay_schedule
 from .schedules import cosine_onecycle_schedule as cosine_onecycle_schedule

@@ -1,7 +1,7 @@
 """Declared hyperparameters: each field states its valid values once.
 
-A field written ``b1: float = hyper(0.9, DECAY)`` is a numeric hyperparameter
-whose values must lie in ``[0, 1)``. :class:`gradax.Module` validates every
+A field written ``b1: float = hyper(default=0.9, valid=DECAY)`` is a numeric
+hyperparameter whose values must lie in ``[0, 1)``. :class:`gradax.Module` validates every
 declared field when a user builds the object, so an error names the user's
 argument (the field has the argument's name) and the valid range, and no class
 writes these checks by hand.
@@ -209,9 +209,9 @@ class Spec:
 
 
 def hyper(
+    *,
     default: Any = dataclasses.MISSING,
     valid: Range | OneOf = ANY,
-    *,
     schedule: bool | None = None,
     array: bool | None = None,
     static: bool = False,
@@ -220,6 +220,9 @@ def hyper(
     converter: Converter | None = None,
 ) -> Any:
     """Declare a hyperparameter field and its valid values.
+
+    Every argument is a keyword, so static tools (``dataclass_transform``)
+    read ``default`` as the field's default.
 
     Args:
       default: the default value (omit for a required argument).
@@ -248,8 +251,8 @@ def hyper(
 
 
 def field(
-    default: Any = dataclasses.MISSING,
     *,
+    default: Any = dataclasses.MISSING,
     static: bool = False,
     converter: Converter | None = None,
     **kwargs: Any,
@@ -273,8 +276,8 @@ def field(
 
 
 def static_field(
-    default: Any = dataclasses.MISSING,
     *,
+    default: Any = dataclasses.MISSING,
     converter: Converter | None = None,
     **kwargs: Any,
 ) -> Any:
@@ -282,12 +285,29 @@ def static_field(
 
     For structure that is not a number: flags, dtypes, masks, callables.
     """
-    return field(default, static=True, converter=converter, **kwargs)
+    return field(default=default, static=True, converter=converter, **kwargs)
 
 
 def is_static(field: dataclasses.Field) -> bool:
     """Whether a field belongs to the tree definition."""
     return bool(field.metadata.get(_STATIC, False))
+
+
+def transformation_field(*, default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
+    """A field holding a transformation: an optax one is wrapped on the way in.
+
+    The conversion runs when the object is built and in ``replace``, so
+    ``chain(...).replace(transforms=(optax.scale(1.0),))`` holds the same as
+    ``chain(optax.scale(1.0))``.
+    """
+    return field(default=default, converter=_as_transformation, **kwargs)
+
+
+def _as_transformation(value: Any, name: str) -> Any:
+    # Imported here: the protocol module builds on this one.
+    from ._protocol import as_transformation
+
+    return as_transformation(value, name)
 
 
 def converter_of(field: dataclasses.Field) -> Converter | None:

@@ -40,15 +40,15 @@ as ``init, update = tx``.
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 
-from ._declare import field, is_static, spec_of, static_field
+from ._declare import is_static, spec_of, static_field
+from ._declare import transformation_field as transformation_field
 from ._hyper import as_hyperparameter, is_schedule, resolve
 from ._numerics import safe_increment
 from ._pytree import Module
@@ -222,11 +222,15 @@ class GradientTransformation(Module):
     # (optax names it per transformation; the tree is the same).
     _count_state: ClassVar[type] = ScaleByScheduleState
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if cls is GradientTransformation:
-            # optax's idiom; Python then runs FunctionTransformation.__init__.
-            return object.__new__(FunctionTransformation)
-        return object.__new__(cls)
+    if not TYPE_CHECKING:
+        # Hidden from static tools, which would otherwise stop at this
+        # signature instead of reading each subclass's ``__init__``.
+
+        def __new__(cls, *args, **kwargs):
+            if cls is GradientTransformation:
+                # optax's idiom; Python then runs FunctionTransformation.__init__.
+                return object.__new__(FunctionTransformation)
+            return object.__new__(cls)
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -525,16 +529,6 @@ class TransformationLike(Protocol):
     def update(self) -> Callable[..., Any]:
         """``update(updates, state, params=None, **extra_args)``."""
         ...
-
-
-def transformation_field(default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
-    """A field holding a transformation: an optax one is wrapped on the way in.
-
-    The conversion runs when the object is built and in ``replace``, so
-    ``chain(...).replace(transforms=(optax.scale(1.0),))`` holds the same as
-    ``chain(optax.scale(1.0))``.
-    """
-    return field(default, converter=as_transformation, **kwargs)
 
 
 def as_transformation(value: Any, name: str = "transformation") -> Any:

@@ -12,7 +12,7 @@ import dataclasses
 import inspect
 import sys
 import warnings
-from typing import Any, ClassVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, dataclass_transform
 
 import jax
 import numpy as np
@@ -25,6 +25,7 @@ from ._declare import (
     is_static,
     spec_of,
     static_field,
+    transformation_field,
     unusual,
     validate,
 )
@@ -216,11 +217,15 @@ class _ModuleMeta(type):
     never converted or checked.
     """
 
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        obj = super().__call__(*args, **kwargs)
-        if isinstance(obj, Module):
-            obj._finish_init()
-        return obj
+    if not TYPE_CHECKING:
+        # Hidden from static tools, which would otherwise read this signature
+        # instead of each class's ``__init__``.
+
+        def __call__(cls, *args, **kwargs):
+            obj = super().__call__(*args, **kwargs)
+            if isinstance(obj, Module):
+                obj._finish_init()
+            return obj
 
     @property
     def __signature__(cls) -> inspect.Signature:
@@ -234,7 +239,13 @@ class _ModuleMeta(type):
 
 @dataclass_transform(
     frozen_default=True,
-    field_specifiers=(dataclasses.field, field, hyper, static_field),
+    field_specifiers=(
+        dataclasses.field,
+        field,
+        hyper,
+        static_field,
+        transformation_field,
+    ),
 )
 class Module(metaclass=_ModuleMeta):
     """Base of all gradax objects: a frozen dataclass registered as a pytree.

@@ -11,7 +11,7 @@ Example:
   >>> import gradax
   >>> from gradax.declare import DECAY, hyper
   >>> class scale_by_decay(gradax.GradientTransformation):
-  ...     decay: float = hyper(0.9, DECAY)
+  ...     decay: float = hyper(default=0.9, valid=DECAY)
   >>> try:
   ...     scale_by_decay(1.5)
   ... except gradax.HyperparameterError as error:

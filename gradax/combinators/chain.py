@@ -59,7 +59,9 @@ class named_chain(GradientTransformation):
     """
 
     names: tuple[str, ...] = static_field(converter=lambda v, name: tuple(v))
-    transforms: tuple[TransformationLike, ...] = field((), converter=_transformations)
+    transforms: tuple[TransformationLike, ...] = field(
+        default=(), converter=_transformations
+    )
     _checks_update_shapes = False  # each part checks what it receives
 
     def __init__(self, *transforms: tuple[str, TransformationLike]):

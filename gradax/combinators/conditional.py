@@ -50,7 +50,7 @@ class _Conditional(GradientTransformation):
 
     inner: TransformationLike = transformation_field()
     should_transform_fn: Callable[..., Any] = static_field()
-    forward_extra_args: bool = static_field(False)
+    forward_extra_args: bool = static_field(default=False)
 
     def _should_transform(self, step: jax.Array, extra_args: dict[str, Any]) -> Any:
         kwargs = extra_args if self.forward_extra_args else {}

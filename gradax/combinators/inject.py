@@ -108,7 +108,7 @@ class InjectHyperparams(GradientTransformation):
     numeric: dict[str, Any]
     schedules: dict[str, Any]
     others: dict[str, Any] = static_field()
-    hyperparam_dtype: Any = static_field(None)
+    hyperparam_dtype: Any = static_field(default=None)
 
     def __repr__(self) -> str:
         name = getattr(self.factory, "__name__", repr(self.factory))

@@ -98,7 +98,7 @@ class lookahead(GradientTransformation):
     # A period, not a schedule: the state counts steps modulo it.
     sync_period: Any = hyper(valid=POSITIVE_INT, schedule=False)
     slow_step_size: Any = hyper(valid=UNIT)
-    reset_state: bool = static_field(False)
+    reset_state: bool = static_field(default=False)
 
     def init_state(self, params):
         fast = getattr(params, "fast", None)

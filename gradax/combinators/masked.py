@@ -89,7 +89,7 @@ class masked(GradientTransformation):
 
     inner: TransformationLike = transformation_field()
     mask: Any = static_field()
-    mask_compatible_extra_args: bool = static_field(False, kw_only=True)
+    mask_compatible_extra_args: bool = static_field(default=False, kw_only=True)
 
     def _mask_for(self, tree: Any) -> Any:
         return self.mask(tree) if is_tree_function(self.mask) else self.mask
@@ -172,7 +172,7 @@ class partition(GradientTransformation):
         converter=_transformations_by_label
     )
     param_labels: Any = static_field()
-    mask_compatible_extra_args: bool = static_field(False, kw_only=True)
+    mask_compatible_extra_args: bool = static_field(default=False, kw_only=True)
 
     def _labels_for(self, tree: Any) -> Any:
         labels = self.param_labels

@@ -170,9 +170,9 @@ class MultiSteps(GradientTransformation):
 
     opt: TransformationLike = transformation_field()
     every_k_schedule: Any = hyper(valid=POSITIVE_INT)
-    use_grad_mean: bool = static_field(True)
-    should_skip_update_fn: Callable[..., Any] | None = static_field(None)
-    accumulator_dtype: Any = static_field(jnp.float32)
+    use_grad_mean: bool = static_field(default=True)
+    should_skip_update_fn: Callable[..., Any] | None = static_field(default=None)
+    accumulator_dtype: Any = static_field(default=jnp.float32)
 
     # every_k_schedule is a function of gradient_step, not of the update count.
     _self_resolved = ("every_k_schedule",)

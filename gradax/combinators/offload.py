@@ -82,7 +82,7 @@ class offload_state(GradientTransformation):
 
     tx: TransformationLike = transformation_field()
     memory_kind: str = hyper(
-        "pinned_host", OneOf(("pinned_host", "device")), static=True
+        default="pinned_host", valid=OneOf(("pinned_host", "device")), static=True
     )
 
     def _space(self) -> Any:

@@ -92,10 +92,12 @@ class skip_loss_spikes(GradientTransformation):
 
     inner: TransformationLike = transformation_field()
     # Compared with running statistics kept in the state, so not schedules.
-    threshold: Any = hyper(6.0, NONNEGATIVE, schedule=False)
-    warmup_steps: Any = hyper(100, NONNEGATIVE_INT, schedule=False)
-    decay: Any = hyper(0.99, DECAY, schedule=False)
-    max_consecutive_skips: Any = hyper(10, NONNEGATIVE_INT, schedule=False)
+    threshold: Any = hyper(default=6.0, valid=NONNEGATIVE, schedule=False)
+    warmup_steps: Any = hyper(default=100, valid=NONNEGATIVE_INT, schedule=False)
+    decay: Any = hyper(default=0.99, valid=DECAY, schedule=False)
+    max_consecutive_skips: Any = hyper(
+        default=10, valid=NONNEGATIVE_INT, schedule=False
+    )
 
     def init_state(self, params):
         zero = jnp.zeros([], jnp.float32)

@@ -221,7 +221,7 @@ class apply_every(GradientTransformation):
     """
 
     # A period, not a schedule: the state's count runs modulo it.
-    k: Any = hyper(1, POSITIVE_INT, schedule=False)
+    k: Any = hyper(default=1, valid=POSITIVE_INT, schedule=False)
 
     def init_state(self, params):
         return ApplyEvery(count=zero_count(), grad_acc=gtree.zeros_like(params))

@@ -29,10 +29,10 @@ class scale_by_acprop(GradientTransformation):
         (must be positive to differentiate through the update).
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-16, NONNEGATIVE)
-    eps_root: Any = hyper(1e-16, NONNEGATIVE)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=1e-16, valid=NONNEGATIVE)
 
     def init_state(self, params):
         return ScaleByBeliefState(
@@ -107,12 +107,12 @@ class acprop(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-16, NONNEGATIVE)
-    eps_root: Any = hyper(1e-16, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    mask: Any = static_field(None)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
 
     def build(self):
         return chain(

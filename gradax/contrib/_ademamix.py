@@ -41,13 +41,13 @@ class scale_by_ademamix(GradientTransformation):
       mu_dtype: dtype of the three moments (default: the parameters').
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    b3: Any = hyper(0.9999, DECAY)
-    alpha: Any = hyper(6.0, NONNEGATIVE)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    b3: Any = hyper(default=0.9999, valid=DECAY)
+    alpha: Any = hyper(default=6.0, valid=NONNEGATIVE)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
 
     def init_state(self, params):
         dtype = canonical_dtype(self.mu_dtype)
@@ -134,15 +134,15 @@ class ademamix(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    b3: Any = hyper(0.9999, DECAY)
-    alpha: Any = hyper(5.0, NONNEGATIVE)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    mask: Any = static_field(None)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    b3: Any = hyper(default=0.9999, valid=DECAY)
+    alpha: Any = hyper(default=5.0, valid=NONNEGATIVE)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
 
     def build(self):
         return chain(
@@ -179,11 +179,11 @@ class scale_by_simplified_ademamix(GradientTransformation):
       eps_root: added inside the square root, >= 0.
     """
 
-    b1: Any = hyper(0.99, DECAY)
-    b2: Any = hyper(0.95, DECAY)
-    alpha: Any = hyper(0.0, NONNEGATIVE)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
+    b1: Any = hyper(default=0.99, valid=DECAY)
+    b2: Any = hyper(default=0.95, valid=DECAY)
+    alpha: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
 
     def schedule_count(self, state):
         # The state's step count is ``t`` (optax's name); schedules read it.
@@ -253,13 +253,13 @@ class simplified_ademamix(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.99, DECAY)
-    b2: Any = hyper(0.95, DECAY)
-    alpha: Any = hyper(0.0, NONNEGATIVE)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    mask: Any = static_field(None)
+    b1: Any = hyper(default=0.99, valid=DECAY)
+    b2: Any = hyper(default=0.95, valid=DECAY)
+    alpha: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
 
     def build(self):
         return chain(

@@ -36,14 +36,14 @@ class scale_by_adopt(GradientTransformation):
       clip_value_fn: the clipping bound as a function of the step count.
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.9999, DECAY)
-    eps: Any = hyper(1e-6, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    nesterov: bool = static_field(False, kw_only=True)
-    use_clipping: bool = static_field(True, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.9999, valid=DECAY)
+    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    use_clipping: bool = static_field(default=True, kw_only=True)
     clip_value_fn: Callable[[jax.Array], jax.Array] = static_field(
-        _quarter_power, kw_only=True
+        default=_quarter_power, kw_only=True
     )
 
     def init_state(self, params):
@@ -127,14 +127,14 @@ class adopt(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.9999, DECAY)
-    eps: Any = hyper(1e-6, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    nesterov: bool = static_field(False, kw_only=True)
-    use_clipping: bool = static_field(True, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.9999, valid=DECAY)
+    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    use_clipping: bool = static_field(default=True, kw_only=True)
     clip_value_fn: Callable[[jax.Array], jax.Array] = static_field(
-        _quarter_power, kw_only=True
+        default=_quarter_power, kw_only=True
     )
 
     def build(self):

@@ -35,8 +35,8 @@ class scale_by_cocob(GradientTransformation):
       eps: the initial :math:`L`, > 0.
     """
 
-    alpha: Any = hyper(100.0, POSITIVE)
-    eps: Any = hyper(1e-8, POSITIVE)
+    alpha: Any = hyper(default=100.0, valid=POSITIVE)
+    eps: Any = hyper(default=1e-8, valid=POSITIVE)
 
     def init_state(self, params):
         zeros = gtree.zeros_like(params)
@@ -132,11 +132,11 @@ class cocob(Alias):
       Through Coin Betting, NeurIPS 2017 (arXiv:1705.07795).
     """
 
-    learning_rate: Any = hyper(1.0, LEARNING_RATE)
-    alpha: Any = hyper(100.0, POSITIVE)
-    eps: Any = hyper(1e-8, POSITIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    mask: Any = static_field(None)
+    learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
+    alpha: Any = hyper(default=100.0, valid=POSITIVE)
+    eps: Any = hyper(default=1e-8, valid=POSITIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
 
     def build(self):
         return chain(

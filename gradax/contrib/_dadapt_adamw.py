@@ -73,11 +73,11 @@ class dadapt_adamw(GradientTransformation):
       ICML 2023 (arXiv:2301.07733).
     """
 
-    learning_rate: Any = hyper(1.0, LEARNING_RATE)
-    betas: Any = hyper((0.9, 0.999), DECAY_PAIR)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    estim_lr0: Any = hyper(1e-6, POSITIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
+    learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
+    betas: Any = hyper(default=(0.9, 0.999), valid=DECAY_PAIR)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    estim_lr0: Any = hyper(default=1e-6, valid=POSITIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))

@@ -41,7 +41,7 @@ class DogInitStep(Module):
     """
 
     kind: str = hyper(valid=OneOf(_INIT_STEP_KINDS), static=True)
-    value: Any = hyper(1e-6, POSITIVE, schedule=False)
+    value: Any = hyper(default=1e-6, valid=POSITIVE, schedule=False)
 
     def __iter__(self):
         return iter((self.kind, self.value))
@@ -91,7 +91,7 @@ class scale_by_dog(GradientTransformation):
 
     # A DogInitStep, checked by its own declarations.
     init_step: Any = field(converter=lambda value, name: _as_init_step(value))
-    eps: Any = hyper(1e-8, NONNEGATIVE)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))
@@ -172,13 +172,13 @@ class dog(Alias):
       Dynamic Step Size Schedule, ICML 2023 (arXiv:2302.12022).
     """
 
-    learning_rate: Any = hyper(1.0, LEARNING_RATE)
+    learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
     init_step: Any = field(
-        ("heuristic", 1e-6), converter=lambda value, name: _as_init_step(value)
+        default=("heuristic", 1e-6), converter=lambda value, name: _as_init_step(value)
     )
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(None, NONNEGATIVE)
-    mask: Any = static_field(None)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=None, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
 
     def build(self):
         return chain(
@@ -206,8 +206,8 @@ class scale_by_dowg(GradientTransformation):
       eps: added to the denominator, >= 0.
     """
 
-    init_estim_sq_dist: Any = hyper(None, POSITIVE)
-    eps: Any = hyper(0.0001, NONNEGATIVE)
+    init_estim_sq_dist: Any = hyper(default=None, valid=POSITIVE)
+    eps: Any = hyper(default=0.0001, valid=NONNEGATIVE)
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))
@@ -276,11 +276,11 @@ class dowg(Alias):
       Parameter-Free Gradient Descent Method, NeurIPS 2023 (arXiv:2305.16284).
     """
 
-    learning_rate: Any = hyper(1.0, LEARNING_RATE)
-    init_estim_sq_dist: Any = hyper(None, POSITIVE)
-    eps: Any = hyper(0.0001, NONNEGATIVE)
-    weight_decay: Any = hyper(None, NONNEGATIVE)
-    mask: Any = static_field(None)
+    learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
+    init_estim_sq_dist: Any = hyper(default=None, valid=POSITIVE)
+    eps: Any = hyper(default=0.0001, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=None, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
 
     def build(self):
         return chain(

@@ -123,11 +123,11 @@ class scale_by_galore(GradientTransformation):
         returning such a tree.
     """
 
-    rank: int = hyper(128, POSITIVE_INT, static=True)
-    update_proj_gap: int = hyper(200, POSITIVE_INT, static=True)
-    scale: Any = hyper(1.0, ANY)  # a plain factor, as scale()
+    rank: int = hyper(default=128, valid=POSITIVE_INT, static=True)
+    update_proj_gap: int = hyper(default=200, valid=POSITIVE_INT, static=True)
+    scale: Any = hyper(default=1.0, valid=ANY)  # a plain factor, as scale()
     base_optimizer: Any = None
-    weight_dimension_numbers: Any = static_field(None)
+    weight_dimension_numbers: Any = static_field(default=None)
 
     def _base(self) -> GradientTransformation:
         return scale_by_adam() if self.base_optimizer is None else self.base_optimizer
@@ -277,13 +277,13 @@ class galore(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    rank: int = hyper(128, POSITIVE_INT, static=True)
-    update_proj_gap: int = hyper(200, POSITIVE_INT, static=True)
-    scale: Any = hyper(1.0, ANY)  # a plain factor, as scale()
+    rank: int = hyper(default=128, valid=POSITIVE_INT, static=True)
+    update_proj_gap: int = hyper(default=200, valid=POSITIVE_INT, static=True)
+    scale: Any = hyper(default=1.0, valid=ANY)  # a plain factor, as scale()
     base_optimizer: Any = None
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    mask: Any = static_field(None)
-    weight_dimension_numbers: Any = static_field(None)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
+    weight_dimension_numbers: Any = static_field(default=None)
 
     def build(self):
         return chain(

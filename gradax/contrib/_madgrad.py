@@ -38,8 +38,8 @@ class scale_by_madgrad(GradientTransformation):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    momentum: Any = hyper(0.9, DECAY)
-    eps: Any = hyper(1e-6, NONNEGATIVE)
+    momentum: Any = hyper(default=0.9, valid=DECAY)
+    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
 
     def init_state(self, params):
         return MadgradState(
@@ -113,9 +113,9 @@ class madgrad(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    momentum: Any = hyper(0.9, DECAY)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    eps: Any = hyper(1e-6, NONNEGATIVE)
+    momentum: Any = hyper(default=0.9, valid=DECAY)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
 
     def build(self):
         return chain(

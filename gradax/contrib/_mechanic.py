@@ -78,10 +78,10 @@ class mechanize(GradientTransformation):
     """
 
     base_optimizer: TransformationLike = transformation_field()
-    weight_decay: Any = hyper(0.01, NONNEGATIVE)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    s_init: Any = hyper(1e-6, POSITIVE)
-    num_betas: int = hyper(6, POSITIVE_INT, static=True)
+    weight_decay: Any = hyper(default=0.01, valid=NONNEGATIVE)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    s_init: Any = hyper(default=1e-6, valid=POSITIVE)
+    num_betas: int = hyper(default=6, valid=POSITIVE_INT, static=True)
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))

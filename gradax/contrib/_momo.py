@@ -84,11 +84,11 @@ class momo(GradientTransformation):
       for Adaptive Learning Rates, ICML 2024 (arXiv:2305.07583).
     """
 
-    learning_rate: Any = hyper(1.0, LEARNING_RATE)
-    beta: Any = hyper(0.9, DECAY)
-    lower_bound: Any = hyper(0.0, ANY)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    adapt_lower_bound: bool = static_field(False)
+    learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
+    beta: Any = hyper(default=0.9, valid=DECAY)
+    lower_bound: Any = hyper(default=0.0, valid=ANY)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    adapt_lower_bound: bool = static_field(default=False)
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))
@@ -204,13 +204,13 @@ class momo_adam(GradientTransformation):
       for Adaptive Learning Rates, ICML 2024 (arXiv:2305.07583).
     """
 
-    learning_rate: Any = hyper(0.01, LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    lower_bound: Any = hyper(0.0, ANY)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    adapt_lower_bound: bool = static_field(False)
+    learning_rate: Any = hyper(default=0.01, valid=LEARNING_RATE)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    lower_bound: Any = hyper(default=0.0, valid=ANY)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    adapt_lower_bound: bool = static_field(default=False)
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))

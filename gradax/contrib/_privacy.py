@@ -82,7 +82,9 @@ class differentially_private_aggregate(GradientTransformation):
     l2_norm_clip: Any = hyper(valid=NONNEGATIVE)
     noise_multiplier: Any = hyper(valid=NONNEGATIVE)
     key: Any = None
-    seed: int | None = hyper(None, Range(integer=True), static=True, kw_only=True)
+    seed: int | None = hyper(
+        default=None, valid=Range(integer=True), static=True, kw_only=True
+    )
 
     def __check_init__(self):
         if self.seed is not None and self.key is not None:
@@ -160,8 +162,8 @@ class dpsgd(Alias):
     l2_norm_clip: Any = hyper(valid=NONNEGATIVE)
     noise_multiplier: Any = hyper(valid=NONNEGATIVE)
     seed: int = hyper(valid=Range(integer=True), static=True)
-    momentum: Any = hyper(None, DECAY)
-    nesterov: bool = static_field(False)
+    momentum: Any = hyper(default=None, valid=DECAY)
+    nesterov: bool = static_field(default=False)
 
     def build(self):
         if self.momentum is None:

@@ -141,14 +141,14 @@ class prodigy(_ProdigyBase):
       Parameter-Free Learner, ICML 2024 (arXiv:2306.06101).
     """
 
-    learning_rate: Any = hyper(1.0, LEARNING_RATE)
-    betas: Any = hyper((0.9, 0.999), DECAY_PAIR)
-    beta3: Any = hyper(None, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    estim_lr0: Any = hyper(1e-6, POSITIVE)
-    estim_lr_coef: Any = hyper(1.0, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    safeguard_warmup: bool = static_field(False)
+    learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
+    betas: Any = hyper(default=(0.9, 0.999), valid=DECAY_PAIR)
+    beta3: Any = hyper(default=None, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    estim_lr0: Any = hyper(default=1e-6, valid=POSITIVE)
+    estim_lr_coef: Any = hyper(default=1.0, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    safeguard_warmup: bool = static_field(default=False)
 
     def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "prodigy")
@@ -175,13 +175,13 @@ class scale_by_prodigy(_ProdigyBase):
       safeguard_warmup: leave the learning rate out of :math:`s_t`.
     """
 
-    betas: Any = hyper((0.9, 0.999), DECAY_PAIR)
-    beta3: Any = hyper(None, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    estim_lr0: Any = hyper(1e-6, POSITIVE)
-    estim_lr_coef: Any = hyper(1.0, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    safeguard_warmup: bool = static_field(False)
+    betas: Any = hyper(default=(0.9, 0.999), valid=DECAY_PAIR)
+    beta3: Any = hyper(default=None, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    estim_lr0: Any = hyper(default=1e-6, valid=POSITIVE)
+    estim_lr_coef: Any = hyper(default=1.0, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    safeguard_warmup: bool = static_field(default=False)
 
     def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "scale_by_prodigy")

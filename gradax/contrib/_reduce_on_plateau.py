@@ -82,13 +82,15 @@ class reduce_on_plateau(GradientTransformation):
       PyTorch's ``torch.optim.lr_scheduler.ReduceLROnPlateau``.
     """
 
-    factor: Any = hyper(0.1, Range(0.0, 1.0, low_open=True, high_open=True))
-    patience: Any = hyper(10, NONNEGATIVE_INT)
-    rtol: Any = hyper(0.0001, UNIT)
-    atol: Any = hyper(0.0, NONNEGATIVE)
-    cooldown: Any = hyper(0, NONNEGATIVE_INT)
-    accumulation_size: Any = hyper(1, POSITIVE_INT)
-    min_scale: Any = hyper(0.0, UNIT)
+    factor: Any = hyper(
+        default=0.1, valid=Range(0.0, 1.0, low_open=True, high_open=True)
+    )
+    patience: Any = hyper(default=10, valid=NONNEGATIVE_INT)
+    rtol: Any = hyper(default=0.0001, valid=UNIT)
+    atol: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    cooldown: Any = hyper(default=0, valid=NONNEGATIVE_INT)
+    accumulation_size: Any = hyper(default=1, valid=POSITIVE_INT)
+    min_scale: Any = hyper(default=0.0, valid=UNIT)
 
     def __check_init__(self):
         rtol, atol = _known(self.rtol), _known(self.atol)

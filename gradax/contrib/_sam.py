@@ -124,10 +124,10 @@ class sam(GradientTransformation):
 
     optimizer: TransformationLike = transformation_field()
     adv_optimizer: TransformationLike = transformation_field()
-    sync_period: int = hyper(2, POSITIVE_INT, static=True)
-    reset_state: bool = static_field(True)
-    opaque_mode: bool = static_field(False)
-    batch_axis_name: str | None = static_field(None)
+    sync_period: int = hyper(default=2, valid=POSITIVE_INT, static=True)
+    reset_state: bool = static_field(default=True)
+    opaque_mode: bool = static_field(default=False)
+    batch_axis_name: str | None = static_field(default=None)
 
     def init_state(self, params):
         return SAMState(

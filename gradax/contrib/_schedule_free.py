@@ -93,9 +93,9 @@ class schedule_free(GradientTransformation):
 
     base_optimizer: TransformationLike = transformation_field()
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, Range(0.0, 1.0, low_open=True))
-    weight_lr_power: Any = hyper(2.0, NONNEGATIVE)
-    state_dtype: Any = static_field(None)
+    b1: Any = hyper(default=0.9, valid=Range(0.0, 1.0, low_open=True))
+    weight_lr_power: Any = hyper(default=2.0, valid=NONNEGATIVE)
+    state_dtype: Any = static_field(default=None)
 
     _self_resolved = ("learning_rate",)
 
@@ -221,12 +221,12 @@ class schedule_free_sgd(Alias):
       (arXiv:2405.15682).
     """
 
-    learning_rate: Any = hyper(1.0, LEARNING_RATE)
-    warmup_steps: int | None = hyper(None, NONNEGATIVE_INT, static=True)
-    b1: Any = hyper(0.9, Range(0.0, 1.0, low_open=True))
-    weight_decay: Any = hyper(None, NONNEGATIVE)
-    weight_lr_power: Any = hyper(2.0, NONNEGATIVE)
-    state_dtype: Any = static_field(None)
+    learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
+    warmup_steps: int | None = hyper(default=None, valid=NONNEGATIVE_INT, static=True)
+    b1: Any = hyper(default=0.9, valid=Range(0.0, 1.0, low_open=True))
+    weight_decay: Any = hyper(default=None, valid=NONNEGATIVE)
+    weight_lr_power: Any = hyper(default=2.0, valid=NONNEGATIVE)
+    state_dtype: Any = static_field(default=None)
 
     _self_resolved = ("learning_rate",)
 
@@ -275,14 +275,14 @@ class schedule_free_adamw(Alias):
       (arXiv:2405.15682).
     """
 
-    learning_rate: Any = hyper(0.0025, LEARNING_RATE)
-    warmup_steps: int | None = hyper(None, NONNEGATIVE_INT, static=True)
-    b1: Any = hyper(0.9, Range(0.0, 1.0, low_open=True))
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    weight_lr_power: Any = hyper(2.0, NONNEGATIVE)
-    state_dtype: Any = static_field(None)
+    learning_rate: Any = hyper(default=0.0025, valid=LEARNING_RATE)
+    warmup_steps: int | None = hyper(default=None, valid=NONNEGATIVE_INT, static=True)
+    b1: Any = hyper(default=0.9, valid=Range(0.0, 1.0, low_open=True))
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_lr_power: Any = hyper(default=2.0, valid=NONNEGATIVE)
+    state_dtype: Any = static_field(default=None)
 
     _self_resolved = ("learning_rate",)
 

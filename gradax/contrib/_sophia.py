@@ -124,18 +124,20 @@ class scale_by_sophia(GradientTransformation):
         >= 0 (0: never).
     """
 
-    b1: Any = hyper(0.965, DECAY)
-    b2: Any = hyper(0.99, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    gamma: Any = hyper(0.01, NONNEGATIVE)
-    clip_threshold: Any = hyper(1.0, _CLIP_THRESHOLD, allow_none=True)
-    update_interval: int = hyper(10, POSITIVE_INT, static=True)
+    b1: Any = hyper(default=0.965, valid=DECAY)
+    b2: Any = hyper(default=0.99, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    gamma: Any = hyper(default=0.01, valid=NONNEGATIVE)
+    clip_threshold: Any = hyper(default=1.0, valid=_CLIP_THRESHOLD, allow_none=True)
+    update_interval: int = hyper(default=10, valid=POSITIVE_INT, static=True)
     hessian_diagonal_fn: TransformationLike = transformation_field(
-        hutchinson_estimator_diag_hessian()
+        default=hutchinson_estimator_diag_hessian()
     )
-    mu_dtype: Any = static_field(None)
-    verbose: bool = static_field(False)
-    print_win_rate_every_n_steps: int = hyper(0, NONNEGATIVE_INT, static=True)
+    mu_dtype: Any = static_field(default=None)
+    verbose: bool = static_field(default=False)
+    print_win_rate_every_n_steps: int = hyper(
+        default=0, valid=NONNEGATIVE_INT, static=True
+    )
 
     def init_state(self, params):
         return SophiaState(
@@ -247,20 +249,22 @@ class sophia(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.965, DECAY)
-    b2: Any = hyper(0.99, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0001, NONNEGATIVE)
-    weight_decay_mask: Any = static_field(None)
-    gamma: Any = hyper(0.01, NONNEGATIVE)
-    clip_threshold: Any = hyper(1.0, _CLIP_THRESHOLD, allow_none=True)
-    update_interval: int = hyper(10, POSITIVE_INT, static=True)
+    b1: Any = hyper(default=0.965, valid=DECAY)
+    b2: Any = hyper(default=0.99, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
+    weight_decay_mask: Any = static_field(default=None)
+    gamma: Any = hyper(default=0.01, valid=NONNEGATIVE)
+    clip_threshold: Any = hyper(default=1.0, valid=_CLIP_THRESHOLD, allow_none=True)
+    update_interval: int = hyper(default=10, valid=POSITIVE_INT, static=True)
     hessian_diagonal_fn: TransformationLike = transformation_field(
-        hutchinson_estimator_diag_hessian()
+        default=hutchinson_estimator_diag_hessian()
     )
-    mu_dtype: Any = static_field(None)
-    verbose: bool = static_field(False)
-    print_win_rate_every_n_steps: int = hyper(0, NONNEGATIVE_INT, static=True)
+    mu_dtype: Any = static_field(default=None)
+    verbose: bool = static_field(default=False)
+    print_win_rate_every_n_steps: int = hyper(
+        default=0, valid=NONNEGATIVE_INT, static=True
+    )
 
     def build(self):
         return chain(

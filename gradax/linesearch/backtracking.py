@@ -107,16 +107,18 @@ class scale_by_backtracking_linesearch(GradientTransformation):
     """
 
     max_backtracking_steps: Any = hyper(valid=NONNEGATIVE_INT, schedule=False)
-    slope_rtol: Any = hyper(0.0001, NONNEGATIVE, schedule=False)
+    slope_rtol: Any = hyper(default=0.0001, valid=NONNEGATIVE, schedule=False)
     decrease_factor: Any = hyper(
-        0.8, Range(0.0, 1.0, low_open=True, high_open=True), schedule=False
+        default=0.8,
+        valid=Range(0.0, 1.0, low_open=True, high_open=True),
+        schedule=False,
     )
-    increase_factor: Any = hyper(1.5, POSITIVE_OR_INF, schedule=False)
-    max_learning_rate: Any = hyper(1.0, POSITIVE_OR_INF, schedule=False)
-    atol: Any = hyper(0.0, NONNEGATIVE, schedule=False)
-    rtol: Any = hyper(0.0, NONNEGATIVE, schedule=False)
-    store_grad: bool = static_field(False)
-    verbose: bool = static_field(False)
+    increase_factor: Any = hyper(default=1.5, valid=POSITIVE_OR_INF, schedule=False)
+    max_learning_rate: Any = hyper(default=1.0, valid=POSITIVE_OR_INF, schedule=False)
+    atol: Any = hyper(default=0.0, valid=NONNEGATIVE, schedule=False)
+    rtol: Any = hyper(default=0.0, valid=NONNEGATIVE, schedule=False)
+    store_grad: bool = static_field(default=False)
+    verbose: bool = static_field(default=False)
 
     def init_state(self, params):
         dtype = common.state_dtype(params)

@@ -75,8 +75,8 @@ class scale_by_lbfgs(GradientTransformation):
         (else from the identity).
     """
 
-    memory_size: int = hyper(10, POSITIVE_INT, static=True)
-    scale_init_precond: bool = static_field(True)
+    memory_size: int = hyper(default=10, valid=POSITIVE_INT, static=True)
+    scale_init_precond: bool = static_field(default=True)
 
     def init_state(self, params):
         dtype = common.state_dtype(params)
@@ -197,9 +197,9 @@ class lbfgs(Alias):
       Numerical Optimization, 1999, Algorithms 7.4, 7.5.
     """
 
-    learning_rate: Any = hyper(None, LEARNING_RATE)
-    memory_size: int = hyper(10, POSITIVE_INT, static=True)
-    scale_init_precond: bool = static_field(True)
+    learning_rate: Any = hyper(default=None, valid=LEARNING_RATE)
+    memory_size: int = hyper(default=10, valid=POSITIVE_INT, static=True)
+    scale_init_precond: bool = static_field(default=True)
     linesearch: Any = scale_by_zoom_linesearch(
         max_linesearch_steps=20, initial_guess_strategy="one"
     )

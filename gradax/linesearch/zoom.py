@@ -181,15 +181,21 @@ class scale_by_zoom_linesearch(GradientTransformation):
     """
 
     max_linesearch_steps: Any = hyper(valid=NONNEGATIVE_INT, schedule=False)
-    max_learning_rate: Any = hyper(None, POSITIVE_OR_INF, schedule=False)
-    tol: Any = hyper(0.0, NONNEGATIVE, schedule=False)
-    increase_factor: Any = hyper(2.0, POSITIVE, schedule=False)
-    slope_rtol: Any = hyper(0.0001, NONNEGATIVE, schedule=False)
-    curv_rtol: Any = hyper(0.9, Range(0.0, allow_inf=True), schedule=False)
-    approx_dec_rtol: Any = hyper(1e-6, NONNEGATIVE, schedule=False, allow_none=True)
-    stepsize_precision: Any = hyper(1e-5, NONNEGATIVE, schedule=False)
-    initial_guess_strategy: str = hyper("keep", OneOf(("one", "keep")), static=True)
-    verbose: bool = static_field(False)
+    max_learning_rate: Any = hyper(default=None, valid=POSITIVE_OR_INF, schedule=False)
+    tol: Any = hyper(default=0.0, valid=NONNEGATIVE, schedule=False)
+    increase_factor: Any = hyper(default=2.0, valid=POSITIVE, schedule=False)
+    slope_rtol: Any = hyper(default=0.0001, valid=NONNEGATIVE, schedule=False)
+    curv_rtol: Any = hyper(
+        default=0.9, valid=Range(0.0, allow_inf=True), schedule=False
+    )
+    approx_dec_rtol: Any = hyper(
+        default=1e-6, valid=NONNEGATIVE, schedule=False, allow_none=True
+    )
+    stepsize_precision: Any = hyper(default=1e-5, valid=NONNEGATIVE, schedule=False)
+    initial_guess_strategy: str = hyper(
+        default="keep", valid=OneOf(("one", "keep")), static=True
+    )
+    verbose: bool = static_field(default=False)
 
     def init_state(self, params):
         dtype = common.state_dtype(params)

@@ -41,12 +41,12 @@ class scale_by_belief(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-16, NONNEGATIVE)
-    eps_root: Any = hyper(1e-16, NONNEGATIVE)
-    nesterov: bool = static_field(False, kw_only=True)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def init_state(self, params):
         return ScaleByBeliefState(
@@ -114,12 +114,12 @@ class adabelief(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-16, NONNEGATIVE)
-    eps_root: Any = hyper(1e-16, NONNEGATIVE)
-    nesterov: bool = static_field(False, kw_only=True)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def build(self):
         return chain(

@@ -33,8 +33,8 @@ class scale_by_adadelta(GradientTransformation):
       eps: added inside both square roots, >= 0.
     """
 
-    rho: Any = hyper(0.9, DECAY)
-    eps: Any = hyper(1e-6, NONNEGATIVE)
+    rho: Any = hyper(default=0.9, valid=DECAY)
+    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
 
     def init_state(self, params):
         return ScaleByAdaDeltaState(
@@ -92,11 +92,11 @@ class adadelta(Alias):
       (arXiv:1212.5701).
     """
 
-    learning_rate: Any = hyper(None, LEARNING_RATE)
-    rho: Any = hyper(0.9, DECAY)
-    eps: Any = hyper(1e-6, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    weight_decay_mask: Any = static_field(None)
+    learning_rate: Any = hyper(default=None, valid=LEARNING_RATE)
+    rho: Any = hyper(default=0.9, valid=DECAY)
+    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_decay_mask: Any = static_field(default=None)
 
     def build(self):
         return chain(

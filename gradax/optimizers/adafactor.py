@@ -84,12 +84,12 @@ class scale_by_factored_rms(GradientTransformation):
         ``1 - (step + 1) ** -decay_rate``).
     """
 
-    factored: bool = static_field(True)
-    decay_rate: Any = hyper(0.8, NONNEGATIVE)
-    step_offset: Any = hyper(0, ANY)
-    min_dim_size_to_factor: int = hyper(128, POSITIVE_INT, static=True)
-    epsilon: Any = hyper(1e-30, NONNEGATIVE)
-    decay_rate_fn: Callable[[Any, Any], Any] = static_field(_decay_rate_pow)
+    factored: bool = static_field(default=True)
+    decay_rate: Any = hyper(default=0.8, valid=NONNEGATIVE)
+    step_offset: Any = hyper(default=0, valid=ANY)
+    min_dim_size_to_factor: int = hyper(default=128, valid=POSITIVE_INT, static=True)
+    epsilon: Any = hyper(default=1e-30, valid=NONNEGATIVE)
+    decay_rate_fn: Callable[[Any, Any], Any] = static_field(default=_decay_rate_pow)
 
     def _dims(self, shape: tuple[int, ...]) -> tuple[int, int] | None:
         return _factored_dims(shape, self.factored, self.min_dim_size_to_factor)
@@ -212,18 +212,18 @@ class adafactor(Alias):
       Memory Cost, ICML 2018 (arXiv:1804.04235).
     """
 
-    learning_rate: Any = hyper(None, LEARNING_RATE)
-    min_dim_size_to_factor: int = hyper(128, POSITIVE_INT, static=True)
-    decay_rate: Any = hyper(0.8, NONNEGATIVE)
-    decay_offset: Any = hyper(0, ANY)
-    multiply_by_parameter_scale: bool = static_field(True)
-    clipping_threshold: Any = hyper(1.0, NONNEGATIVE, allow_none=True)
-    momentum: Any = hyper(None, UNIT)
-    dtype_momentum: Any = static_field(jnp.float32)
-    weight_decay_rate: Any = hyper(None, NONNEGATIVE)
-    eps: Any = hyper(1e-30, NONNEGATIVE)
-    factored: bool = static_field(True)
-    weight_decay_mask: Any = static_field(None)
+    learning_rate: Any = hyper(default=None, valid=LEARNING_RATE)
+    min_dim_size_to_factor: int = hyper(default=128, valid=POSITIVE_INT, static=True)
+    decay_rate: Any = hyper(default=0.8, valid=NONNEGATIVE)
+    decay_offset: Any = hyper(default=0, valid=ANY)
+    multiply_by_parameter_scale: bool = static_field(default=True)
+    clipping_threshold: Any = hyper(default=1.0, valid=NONNEGATIVE, allow_none=True)
+    momentum: Any = hyper(default=None, valid=UNIT)
+    dtype_momentum: Any = static_field(default=jnp.float32)
+    weight_decay_rate: Any = hyper(default=None, valid=NONNEGATIVE)
+    eps: Any = hyper(default=1e-30, valid=NONNEGATIVE)
+    factored: bool = static_field(default=True)
+    weight_decay_mask: Any = static_field(default=None)
 
     def build(self):
         stages = [

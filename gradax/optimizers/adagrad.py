@@ -42,8 +42,8 @@ class adagrad(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    initial_accumulator_value: Any = hyper(0.1, NONNEGATIVE)
-    eps: Any = hyper(1e-7, NONNEGATIVE)
+    initial_accumulator_value: Any = hyper(default=0.1, valid=NONNEGATIVE)
+    eps: Any = hyper(default=1e-7, valid=NONNEGATIVE)
 
     def build(self):
         return chain(

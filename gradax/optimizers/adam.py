@@ -67,14 +67,14 @@ class scale_by_adam(GradientTransformation):
         (see :func:`gradax.transforms.cautious.caution`). Not in optax.
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    nesterov: bool = static_field(False, kw_only=True)
-    nu_dtype: Any = static_field(None, kw_only=True)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    nu_dtype: Any = static_field(default=None, kw_only=True)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -160,14 +160,14 @@ class adam(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    nesterov: bool = static_field(False, kw_only=True)
-    nu_dtype: Any = static_field(None, kw_only=True)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    nu_dtype: Any = static_field(default=None, kw_only=True)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def build(self):
         return chain(
@@ -219,17 +219,17 @@ class adamw(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    weight_decay: Any = hyper(0.0001, NONNEGATIVE)
-    mask: Any = static_field(None)
-    nesterov: bool = static_field(False, kw_only=True)
-    nu_dtype: Any = static_field(None, kw_only=True)
-    cautious: bool = static_field(False, kw_only=True)
-    cautious_weight_decay: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    nu_dtype: Any = static_field(default=None, kw_only=True)
+    cautious: bool = static_field(default=False, kw_only=True)
+    cautious_weight_decay: bool = static_field(default=False, kw_only=True)
 
     def build(self):
         return chain(
@@ -279,7 +279,7 @@ class nadam(adam):
       Dozat, Incorporating Nesterov Momentum into Adam, ICLR workshop 2016.
     """
 
-    nesterov: bool = static_field(True, kw_only=True)
+    nesterov: bool = static_field(default=True, kw_only=True)
 
 
 class nadamw(adamw):
@@ -320,4 +320,4 @@ class nadamw(adamw):
       (arXiv:1711.05101).
     """
 
-    nesterov: bool = static_field(True, kw_only=True)
+    nesterov: bool = static_field(default=True, kw_only=True)

@@ -85,11 +85,11 @@ class scale_by_adam_mini(GradientTransformation):
       partition: the blocks, as in :class:`adam_mini`.
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    partition: Any = static_field(None, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    partition: Any = static_field(default=None, kw_only=True)
 
     def _labels(self, params: Any) -> Any:
         """One label per leaf of ``params`` (the partition, checked)."""
@@ -202,13 +202,13 @@ class adam_mini(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    mask: Any = static_field(None)
-    mu_dtype: Any = static_field(None)
-    partition: Any = static_field(None, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
+    mu_dtype: Any = static_field(default=None)
+    partition: Any = static_field(default=None, kw_only=True)
 
     def build(self):
         return chain(

@@ -31,10 +31,10 @@ class scale_by_adamax(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -91,10 +91,10 @@ class adamax(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def build(self):
         return chain(
@@ -143,13 +143,13 @@ class adamaxw(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0001, NONNEGATIVE)
-    mask: Any = static_field(None)
-    cautious: bool = static_field(False, kw_only=True)
-    cautious_weight_decay: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
+    cautious: bool = static_field(default=False, kw_only=True)
+    cautious_weight_decay: bool = static_field(default=False, kw_only=True)
 
     def build(self):
         return chain(

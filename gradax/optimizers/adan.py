@@ -40,11 +40,11 @@ class scale_by_adan(GradientTransformation):
       eps_root: added inside the square root, >= 0.
     """
 
-    b1: Any = hyper(0.98, DECAY)
-    b2: Any = hyper(0.92, DECAY)
-    b3: Any = hyper(0.99, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
+    b1: Any = hyper(default=0.98, valid=DECAY)
+    b2: Any = hyper(default=0.92, valid=DECAY)
+    b3: Any = hyper(default=0.99, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
 
     def init_state(self, params):
         return ScaleByAdanState(
@@ -125,13 +125,13 @@ class adan(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.98, DECAY)
-    b2: Any = hyper(0.92, DECAY)
-    b3: Any = hyper(0.99, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    mask: Any = static_field(None)
+    b1: Any = hyper(default=0.98, valid=DECAY)
+    b2: Any = hyper(default=0.92, valid=DECAY)
+    b3: Any = hyper(default=0.99, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
 
     def build(self):
         return chain(

@@ -45,14 +45,14 @@ class scale_by_amsgrad(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    bias_correction_mu: bool = static_field(True)
-    bias_correction_nu: bool = static_field(True)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    bias_correction_mu: bool = static_field(default=True)
+    bias_correction_nu: bool = static_field(default=True)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def init_state(self, params):
         return ScaleByAmsgradState(
@@ -124,14 +124,14 @@ class amsgrad(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    bias_correction_mu: bool = static_field(True)
-    bias_correction_nu: bool = static_field(True)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    bias_correction_mu: bool = static_field(default=True)
+    bias_correction_nu: bool = static_field(default=True)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def build(self):
         return chain(

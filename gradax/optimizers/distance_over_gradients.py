@@ -89,10 +89,10 @@ class scale_by_distance_over_gradients(GradientTransformation):
       Dynamic Step Size Schedule, ICML 2023 (arXiv:2302.12022).
     """
 
-    reps_rel: Any = hyper(1e-6, POSITIVE)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    param_dtype: Any = static_field(jnp.float32)
-    global_scale: Any = hyper(1.0, ANY)  # optax: typically 1 or -1
+    reps_rel: Any = hyper(default=1e-6, valid=POSITIVE)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    param_dtype: Any = static_field(default=jnp.float32)
+    global_scale: Any = hyper(default=1.0, valid=ANY)  # optax: typically 1 or -1
 
     def init_state(self, params):
         reps_rel, param_dtype = self.reps_rel, self.param_dtype

@@ -103,7 +103,7 @@ class fromage(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    min_norm: Any = hyper(1e-6, NONNEGATIVE)
+    min_norm: Any = hyper(default=1e-6, valid=NONNEGATIVE)
 
     def build(self):
         if is_schedule(self.learning_rate):

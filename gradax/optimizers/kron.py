@@ -80,22 +80,26 @@ class scale_by_kron(GradientTransformation):
       seed: the integer seed used when ``key`` is None.
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    preconditioner_update_probability: Any = hyper(precond_update_prob_schedule(), UNIT)
-    max_size_triangular: int = hyper(8192, NONNEGATIVE_INT, static=True)
-    min_ndim_triangular: int = hyper(2, NONNEGATIVE_INT, static=True)
-    memory_save_mode: Any = hyper(
-        None, OneOf(psgd.MEMORY_SAVE_MODES), static=True, allow_none=True
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    preconditioner_update_probability: Any = hyper(
+        default=precond_update_prob_schedule(), valid=UNIT
     )
-    mu_dtype: Any = static_field(None)
-    precond_dtype: Any = static_field(None)
-    precond_lr: Any = hyper(0.1, POSITIVE, kw_only=True)
-    precond_init_scale: Any = hyper(1.0, POSITIVE, schedule=False, kw_only=True)
-    trust_region_scale: Any = hyper(1.5, POSITIVE, kw_only=True)
-    scanned_layers: Any = static_field(None, kw_only=True)
+    max_size_triangular: int = hyper(default=8192, valid=NONNEGATIVE_INT, static=True)
+    min_ndim_triangular: int = hyper(default=2, valid=NONNEGATIVE_INT, static=True)
+    memory_save_mode: Any = hyper(
+        default=None, valid=OneOf(psgd.MEMORY_SAVE_MODES), static=True, allow_none=True
+    )
+    mu_dtype: Any = static_field(default=None)
+    precond_dtype: Any = static_field(default=None)
+    precond_lr: Any = hyper(default=0.1, valid=POSITIVE, kw_only=True)
+    precond_init_scale: Any = hyper(
+        default=1.0, valid=POSITIVE, schedule=False, kw_only=True
+    )
+    trust_region_scale: Any = hyper(default=1.5, valid=POSITIVE, kw_only=True)
+    scanned_layers: Any = static_field(default=None, kw_only=True)
     # A key array is data (a leaf), never structure.
     key: Any = dataclasses.field(default=None, kw_only=True)
-    seed: int = hyper(0, Range(integer=True), static=True, kw_only=True)
+    seed: int = hyper(default=0, valid=Range(integer=True), static=True, kw_only=True)
 
     # Read at the step counted from 1, as psgd-jax reads it.
     _self_resolved = ("preconditioner_update_probability",)
@@ -301,25 +305,29 @@ class kron(Alias):
       psgd-jax (Evan Walters), ``kron.py``.
     """
 
-    learning_rate: Any = hyper(0.001, LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    weight_decay_mask: Any = static_field(None)
-    preconditioner_update_probability: Any = hyper(precond_update_prob_schedule(), UNIT)
-    max_size_triangular: int = hyper(8192, NONNEGATIVE_INT, static=True)
-    min_ndim_triangular: int = hyper(2, NONNEGATIVE_INT, static=True)
-    memory_save_mode: Any = hyper(
-        None, OneOf(psgd.MEMORY_SAVE_MODES), static=True, allow_none=True
+    learning_rate: Any = hyper(default=0.001, valid=LEARNING_RATE)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_decay_mask: Any = static_field(default=None)
+    preconditioner_update_probability: Any = hyper(
+        default=precond_update_prob_schedule(), valid=UNIT
     )
-    mu_dtype: Any = static_field(None)
-    precond_dtype: Any = static_field(None)
-    precond_lr: Any = hyper(0.1, POSITIVE, kw_only=True)
-    precond_init_scale: Any = hyper(1.0, POSITIVE, schedule=False, kw_only=True)
-    trust_region_scale: Any = hyper(1.5, POSITIVE, kw_only=True)
-    scanned_layers: Any = static_field(None, kw_only=True)
+    max_size_triangular: int = hyper(default=8192, valid=NONNEGATIVE_INT, static=True)
+    min_ndim_triangular: int = hyper(default=2, valid=NONNEGATIVE_INT, static=True)
+    memory_save_mode: Any = hyper(
+        default=None, valid=OneOf(psgd.MEMORY_SAVE_MODES), static=True, allow_none=True
+    )
+    mu_dtype: Any = static_field(default=None)
+    precond_dtype: Any = static_field(default=None)
+    precond_lr: Any = hyper(default=0.1, valid=POSITIVE, kw_only=True)
+    precond_init_scale: Any = hyper(
+        default=1.0, valid=POSITIVE, schedule=False, kw_only=True
+    )
+    trust_region_scale: Any = hyper(default=1.5, valid=POSITIVE, kw_only=True)
+    scanned_layers: Any = static_field(default=None, kw_only=True)
     # A key array is data (a leaf), never structure.
     key: Any = dataclasses.field(default=None, kw_only=True)
-    seed: int = hyper(0, Range(integer=True), static=True, kw_only=True)
+    seed: int = hyper(default=0, valid=Range(integer=True), static=True, kw_only=True)
 
     def build(self):
         return chain(

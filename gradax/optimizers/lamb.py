@@ -55,12 +55,12 @@ class lamb(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-6, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    mask: Any = static_field(None)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
 
     def build(self):
         return chain(
@@ -114,13 +114,13 @@ class lars(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    weight_decay_mask: Any = static_field(True)
-    trust_coefficient: Any = hyper(0.001, NONNEGATIVE)
-    eps: Any = hyper(0.0, NONNEGATIVE)
-    trust_ratio_mask: Any = static_field(True)
-    momentum: Any = hyper(0.9, DECAY)
-    nesterov: bool = static_field(False)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_decay_mask: Any = static_field(default=True)
+    trust_coefficient: Any = hyper(default=0.001, valid=NONNEGATIVE)
+    eps: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    trust_ratio_mask: Any = static_field(default=True)
+    momentum: Any = hyper(default=0.9, valid=DECAY)
+    nesterov: bool = static_field(default=False)
 
     def build(self):
         return chain(

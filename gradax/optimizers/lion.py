@@ -41,14 +41,17 @@ class scale_by_lion(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(0.9, UNIT)
-    b2: Any = hyper(0.99, UNIT)
-    mu_dtype: Any = static_field(None)
+    b1: Any = hyper(default=0.9, valid=UNIT)
+    b2: Any = hyper(default=0.99, valid=UNIT)
+    mu_dtype: Any = static_field(default=None)
     mode: str = hyper(
-        "hard", OneOf(("hard", "smooth", "refined")), static=True, kw_only=True
+        default="hard",
+        valid=OneOf(("hard", "smooth", "refined")),
+        static=True,
+        kw_only=True,
     )
-    smooth_beta: Any = hyper(1.0, NONNEGATIVE, kw_only=True)
-    cautious: bool = static_field(False, kw_only=True)
+    smooth_beta: Any = hyper(default=1.0, valid=NONNEGATIVE, kw_only=True)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def init_state(self, params):
         dtype = canonical_dtype(self.mu_dtype)
@@ -121,13 +124,13 @@ class lion(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, UNIT)
-    b2: Any = hyper(0.99, UNIT)
-    mu_dtype: Any = static_field(None)
-    weight_decay: Any = hyper(0.001, NONNEGATIVE)
-    mask: Any = static_field(None)
-    cautious: bool = static_field(False, kw_only=True)
-    cautious_weight_decay: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=UNIT)
+    b2: Any = hyper(default=0.99, valid=UNIT)
+    mu_dtype: Any = static_field(default=None)
+    weight_decay: Any = hyper(default=0.001, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
+    cautious: bool = static_field(default=False, kw_only=True)
+    cautious_weight_decay: bool = static_field(default=False, kw_only=True)
 
     def build(self):
         return chain(

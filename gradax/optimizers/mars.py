@@ -63,15 +63,17 @@ class scale_by_mars(GradientTransformation):
       b2_1d: AdamW's second-moment decay on the other leaves, in [0, 1).
     """
 
-    b1: Any = hyper(0.95, DECAY)
-    b2: Any = hyper(0.99, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    gamma: Any = hyper(0.025, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    mars_type: str = hyper("mars-adamw", OneOf(_TYPES), static=True, kw_only=True)
-    optimize_1d: bool = static_field(False, kw_only=True)
-    b1_1d: Any = hyper(0.9, DECAY, kw_only=True)
-    b2_1d: Any = hyper(0.95, DECAY, kw_only=True)
+    b1: Any = hyper(default=0.95, valid=DECAY)
+    b2: Any = hyper(default=0.99, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    gamma: Any = hyper(default=0.025, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    mars_type: str = hyper(
+        default="mars-adamw", valid=OneOf(_TYPES), static=True, kw_only=True
+    )
+    optimize_1d: bool = static_field(default=False, kw_only=True)
+    b1_1d: Any = hyper(default=0.9, valid=DECAY, kw_only=True)
+    b2_1d: Any = hyper(default=0.95, valid=DECAY, kw_only=True)
 
     def init_state(self, params):
         lion = self.mars_type == "mars-lion"
@@ -138,7 +140,7 @@ class _mars_step(GradientTransformation):
     weight_decay: Any = hyper(valid=NONNEGATIVE)
     learning_rate_1d: Any = hyper(valid=LEARNING_RATE, allow_none=True)  # None: lr
     weight_decay_1d: Any = hyper(valid=NONNEGATIVE)
-    optimize_1d: bool = static_field(False, kw_only=True)
+    optimize_1d: bool = static_field(default=False, kw_only=True)
 
     def init_state(self, params):
         del params
@@ -241,19 +243,21 @@ class mars(Alias):
       Training Large Models, 2024 (arXiv:2411.10438).
     """
 
-    learning_rate: Any = hyper(0.003, LEARNING_RATE)
-    b1: Any = hyper(0.95, DECAY)
-    b2: Any = hyper(0.99, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    gamma: Any = hyper(0.025, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    mars_type: str = hyper("mars-adamw", OneOf(_TYPES), static=True, kw_only=True)
-    optimize_1d: bool = static_field(False, kw_only=True)
-    b1_1d: Any = hyper(0.9, DECAY, kw_only=True)
-    b2_1d: Any = hyper(0.95, DECAY, kw_only=True)
-    learning_rate_1d: Any = hyper(None, LEARNING_RATE, kw_only=True)
-    weight_decay_1d: Any = hyper(0.1, NONNEGATIVE, kw_only=True)
+    learning_rate: Any = hyper(default=0.003, valid=LEARNING_RATE)
+    b1: Any = hyper(default=0.95, valid=DECAY)
+    b2: Any = hyper(default=0.99, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    gamma: Any = hyper(default=0.025, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    mars_type: str = hyper(
+        default="mars-adamw", valid=OneOf(_TYPES), static=True, kw_only=True
+    )
+    optimize_1d: bool = static_field(default=False, kw_only=True)
+    b1_1d: Any = hyper(default=0.9, valid=DECAY, kw_only=True)
+    b2_1d: Any = hyper(default=0.95, valid=DECAY, kw_only=True)
+    learning_rate_1d: Any = hyper(default=None, valid=LEARNING_RATE, kw_only=True)
+    weight_decay_1d: Any = hyper(default=0.1, valid=NONNEGATIVE, kw_only=True)
 
     def build(self):
         return chain(

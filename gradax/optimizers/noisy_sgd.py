@@ -52,10 +52,12 @@ class noisy_sgd(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    eta: Any = hyper(0.01, NONNEGATIVE)
-    gamma: Any = hyper(0.55, NONNEGATIVE)
+    eta: Any = hyper(default=0.01, valid=NONNEGATIVE)
+    gamma: Any = hyper(default=0.55, valid=NONNEGATIVE)
     key: Any = None
-    seed: int | None = hyper(None, Range(integer=True), static=True, kw_only=True)
+    seed: int | None = hyper(
+        default=None, valid=Range(integer=True), static=True, kw_only=True
+    )
 
     def __check_init__(self):
         if self.seed is not None and self.key is not None:

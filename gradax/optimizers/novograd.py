@@ -38,12 +38,12 @@ class scale_by_novograd(GradientTransformation):
       mu_dtype: dtype of the momentum (default: the parameters').
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.25, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.25, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
 
     def init_state(self, params):
         return ScaleByNovogradState(
@@ -114,11 +114,11 @@ class novograd(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.25, DECAY)
-    eps: Any = hyper(1e-6, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.25, valid=DECAY)
+    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
 
     def build(self):
         return chain(

@@ -38,8 +38,8 @@ class scale_by_optimistic_gradient(GradientTransformation):
 
     # Any sign, as in optax: optimistic_adam gives its learning rate and
     # optimism here, and a negative learning rate (ascent) is accepted.
-    alpha: Any = hyper(1.0, ANY)
-    beta: Any = hyper(1.0, ANY)
+    alpha: Any = hyper(default=1.0, valid=ANY)
+    beta: Any = hyper(default=1.0, valid=ANY)
 
     def init_state(self, params):
         return ScaleByOptimisticGradientState(
@@ -100,8 +100,8 @@ class optimistic_gradient_descent(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    alpha: Any = hyper(1.0, NONNEGATIVE)
-    beta: Any = hyper(1.0, NONNEGATIVE)
+    alpha: Any = hyper(default=1.0, valid=NONNEGATIVE)
+    beta: Any = hyper(default=1.0, valid=NONNEGATIVE)
 
     def build(self):
         return chain(
@@ -149,14 +149,14 @@ class optimistic_adam_v2(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    alpha: Any = hyper(1.0, NONNEGATIVE, kw_only=True)
-    beta: Any = hyper(1.0, NONNEGATIVE, kw_only=True)
-    b1: Any = hyper(0.9, DECAY, kw_only=True)
-    b2: Any = hyper(0.999, DECAY, kw_only=True)
-    eps: Any = hyper(1e-8, NONNEGATIVE, kw_only=True)
-    eps_root: Any = hyper(0.0, NONNEGATIVE, kw_only=True)
-    mu_dtype: Any = static_field(None, kw_only=True)
-    nesterov: bool = static_field(True, kw_only=True)
+    alpha: Any = hyper(default=1.0, valid=NONNEGATIVE, kw_only=True)
+    beta: Any = hyper(default=1.0, valid=NONNEGATIVE, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY, kw_only=True)
+    b2: Any = hyper(default=0.999, valid=DECAY, kw_only=True)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE, kw_only=True)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE, kw_only=True)
+    mu_dtype: Any = static_field(default=None, kw_only=True)
+    nesterov: bool = static_field(default=True, kw_only=True)
 
     def build(self):
         return chain(

@@ -60,13 +60,13 @@ class optimistic_adam(Alias):
     learning_rate: Any = hyper(valid=LEARNING_RATE)
     # Any sign: it defaults to the learning rate, so ascending with an explicit
     # optimism means writing a negative one, as optax accepts.
-    optimism: Any = hyper(None, ANY)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    nesterov: bool = static_field(True, kw_only=True)
+    optimism: Any = hyper(default=None, valid=ANY)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    nesterov: bool = static_field(default=True, kw_only=True)
 
     # As in optax: this version is kept for compatibility only.
     _deprecation = (

@@ -39,10 +39,10 @@ class scale_by_polyak(GradientTransformation):
 
     _required_extra_args = ("value",)
 
-    f_min: Any = hyper(0.0, ANY)
-    max_learning_rate: Any = hyper(1.0, _MAX_LEARNING_RATE)
-    eps: Any = hyper(0.0, NONNEGATIVE)
-    variant: str = hyper("sps", OneOf(("sps", "sps+")), static=True)
+    f_min: Any = hyper(default=0.0, valid=ANY)
+    max_learning_rate: Any = hyper(default=1.0, valid=_MAX_LEARNING_RATE)
+    eps: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    variant: str = hyper(default="sps", valid=OneOf(("sps", "sps+")), static=True)
 
     def init_state(self, params):
         del params
@@ -108,11 +108,13 @@ class polyak_sgd(Alias):
       (arXiv:2307.14528).
     """
 
-    max_learning_rate: Any = hyper(1.0, _MAX_LEARNING_RATE)
-    scaling: Any = hyper(1.0, LEARNING_RATE)  # sgd's learning rate, as in optax
-    f_min: Any = hyper(0.0, ANY)
-    eps: Any = hyper(0.0, NONNEGATIVE)
-    variant: str = hyper("sps", OneOf(("sps", "sps+")), static=True)
+    max_learning_rate: Any = hyper(default=1.0, valid=_MAX_LEARNING_RATE)
+    scaling: Any = hyper(
+        default=1.0, valid=LEARNING_RATE
+    )  # sgd's learning rate, as in optax
+    f_min: Any = hyper(default=0.0, valid=ANY)
+    eps: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    variant: str = hyper(default="sps", valid=OneOf(("sps", "sps+")), static=True)
 
     def build(self):
         return chain(

@@ -41,13 +41,13 @@ class scale_by_radam(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    threshold: Any = hyper(5.0, _THRESHOLD)
-    nesterov: bool = static_field(False, kw_only=True)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    threshold: Any = hyper(default=5.0, valid=_THRESHOLD)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -131,13 +131,13 @@ class radam(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    threshold: Any = hyper(5.0, _THRESHOLD)
-    nesterov: bool = static_field(False, kw_only=True)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    threshold: Any = hyper(default=5.0, valid=_THRESHOLD)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def build(self):
         return chain(

@@ -60,14 +60,14 @@ class rmsprop(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    decay: Any = hyper(0.9, UNIT)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    initial_scale: Any = hyper(0.0, NONNEGATIVE)
-    eps_in_sqrt: bool = static_field(True)
-    centered: bool = static_field(False)
-    momentum: Any = hyper(None, DECAY)
-    nesterov: bool = static_field(False)
-    bias_correction: bool = static_field(False)
+    decay: Any = hyper(default=0.9, valid=UNIT)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    initial_scale: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    eps_in_sqrt: bool = static_field(default=True)
+    centered: bool = static_field(default=False)
+    momentum: Any = hyper(default=None, valid=DECAY)
+    nesterov: bool = static_field(default=False)
+    bias_correction: bool = static_field(default=False)
 
     def __check_init__(self):
         check_rms_decay(self)  # decay < 1 with bias_correction

@@ -66,10 +66,10 @@ class scale_by_rprop(GradientTransformation):
     """
 
     learning_rate: Any = hyper(valid=_INITIAL_STEP_SIZE)
-    eta_minus: Any = hyper(0.5, Range(0.0, 1.0, low_open=True))
-    eta_plus: Any = hyper(1.2, Range(1.0))
-    min_step_size: Any = hyper(1e-6, NONNEGATIVE)
-    max_step_size: Any = hyper(50.0, _MAX_STEP_SIZE)
+    eta_minus: Any = hyper(default=0.5, valid=Range(0.0, 1.0, low_open=True))
+    eta_plus: Any = hyper(default=1.2, valid=Range(1.0))
+    min_step_size: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    max_step_size: Any = hyper(default=50.0, valid=_MAX_STEP_SIZE)
 
     def __check_init__(self):
         _check_rprop(self)
@@ -162,10 +162,10 @@ class rprop(Alias):
     """
 
     learning_rate: Any = hyper(valid=_INITIAL_STEP_SIZE)
-    eta_minus: Any = hyper(0.5, Range(0.0, 1.0, low_open=True))
-    eta_plus: Any = hyper(1.2, Range(1.0))
-    min_step_size: Any = hyper(1e-6, NONNEGATIVE)
-    max_step_size: Any = hyper(50.0, _MAX_STEP_SIZE)
+    eta_minus: Any = hyper(default=0.5, valid=Range(0.0, 1.0, low_open=True))
+    eta_plus: Any = hyper(default=1.2, valid=Range(1.0))
+    min_step_size: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    max_step_size: Any = hyper(default=50.0, valid=_MAX_STEP_SIZE)
 
     def __check_init__(self):
         _check_rprop(self)

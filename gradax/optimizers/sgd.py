@@ -50,9 +50,9 @@ class sgd(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    momentum: Any = hyper(None, UNIT)  # 1: a running sum, as optax allows
-    nesterov: bool = static_field(False)
-    accumulator_dtype: Any = static_field(None)
+    momentum: Any = hyper(default=None, valid=UNIT)  # 1: a running sum, as optax allows
+    nesterov: bool = static_field(default=False)
+    accumulator_dtype: Any = static_field(default=None)
 
     def build(self):
         if self.momentum is None:

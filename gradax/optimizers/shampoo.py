@@ -63,22 +63,22 @@ class scale_by_shampoo(GradientTransformation):
         conv), None (2-D only), dimension numbers, a tree or a function.
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, UNIT)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    matrix_epsilon: Any = hyper(1e-6, NONNEGATIVE)
-    block_size: int = hyper(128, POSITIVE_INT, static=True, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=UNIT)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    matrix_epsilon: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    block_size: int = hyper(default=128, valid=POSITIVE_INT, static=True, kw_only=True)
     preconditioning_compute_steps: int = hyper(
-        1, POSITIVE_INT, static=True, kw_only=True
+        default=1, valid=POSITIVE_INT, static=True, kw_only=True
     )
     start_preconditioning_step: int = hyper(
-        5, NONNEGATIVE_INT, static=True, kw_only=True
+        default=5, valid=NONNEGATIVE_INT, static=True, kw_only=True
     )
     grafting_type: str = hyper(
-        "rmsprop", OneOf(GRAFTING_TYPES), static=True, kw_only=True
+        default="rmsprop", valid=OneOf(GRAFTING_TYPES), static=True, kw_only=True
     )
-    nesterov: bool = static_field(False, kw_only=True)
-    weight_dimension_numbers: Any = static_field("auto", kw_only=True)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    weight_dimension_numbers: Any = static_field(default="auto", kw_only=True)
 
     def _plans(self, tree):
         return kron.plans(
@@ -263,23 +263,23 @@ class shampoo(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, UNIT)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    matrix_epsilon: Any = hyper(1e-6, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    block_size: int = hyper(128, POSITIVE_INT, static=True, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=UNIT)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    matrix_epsilon: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    block_size: int = hyper(default=128, valid=POSITIVE_INT, static=True, kw_only=True)
     preconditioning_compute_steps: int = hyper(
-        1, POSITIVE_INT, static=True, kw_only=True
+        default=1, valid=POSITIVE_INT, static=True, kw_only=True
     )
     start_preconditioning_step: int = hyper(
-        5, NONNEGATIVE_INT, static=True, kw_only=True
+        default=5, valid=NONNEGATIVE_INT, static=True, kw_only=True
     )
     grafting_type: str = hyper(
-        "rmsprop", OneOf(GRAFTING_TYPES), static=True, kw_only=True
+        default="rmsprop", valid=OneOf(GRAFTING_TYPES), static=True, kw_only=True
     )
-    nesterov: bool = static_field(False, kw_only=True)
-    weight_dimension_numbers: Any = static_field("auto", kw_only=True)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    weight_dimension_numbers: Any = static_field(default="auto", kw_only=True)
 
     def build(self):
         return chain(

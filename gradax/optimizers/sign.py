@@ -80,8 +80,8 @@ class signum(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    beta: Any = hyper(0.9, UNIT)
-    accumulator_dtype: Any = static_field(None)
+    beta: Any = hyper(default=0.9, valid=UNIT)
+    accumulator_dtype: Any = static_field(default=None)
 
     def build(self):
         return chain(

@@ -63,9 +63,9 @@ class scale_by_sm3(GradientTransformation):
       eps: added to the accumulator under the square root, >= 0.
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(1.0, UNIT)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=1.0, valid=UNIT)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
 
     def init_state(self, params):
         return ScaleBySM3State(
@@ -149,7 +149,7 @@ class sm3(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    momentum: Any = hyper(0.9, DECAY)
+    momentum: Any = hyper(default=0.9, valid=DECAY)
 
     def build(self):
         return chain(

@@ -50,17 +50,17 @@ class scale_by_soap(GradientTransformation):
         conv), None (2-D only), dimension numbers, a tree or a function.
     """
 
-    b1: Any = hyper(0.95, DECAY)
-    b2: Any = hyper(0.95, DECAY)
-    shampoo_beta: Any = hyper(-1.0, Range(high=1.0, high_open=True))
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    precondition_frequency: int = hyper(10, POSITIVE_INT, static=True)
-    max_precond_dim: int = hyper(10000, POSITIVE_INT, static=True)
-    precondition_1d: bool = static_field(False, kw_only=True)
-    normalize_grads: bool = static_field(False, kw_only=True)
-    correct_bias: bool = static_field(True, kw_only=True)
-    weight_dimension_numbers: Any = static_field("auto", kw_only=True)
+    b1: Any = hyper(default=0.95, valid=DECAY)
+    b2: Any = hyper(default=0.95, valid=DECAY)
+    shampoo_beta: Any = hyper(default=-1.0, valid=Range(high=1.0, high_open=True))
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    precondition_frequency: int = hyper(default=10, valid=POSITIVE_INT, static=True)
+    max_precond_dim: int = hyper(default=10000, valid=POSITIVE_INT, static=True)
+    precondition_1d: bool = static_field(default=False, kw_only=True)
+    normalize_grads: bool = static_field(default=False, kw_only=True)
+    correct_bias: bool = static_field(default=True, kw_only=True)
+    weight_dimension_numbers: Any = static_field(default="auto", kw_only=True)
 
     def _plans(self, tree):
         return kron.plans(
@@ -267,18 +267,18 @@ class soap(Alias):
       (arXiv:2409.11321).
     """
 
-    learning_rate: Any = hyper(0.003, LEARNING_RATE)
-    b1: Any = hyper(0.95, DECAY)
-    b2: Any = hyper(0.95, DECAY)
-    shampoo_beta: Any = hyper(-1.0, Range(high=1.0, high_open=True))
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.01, NONNEGATIVE)
-    precondition_frequency: int = hyper(10, POSITIVE_INT, static=True)
-    max_precond_dim: int = hyper(10000, POSITIVE_INT, static=True)
-    precondition_1d: bool = static_field(False, kw_only=True)
-    normalize_grads: bool = static_field(False, kw_only=True)
-    correct_bias: bool = static_field(True, kw_only=True)
-    weight_dimension_numbers: Any = static_field("auto", kw_only=True)
+    learning_rate: Any = hyper(default=0.003, valid=LEARNING_RATE)
+    b1: Any = hyper(default=0.95, valid=DECAY)
+    b2: Any = hyper(default=0.95, valid=DECAY)
+    shampoo_beta: Any = hyper(default=-1.0, valid=Range(high=1.0, high_open=True))
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.01, valid=NONNEGATIVE)
+    precondition_frequency: int = hyper(default=10, valid=POSITIVE_INT, static=True)
+    max_precond_dim: int = hyper(default=10000, valid=POSITIVE_INT, static=True)
+    precondition_1d: bool = static_field(default=False, kw_only=True)
+    normalize_grads: bool = static_field(default=False, kw_only=True)
+    correct_bias: bool = static_field(default=True, kw_only=True)
+    weight_dimension_numbers: Any = static_field(default="auto", kw_only=True)
 
     def build(self):
         return chain(

@@ -34,12 +34,12 @@ class scale_by_yogi(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(0.001, NONNEGATIVE)
-    eps_root: Any = hyper(0.0, NONNEGATIVE)
-    initial_accumulator_value: Any = hyper(1e-6, NONNEGATIVE)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=0.001, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    initial_accumulator_value: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def init_state(self, params):
         start = self.initial_accumulator_value
@@ -105,10 +105,10 @@ class yogi(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(0.9, DECAY)
-    b2: Any = hyper(0.999, DECAY)
-    eps: Any = hyper(0.001, NONNEGATIVE)
-    cautious: bool = static_field(False, kw_only=True)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=0.001, valid=NONNEGATIVE)
+    cautious: bool = static_field(default=False, kw_only=True)
 
     def build(self):
         return chain(

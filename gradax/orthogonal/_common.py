@@ -104,14 +104,16 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
     the new second moment.
     """
 
-    ns_coeffs: Any = hyper(KELLER[0], NS_COEFFS, static=True)
-    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
-    beta: Any = hyper(0.95, DECAY)
-    beta2: Any = hyper(0.95, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    consistent_rms: Any = hyper(0.2, NONNEGATIVE, allow_none=True, kw_only=True)
-    weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    ns_coeffs: Any = hyper(default=KELLER[0], valid=NS_COEFFS, static=True)
+    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
+    beta: Any = hyper(default=0.95, valid=DECAY)
+    beta2: Any = hyper(default=0.95, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    consistent_rms: Any = hyper(
+        default=0.2, valid=NONNEGATIVE, allow_none=True, kw_only=True
+    )
+    weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
     bias_correction: bool = False  # off, as in the papers
 
     def _muon(self) -> scale_by_muon:
@@ -177,15 +179,17 @@ class NormalizedMuonAliasBase(MomentumOptions, NewtonSchulzOptions, MuonGroups):
     Each of them overrides ``_muon_direction()`` to build its direction.
     """
 
-    ns_coeffs: Any = hyper(KELLER[0], NS_COEFFS, static=True)
-    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
-    beta: Any = hyper(0.95, DECAY)
-    beta2: Any = hyper(0.95, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    weight_decay_mask: Any = static_field(None)
-    mu_dtype: Any = static_field(None)
-    consistent_rms: Any = hyper(0.2, NONNEGATIVE, allow_none=True, kw_only=True)
+    ns_coeffs: Any = hyper(default=KELLER[0], valid=NS_COEFFS, static=True)
+    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
+    beta: Any = hyper(default=0.95, valid=DECAY)
+    beta2: Any = hyper(default=0.95, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_decay_mask: Any = static_field(default=None)
+    mu_dtype: Any = static_field(default=None)
+    consistent_rms: Any = hyper(
+        default=0.2, valid=NONNEGATIVE, allow_none=True, kw_only=True
+    )
     bias_correction: bool = False  # off, as in the papers
 
     # The direction is already RMS-aligned; build adds no shape factor.

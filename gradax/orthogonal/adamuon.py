@@ -43,7 +43,7 @@ class scale_by_adamuon(NormalizedMuonBase):
         rather than ``M`` (the paper's first version).
     """
 
-    sign: bool = static_field(True, kw_only=True)
+    sign: bool = static_field(default=True, kw_only=True)
 
     _state_class = AdaMuonState
 
@@ -123,7 +123,7 @@ class adamuon(NormalizedMuonAliasBase):
       (arXiv:2507.11005).
     """
 
-    sign: bool = static_field(True, kw_only=True)
+    sign: bool = static_field(default=True, kw_only=True)
 
     def _muon_direction(self) -> scale_by_adamuon:
         return scale_by_adamuon(

@@ -74,12 +74,12 @@ class scale_by_dion(GradientTransformation):
       weight_dimension_numbers: as in :class:`scale_by_muon`.
     """
 
-    rank: Any = hyper(1.0, RANK, static=True)
-    mu: Any = hyper(0.95, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    seed: int = hyper(0, SEED, static=True, kw_only=True)
-    weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    rank: Any = hyper(default=1.0, valid=RANK, static=True)
+    mu: Any = hyper(default=0.95, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    seed: int = hyper(default=0, valid=SEED, static=True, kw_only=True)
+    weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
 
     def init_state(self, params):
         dims = matrix_dims(self.weight_dimension_numbers, params)
@@ -214,14 +214,16 @@ class dion(MuonGroups):
 
     # learning_rate, the adam_* options, the routing and cautious_weight_decay
     # are MuonGroups'.
-    rank: Any = hyper(1.0, RANK, static=True)
-    mu: Any = hyper(0.95, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    weight_decay_mask: Any = static_field(None)
-    mu_dtype: Any = static_field(None)
-    seed: int = hyper(0, SEED, static=True, kw_only=True)
-    shape_scaling: str = hyper("spectral", SHAPE_SCALING, static=True, kw_only=True)
+    rank: Any = hyper(default=1.0, valid=RANK, static=True)
+    mu: Any = hyper(default=0.95, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_decay_mask: Any = static_field(default=None)
+    mu_dtype: Any = static_field(default=None)
+    seed: int = hyper(default=0, valid=SEED, static=True, kw_only=True)
+    shape_scaling: str = hyper(
+        default="spectral", valid=SHAPE_SCALING, static=True, kw_only=True
+    )
 
     # Fixed, not arguments (read by MuonGroups.build): AdamW without Nesterov;
     # shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).

@@ -76,14 +76,16 @@ class scale_by_dion2(NewtonSchulzOptions, GradientTransformation):
         Newton–Schulz options, as in :class:`scale_by_muon`.
     """
 
-    fraction: float = hyper(0.25, FRACTION, static=True)
-    ef_decay: Any = hyper(0.95, UNIT)
-    ns_coeffs: Any = hyper("polar_express", NS_COEFFS, static=True)
-    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    select: str = hyper("auto", OneOf(SELECTIONS), static=True, kw_only=True)
-    weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
+    ef_decay: Any = hyper(default=0.95, valid=UNIT)
+    ns_coeffs: Any = hyper(default="polar_express", valid=NS_COEFFS, static=True)
+    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    select: str = hyper(
+        default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
+    )
+    weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
 
     def _muon(self) -> scale_by_muon:
         # Only its orthogonalization (coefficients, normalization) is used.
@@ -211,16 +213,20 @@ class dion2(NewtonSchulzOptions, MuonGroups):
     # learning_rate, the adam_* options, the routing and cautious_weight_decay
     # are MuonGroups'; preconditioning, method, precision and distributed
     # NewtonSchulzOptions'.
-    fraction: float = hyper(0.25, FRACTION, static=True)
-    ef_decay: Any = hyper(0.95, UNIT)
-    ns_coeffs: Any = hyper("polar_express", NS_COEFFS, static=True)
-    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    weight_decay_mask: Any = static_field(None)
-    mu_dtype: Any = static_field(None)
-    select: str = hyper("auto", OneOf(SELECTIONS), static=True, kw_only=True)
-    shape_scaling: str = hyper("spectral", SHAPE_SCALING, static=True, kw_only=True)
+    fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
+    ef_decay: Any = hyper(default=0.95, valid=UNIT)
+    ns_coeffs: Any = hyper(default="polar_express", valid=NS_COEFFS, static=True)
+    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_decay_mask: Any = static_field(default=None)
+    mu_dtype: Any = static_field(default=None)
+    select: str = hyper(
+        default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
+    )
+    shape_scaling: str = hyper(
+        default="spectral", valid=SHAPE_SCALING, static=True, kw_only=True
+    )
 
     # Fixed, not arguments (read by MuonGroups.build): AdamW without Nesterov;
     # shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).

@@ -56,9 +56,11 @@ class scale_by_shape(GradientTransformation):
       shape_scaling: overrides the rule: 'keller', 'rms', 'spectral', 'none'.
     """
 
-    weight_dimension_numbers: Any = static_field(None)
-    consistent_rms: Any = hyper(None, NONNEGATIVE)
-    shape_scaling: str | None = hyper(None, SHAPE_SCALING, static=True, kw_only=True)
+    weight_dimension_numbers: Any = static_field(default=None)
+    consistent_rms: Any = hyper(default=None, valid=NONNEGATIVE)
+    shape_scaling: str | None = hyper(
+        default=None, valid=SHAPE_SCALING, static=True, kw_only=True
+    )
 
     def init_state(self, params):
         del params
@@ -158,17 +160,17 @@ class MuonGroups(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    adam_b1: Any = hyper(0.9, DECAY, kw_only=True)
-    adam_b2: Any = hyper(0.999, DECAY, kw_only=True)
-    adam_eps_root: Any = hyper(0.0, NONNEGATIVE, kw_only=True)
-    adam_weight_decay: Any = hyper(0.0, NONNEGATIVE, kw_only=True)
-    adam_learning_rate: Any = hyper(None, LEARNING_RATE, kw_only=True)
-    adam_eps: Any = hyper(None, NONNEGATIVE, kw_only=True)
-    muon_weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    cautious_weight_decay: bool = static_field(False, kw_only=True)
+    adam_b1: Any = hyper(default=0.9, valid=DECAY, kw_only=True)
+    adam_b2: Any = hyper(default=0.999, valid=DECAY, kw_only=True)
+    adam_eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE, kw_only=True)
+    adam_weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE, kw_only=True)
+    adam_learning_rate: Any = hyper(default=None, valid=LEARNING_RATE, kw_only=True)
+    adam_eps: Any = hyper(default=None, valid=NONNEGATIVE, kw_only=True)
+    muon_weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
+    cautious_weight_decay: bool = static_field(default=False, kw_only=True)
     # A child of the pytree: its learning rate and other numbers are leaves.
     adam: TransformationLike | None = field(
-        None, kw_only=True, converter=_optional_transformation
+        default=None, kw_only=True, converter=_optional_transformation
     )
 
     def __check_init__(self) -> None:

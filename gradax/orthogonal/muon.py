@@ -93,13 +93,13 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
         a 2-D matrix.
     """
 
-    ns_coeffs: Any = hyper(KELLER[0], NS_COEFFS, static=True)
-    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
-    beta: Any = hyper(0.95, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    mu_dtype: Any = static_field(None)
-    adaptive: bool = static_field(False, kw_only=True)
-    weight_dimension_numbers: Any = static_field(None, kw_only=True)
+    ns_coeffs: Any = hyper(default=KELLER[0], valid=NS_COEFFS, static=True)
+    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
+    beta: Any = hyper(default=0.95, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    adaptive: bool = static_field(default=False, kw_only=True)
+    weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
 
     def _dimension_numbers(self, tree: Any) -> Any:
         return full_dimension_numbers(
@@ -315,16 +315,18 @@ class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
     # learning_rate, the adam_* options, the routing and cautious_weight_decay
     # are MuonGroups'; nesterov, momentum and bias_correction MomentumOptions';
     # preconditioning, method, precision and distributed NewtonSchulzOptions'.
-    ns_coeffs: Any = hyper(KELLER[0], NS_COEFFS, static=True)
-    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
-    beta: Any = hyper(0.95, DECAY)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    weight_decay_mask: Any = static_field(None)
-    mu_dtype: Any = static_field(None)
-    adaptive: bool = static_field(False, kw_only=True)
-    consistent_rms: Any = hyper(None, NONNEGATIVE, kw_only=True)
-    shape_scaling: str | None = hyper(None, SHAPE_SCALING, static=True, kw_only=True)
+    ns_coeffs: Any = hyper(default=KELLER[0], valid=NS_COEFFS, static=True)
+    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
+    beta: Any = hyper(default=0.95, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    weight_decay_mask: Any = static_field(default=None)
+    mu_dtype: Any = static_field(default=None)
+    adaptive: bool = static_field(default=False, kw_only=True)
+    consistent_rms: Any = hyper(default=None, valid=NONNEGATIVE, kw_only=True)
+    shape_scaling: str | None = hyper(
+        default=None, valid=SHAPE_SCALING, static=True, kw_only=True
+    )
 
     def _muon_direction(self) -> scale_by_muon:
         return scale_by_muon(

@@ -65,13 +65,20 @@ class NewtonSchulzOptions(Module):
     """
 
     preconditioning: str = hyper(
-        "frobenius", OneOf(tuple(PRECONDITIONING)), static=True, kw_only=True
+        default="frobenius",
+        valid=OneOf(tuple(PRECONDITIONING)),
+        static=True,
+        kw_only=True,
     )
-    method: str = hyper("auto", OneOf(METHODS), static=True, kw_only=True)
-    precision: Any = hyper(None, OneOf(PRECISIONS), static=True, kw_only=True)
+    method: str = hyper(default="auto", valid=OneOf(METHODS), static=True, kw_only=True)
+    precision: Any = hyper(
+        default=None, valid=OneOf(PRECISIONS), static=True, kw_only=True
+    )
     distributed: Any = hyper(
-        "auto",
-        OneOf(("auto", True, False), also=_is_mesh, also_text="a jax.sharding.Mesh"),
+        default="auto",
+        valid=OneOf(
+            ("auto", True, False), also=_is_mesh, also_text="a jax.sharding.Mesh"
+        ),
         static=True,
         allow_none=True,
         kw_only=True,
@@ -107,9 +114,11 @@ class MomentumOptions(Module):
         NAdam-style rule); False for KellerJordan and torch.
     """
 
-    nesterov: bool = static_field(True, kw_only=True)
-    momentum: str = hyper("ema", OneOf(("ema", "sum")), static=True, kw_only=True)
-    bias_correction: bool = static_field(True, kw_only=True)
+    nesterov: bool = static_field(default=True, kw_only=True)
+    momentum: str = hyper(
+        default="ema", valid=OneOf(("ema", "sum")), static=True, kw_only=True
+    )
+    bias_correction: bool = static_field(default=True, kw_only=True)
 
     def momentum_options(self) -> dict[str, Any]:
         """Every momentum option, by name, to build a direction with."""

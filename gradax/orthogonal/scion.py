@@ -104,16 +104,16 @@ class scale_by_scion(GradientTransformation):
       mu_dtype: dtype of the momentum buffer.
     """
 
-    beta: Any = hyper(0.9, DECAY)
-    ns_coeffs: Any = hyper(KELLER[0], NS_COEFFS, static=True)
-    ns_steps: int = hyper(5, POSITIVE_INT, static=True)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    radius: Any = hyper(1.0, NONNEGATIVE)
-    embedding_radius: Any = hyper(None, NONNEGATIVE)
-    head_radius: Any = hyper(None, NONNEGATIVE)
-    lmo: Any = static_field(None, kw_only=True)
-    weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    mu_dtype: Any = static_field(None, kw_only=True)
+    beta: Any = hyper(default=0.9, valid=DECAY)
+    ns_coeffs: Any = hyper(default=KELLER[0], valid=NS_COEFFS, static=True)
+    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    radius: Any = hyper(default=1.0, valid=NONNEGATIVE)
+    embedding_radius: Any = hyper(default=None, valid=NONNEGATIVE)
+    head_radius: Any = hyper(default=None, valid=NONNEGATIVE)
+    lmo: Any = static_field(default=None, kw_only=True)
+    weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
+    mu_dtype: Any = static_field(default=None, kw_only=True)
 
     def __check_init__(self):
         check_coefficient_rows(self.ns_coeffs, self.ns_steps)
@@ -272,17 +272,19 @@ class scion(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    beta: Any = hyper(0.9, DECAY)
-    radius: Any = hyper(1.0, NONNEGATIVE)
-    embedding_radius: Any = hyper(None, NONNEGATIVE)
-    head_radius: Any = hyper(None, NONNEGATIVE)
-    unconstrained: bool = static_field(False, kw_only=True)
-    ns_coeffs: Any = hyper(KELLER[0], NS_COEFFS, static=True, kw_only=True)
-    ns_steps: int = hyper(5, POSITIVE_INT, static=True, kw_only=True)
-    eps: Any = hyper(1e-8, NONNEGATIVE, kw_only=True)
-    lmo: Any = static_field(None, kw_only=True)
-    weight_dimension_numbers: Any = static_field(None, kw_only=True)
-    mu_dtype: Any = static_field(None, kw_only=True)
+    beta: Any = hyper(default=0.9, valid=DECAY)
+    radius: Any = hyper(default=1.0, valid=NONNEGATIVE)
+    embedding_radius: Any = hyper(default=None, valid=NONNEGATIVE)
+    head_radius: Any = hyper(default=None, valid=NONNEGATIVE)
+    unconstrained: bool = static_field(default=False, kw_only=True)
+    ns_coeffs: Any = hyper(
+        default=KELLER[0], valid=NS_COEFFS, static=True, kw_only=True
+    )
+    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True, kw_only=True)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE, kw_only=True)
+    lmo: Any = static_field(default=None, kw_only=True)
+    weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
+    mu_dtype: Any = static_field(default=None, kw_only=True)
 
     def __check_init__(self):
         lr = self.learning_rate

@@ -169,6 +169,7 @@ class master_weights(GradientTransformation):
         Returns:
           ``(params, state)``.
         """
+
         def splits(m: Any) -> bool:
             return jnp.dtype(getattr(m, "dtype", jnp.float64)) == jnp.float32
 

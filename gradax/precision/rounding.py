@@ -147,7 +147,7 @@ class stochastic_rounding(GradientTransformation):
     """
 
     tx: TransformationLike = transformation_field()
-    seed: int = hyper(0, Range(integer=True), static=True, kw_only=True)
+    seed: int = hyper(default=0, valid=Range(integer=True), static=True, kw_only=True)
     key: Any = None
 
     def __check_init__(self):

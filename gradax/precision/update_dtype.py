@@ -72,7 +72,7 @@ class cast_updates(GradientTransformation):
     """
 
     tx: TransformationLike = transformation_field()
-    to: str = hyper("grads", OneOf(TARGETS), static=True, kw_only=True)
+    to: str = hyper(default="grads", valid=OneOf(TARGETS), static=True, kw_only=True)
 
     def update(self, updates, state, params=None, **extra_args):
         """Transform ``updates``, returned in the dtypes ``to`` names."""
@@ -92,7 +92,9 @@ class cast_updates(GradientTransformation):
             return g if dtype_of(g) == want else jnp.asarray(g).astype(want)
 
         targets = jax.tree.map(
-            lambda g, p: None if g is None else _target(dtype_of(g), dtype_of(p), self.to),
+            lambda g, p: (
+                None if g is None else _target(dtype_of(g), dtype_of(p), self.to)
+            ),
             updates,
             params,
             is_leaf=lambda x: x is None,

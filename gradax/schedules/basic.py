@@ -248,7 +248,7 @@ class polynomial_schedule(ScheduleBase):
     # (1 - progress) ** power stays in [0, 1]: the values stay between the two.
     power: Any = hyper(valid=NONNEGATIVE, schedule=False)
     transition_steps: int = hyper(valid=ANY_STEP, static=True)
-    transition_begin: int = hyper(0, ANY_STEP, static=True)
+    transition_begin: int = hyper(default=0, valid=ANY_STEP, static=True)
 
     def __check_init__(self):
         # Accepted, as in optax, with a note on how they are read.
@@ -303,7 +303,7 @@ class linear_schedule(ScheduleBase):
     init_value: Any = hyper(valid=ANY, schedule=False)
     end_value: Any = hyper(valid=ANY, schedule=False)
     transition_steps: int = hyper(valid=ANY_STEP, static=True)
-    transition_begin: int = hyper(0, ANY_STEP, static=True)
+    transition_begin: int = hyper(default=0, valid=ANY_STEP, static=True)
 
     def __check_init__(self):
         # Accepted, as in optax, with a note on how they are read.
@@ -372,7 +372,7 @@ class piecewise_constant_schedule(ScheduleBase):
 
     init_value: Any = hyper(valid=ANY, schedule=False)
     boundaries_and_scales: dict[int, float] | None = field(
-        None, converter=scales_by_step
+        default=None, converter=scales_by_step
     )
 
     def _evaluate(self, count):
@@ -435,7 +435,7 @@ class piecewise_interpolate_schedule(ScheduleBase):
     interpolate_type: str = hyper(valid=OneOf(("linear", "cosine")), static=True)
     init_value: Any = hyper(valid=ANY, schedule=False)
     boundaries_and_scales: dict[int, float] | None = field(
-        None, converter=scales_by_step
+        default=None, converter=scales_by_step
     )
 
     def _evaluate(self, count):
@@ -497,9 +497,9 @@ class exponential_decay(ScheduleBase):
     transition_steps: int = hyper(valid=ANY_STEP, static=True)
     # A negative rate has no real fractional powers.
     decay_rate: Any = hyper(valid=NONNEGATIVE, schedule=False)
-    transition_begin: int = hyper(0, ANY_STEP, static=True)
-    staircase: bool = static_field(False)
-    end_value: Any = hyper(None, ANY, schedule=False)
+    transition_begin: int = hyper(default=0, valid=ANY_STEP, static=True)
+    staircase: bool = static_field(default=False)
+    end_value: Any = hyper(default=None, valid=ANY, schedule=False)
 
     def __check_init__(self):
         # Accepted, as in optax, with a note on how they are read.

@@ -84,9 +84,9 @@ class cosine_decay_schedule(ScheduleBase):
 
     init_value: Any = hyper(valid=ANY, schedule=False)
     decay_steps: int = hyper(valid=POSITIVE_INT, static=True)
-    alpha: Any = hyper(0.0, ANY, schedule=False)
+    alpha: Any = hyper(default=0.0, valid=ANY, schedule=False)
     # The cosine factor is in [0, 1]; a negative power would divide by 0.
-    exponent: Any = hyper(1.0, NONNEGATIVE, schedule=False)
+    exponent: Any = hyper(default=1.0, valid=NONNEGATIVE, schedule=False)
 
     def _evaluate(self, count):
         return cosine_value(
@@ -139,8 +139,8 @@ class warmup_cosine_decay_schedule(ScheduleBase):
     peak_value: Any = hyper(valid=ANY, schedule=False)
     warmup_steps: int = hyper(valid=NONNEGATIVE_INT, static=True)
     decay_steps: int = hyper(valid=POSITIVE_INT, static=True)
-    end_value: Any = hyper(0.0, ANY, schedule=False)
-    exponent: Any = hyper(1.0, NONNEGATIVE, schedule=False)
+    end_value: Any = hyper(default=0.0, valid=ANY, schedule=False)
+    exponent: Any = hyper(default=1.0, valid=NONNEGATIVE, schedule=False)
 
     def __check_init__(self):
         if not self.decay_steps - self.warmup_steps > 0:

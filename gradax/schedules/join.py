@@ -172,9 +172,9 @@ class warmup_exponential_decay_schedule(ScheduleBase):
     warmup_steps: int = hyper(valid=NONNEGATIVE_INT, static=True)
     transition_steps: int = hyper(valid=ANY_STEP, static=True)
     decay_rate: Any = hyper(valid=NONNEGATIVE, schedule=False)
-    transition_begin: int = hyper(0, ANY_STEP, static=True)
-    staircase: bool = static_field(False)
-    end_value: Any = hyper(None, ANY, schedule=False)
+    transition_begin: int = hyper(default=0, valid=ANY_STEP, static=True)
+    staircase: bool = static_field(default=False)
+    end_value: Any = hyper(default=None, valid=ANY, schedule=False)
 
     def _evaluate(self, count):
         def warmup(t):

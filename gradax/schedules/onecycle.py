@@ -70,10 +70,10 @@ class linear_onecycle_schedule(ScheduleBase):
 
     transition_steps: int = hyper(valid=POSITIVE_INT, static=True)
     peak_value: Any = hyper(valid=ANY, schedule=False)
-    pct_start: float = hyper(0.3, UNIT, static=True)
-    pct_final: float = hyper(0.85, UNIT, static=True)
-    div_factor: Any = hyper(25.0, POSITIVE, schedule=False)
-    final_div_factor: Any = hyper(10000.0, POSITIVE, schedule=False)
+    pct_start: float = hyper(default=0.3, valid=UNIT, static=True)
+    pct_final: float = hyper(default=0.85, valid=UNIT, static=True)
+    div_factor: Any = hyper(default=25.0, valid=POSITIVE, schedule=False)
+    final_div_factor: Any = hyper(default=10000.0, valid=POSITIVE, schedule=False)
 
     def _pairs(self, div, final_div):
         steps = self.transition_steps
@@ -131,9 +131,9 @@ class cosine_onecycle_schedule(ScheduleBase):
 
     transition_steps: int = hyper(valid=POSITIVE_INT, static=True)
     peak_value: Any = hyper(valid=ANY, schedule=False)
-    pct_start: float = hyper(0.3, UNIT, static=True)
-    div_factor: Any = hyper(25.0, POSITIVE, schedule=False)
-    final_div_factor: Any = hyper(10000.0, POSITIVE, schedule=False)
+    pct_start: float = hyper(default=0.3, valid=UNIT, static=True)
+    div_factor: Any = hyper(default=25.0, valid=POSITIVE, schedule=False)
+    final_div_factor: Any = hyper(default=10000.0, valid=POSITIVE, schedule=False)
 
     def _pairs(self, div, final_div):
         steps = self.transition_steps

@@ -39,10 +39,10 @@ class precond_update_prob_schedule(ScheduleBase):
       psgd-jax (Evan Walters), ``kron.py``'s schedule of the same name.
     """
 
-    max_prob: Any = hyper(1.0, UNIT, schedule=False)
-    min_prob: Any = hyper(0.03, UNIT, schedule=False)
-    decay: Any = hyper(0.001, NONNEGATIVE, schedule=False)
-    flat_start: int = hyper(250, NONNEGATIVE_INT, static=True)
+    max_prob: Any = hyper(default=1.0, valid=UNIT, schedule=False)
+    min_prob: Any = hyper(default=0.03, valid=UNIT, schedule=False)
+    decay: Any = hyper(default=0.001, valid=NONNEGATIVE, schedule=False)
+    flat_start: int = hyper(default=250, valid=NONNEGATIVE_INT, static=True)
 
     def _evaluate(self, count):
         decayed = self.max_prob * jnp.exp(-self.decay * (count - self.flat_start))

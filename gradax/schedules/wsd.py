@@ -80,9 +80,9 @@ class warmup_stable_decay_schedule(ScheduleBase):
     peak_value: Any = hyper(valid=ANY, schedule=False)
     warmup_steps: int = hyper(valid=NONNEGATIVE_INT, static=True)
     total_steps: int = hyper(valid=POSITIVE_INT, static=True)
-    decay_fraction: float = hyper(0.1, UNIT, static=True)
-    end_value: Any = hyper(0.0, ANY, schedule=False)
-    decay_type: str = hyper("linear", OneOf(DECAY_TYPES), static=True)
+    decay_fraction: float = hyper(default=0.1, valid=UNIT, static=True)
+    end_value: Any = hyper(default=0.0, valid=ANY, schedule=False)
+    decay_type: str = hyper(default="linear", valid=OneOf(DECAY_TYPES), static=True)
 
     def _decay_steps(self) -> int:
         return decay_steps_of(self.total_steps, self.decay_fraction)

@@ -143,8 +143,8 @@ class add_cautious_decayed_weights(Alias):
       Chen et al., Cautious Weight Decay, 2025 (arXiv:2510.12402).
     """
 
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    mask: Any = static_field(None)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
 
     def build(self):
         if self.mask is None:

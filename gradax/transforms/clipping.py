@@ -263,8 +263,8 @@ class adaptive_grad_clip(GradientTransformation):
     """
 
     clipping: Any = hyper(valid=CLIP_BOUND)
-    eps: Any = hyper(0.001, NONNEGATIVE)
-    axis: Any = static_field(None)
+    eps: Any = hyper(default=0.001, valid=NONNEGATIVE)
+    axis: Any = static_field(default=None)
 
     def init_state(self, params):
         del params

@@ -70,8 +70,8 @@ class normalize_by_update_norm(GradientTransformation):
       {'a': Array([0.6], dtype=float32), 'b': Array([0.8], dtype=float32)}
     """
 
-    scale_factor: Any = hyper(1.0, ANY)
-    eps: Any = hyper(1e-6, NONNEGATIVE)
+    scale_factor: Any = hyper(default=1.0, valid=ANY)
+    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
 
     def init_state(self, params):
         del params

@@ -68,7 +68,9 @@ class add_noise(GradientTransformation):
     gamma: Any = hyper(valid=NONNEGATIVE)
     key: Any = None
     # Any integer: jax.random.key takes negative seeds too.
-    seed: int | None = hyper(None, Range(integer=True), static=True, kw_only=True)
+    seed: int | None = hyper(
+        default=None, valid=Range(integer=True), static=True, kw_only=True
+    )
 
     def __check_init__(self):
         if self.seed is not None and self.key is not None:

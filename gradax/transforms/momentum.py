@@ -57,8 +57,8 @@ class trace(GradientTransformation):
     """
 
     decay: Any = hyper(valid=UNIT)
-    nesterov: bool = static_field(False)
-    accumulator_dtype: Any = static_field(None)
+    nesterov: bool = static_field(default=False)
+    accumulator_dtype: Any = static_field(default=None)
 
     def init_state(self, params):
         dtype = canonical_dtype(self.accumulator_dtype)
@@ -122,8 +122,8 @@ class ema(GradientTransformation):
     """
 
     decay: Any = hyper(valid=UNIT)
-    debias: bool = static_field(True)
-    accumulator_dtype: Any = static_field(None)
+    debias: bool = static_field(default=True)
+    accumulator_dtype: Any = static_field(default=None)
 
     def init_state(self, params):
         dtype = canonical_dtype(self.accumulator_dtype)

@@ -65,7 +65,7 @@ class _measure(GradientTransformation):
     """A stateless transformation whose output is ``fn(updates)``."""
 
     fn: Callable[[Any], Any] = static_field()
-    floating: bool = static_field(False)
+    floating: bool = static_field(default=False)
 
     def init_state(self, params):
         del params
@@ -235,8 +235,8 @@ class measure_with_ema(Alias):
 
     measure: Callable[[Any], Any] = static_field()
     decay: Any = hyper(valid=UNIT)
-    debias: bool = static_field(True)
-    accumulator_dtype: Any = static_field(None)
+    debias: bool = static_field(default=True)
+    accumulator_dtype: Any = static_field(default=None)
 
     def build(self):
         return chain(

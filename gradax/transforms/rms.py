@@ -64,8 +64,8 @@ class scale_by_rss(GradientTransformation):
       eps: added inside the square root, >= 0.
     """
 
-    initial_accumulator_value: Any = hyper(0.1, NONNEGATIVE)
-    eps: Any = hyper(1e-7, NONNEGATIVE)
+    initial_accumulator_value: Any = hyper(default=0.1, valid=NONNEGATIVE)
+    eps: Any = hyper(default=1e-7, valid=NONNEGATIVE)
 
     def init_state(self, params):
         return ScaleByRssState(
@@ -130,11 +130,11 @@ class scale_by_rms(GradientTransformation):
       bias_correction: divide the moving average by :math:`1 - \\text{decay}^t`.
     """
 
-    decay: Any = hyper(0.9, UNIT)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    initial_scale: Any = hyper(0.0, NONNEGATIVE)
-    eps_in_sqrt: bool = static_field(True)
-    bias_correction: bool = static_field(False)
+    decay: Any = hyper(default=0.9, valid=UNIT)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    initial_scale: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    eps_in_sqrt: bool = static_field(default=True)
+    bias_correction: bool = static_field(default=False)
 
     def __check_init__(self):
         check_rms_decay(self)
@@ -175,11 +175,11 @@ class scale_by_stddev(GradientTransformation):
         :math:`1 - \\text{decay}^t`.
     """
 
-    decay: Any = hyper(0.9, UNIT)
-    eps: Any = hyper(1e-8, NONNEGATIVE)
-    initial_scale: Any = hyper(0.0, NONNEGATIVE)
-    eps_in_sqrt: bool = static_field(True)
-    bias_correction: bool = static_field(False)
+    decay: Any = hyper(default=0.9, valid=UNIT)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    initial_scale: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    eps_in_sqrt: bool = static_field(default=True)
+    bias_correction: bool = static_field(default=False)
 
     def __check_init__(self):
         check_rms_decay(self)

@@ -70,8 +70,8 @@ class scale_by_learning_rate(GradientTransformation):
         is how it descends: no warning then.
     """
 
-    learning_rate: Any = hyper(None, LEARNING_RATE)
-    flip_sign: bool = static_field(True, kw_only=True)
+    learning_rate: Any = hyper(default=None, valid=LEARNING_RATE)
+    flip_sign: bool = static_field(default=True, kw_only=True)
 
     def _unusual_values(self):
         # Without the flip, the sign is the user's way of choosing direction.

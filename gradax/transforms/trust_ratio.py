@@ -78,9 +78,9 @@ class scale_by_trust_ratio(GradientTransformation):
       (arXiv:1708.03888).
     """
 
-    min_norm: Any = hyper(0.0, NONNEGATIVE)
-    trust_coefficient: Any = hyper(1.0, NONNEGATIVE)
-    eps: Any = hyper(0.0, NONNEGATIVE)
+    min_norm: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    trust_coefficient: Any = hyper(default=1.0, valid=NONNEGATIVE)
+    eps: Any = hyper(default=0.0, valid=NONNEGATIVE)
 
     def init_state(self, params):
         del params
@@ -119,7 +119,7 @@ class scale_by_param_block_norm(GradientTransformation):
       Array([ 5., -5.], dtype=float32)
     """
 
-    min_scale: Any = hyper(0.001, NONNEGATIVE)
+    min_scale: Any = hyper(default=0.001, valid=NONNEGATIVE)
 
     def init_state(self, params):
         del params
@@ -152,7 +152,7 @@ class scale_by_param_block_rms(GradientTransformation):
       Array([2., 3.], dtype=float32)
     """
 
-    min_scale: Any = hyper(0.001, NONNEGATIVE)
+    min_scale: Any = hyper(default=0.001, valid=NONNEGATIVE)
 
     def init_state(self, params):
         del params

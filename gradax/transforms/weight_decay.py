@@ -54,8 +54,8 @@ class add_decayed_weights(Alias):
       Array([0.1, 0.1], dtype=float32)
     """
 
-    weight_decay: Any = hyper(0.0, NONNEGATIVE)
-    mask: Any = static_field(None)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
 
     def build(self):
         if self.mask is None:

@@ -35,7 +35,7 @@ class average_per_element_updates(Aggregator):
       Array([2., 3.], dtype=float32)
     """
 
-    per_elt_axis: int | Sequence[int] = static_field(0)
+    per_elt_axis: int | Sequence[int] = static_field(default=0)
 
     def init_state(self, params):
         del params

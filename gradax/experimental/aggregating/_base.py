@@ -100,7 +100,7 @@ class _Process(GradientTransformation):
     preprocessor: GradientTransformation
     aggregator: GradientTransformation
     postprocessor: GradientTransformation
-    aggregator_has_aux: bool = static_field(False)
+    aggregator_has_aux: bool = static_field(default=False)
 
     def _public_name(self) -> str:
         return "process"

@@ -110,8 +110,8 @@ class get_per_element_mean_and_sum_sq_diff_grads(Aggregator):
       <https://doi.org/10.1007/978-3-642-51461-6_3>`_, COMPSTAT 1982.
     """
 
-    per_elt_axis: int | Sequence[int] = static_field(0)
-    accumulation_steps: int = hyper(1, POSITIVE_INT, static=True)
+    per_elt_axis: int | Sequence[int] = static_field(default=0)
+    accumulation_steps: int = hyper(default=1, valid=POSITIVE_INT, static=True)
 
     def init_state(self, params):
         if self.accumulation_steps == 1:
@@ -215,7 +215,7 @@ class track_per_element_mean_and_variance_with_ema(GradientTransformation):
       (Array([2.], dtype=float32), Array([2.], dtype=float32))
     """
 
-    ema_decay: Any = hyper(0.9, DECAY)
+    ema_decay: Any = hyper(default=0.9, valid=DECAY)
 
     def init_state(self, params):
         return PerElementMeanAndVarianceEMAState(
