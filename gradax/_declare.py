@@ -1,10 +1,10 @@
 """Declared hyperparameters: each field states its valid values once.
 
 A field written ``b1: float = hyper(default=0.9, valid=DECAY)`` is a numeric
-hyperparameter whose values must lie in ``[0, 1)``. :class:`gradax.Module` validates every
-declared field when a user builds the object, so an error names the user's
-argument (the field has the argument's name) and the valid range, and no class
-writes these checks by hand.
+hyperparameter whose values must lie in ``[0, 1)``. :class:`gradax.Module`
+validates every declared field when a user builds the object, so an error
+names the user's argument (the field has the argument's name) and the valid
+range, and no class writes these checks by hand.
 
 What a declaration says:
 
