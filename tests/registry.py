@@ -15,6 +15,7 @@ import registry_field
 import registry_memory
 import registry_muon
 import registry_sign
+from precision import registry_precision
 from registry_base import Entry, entry_id
 
 import gradax
@@ -252,4 +253,5 @@ ENTRIES: list[Entry] = [
     *registry_muon.ENTRIES,
     *registry_field.ENTRIES,
     *registry_memory.ENTRIES,
+    *registry_precision.ENTRIES,
 ]
