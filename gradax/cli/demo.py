@@ -49,6 +49,10 @@ class Recipe:
     learning_rate: float
     build: Callable[..., Any]
     summary: str
+    # Parameters stored in this dtype (None: float32), and a wrapper put
+    # around the whole optimizer (clipping included), for 16-bit parameters.
+    param_dtype: Any = None
+    wrap: Callable[[Any], Any] | None = None
 
 
 def _plain(name: str, **kwargs) -> Callable[..., Any]:
@@ -128,6 +132,33 @@ OPTIMIZERS = {
     for name, r in _CANDIDATES.items()
     if hasattr(gradax, name.removesuffix("8bit"))
 }
+
+
+def _bf16_adamw(int8: bool, wrap: Callable[[Any], Any] | None, how: str) -> Recipe:
+    q8 = gradax.int8_blockwise()
+    dtype = q8 if int8 else jnp.float32
+    build = _plain("adamw", b2=0.95, weight_decay=0.01, mu_dtype=dtype, nu_dtype=dtype)
+    moments = "8-bit" if int8 else "float32"
+    summary = f"adamw, bfloat16 params, {how}, {moments} moments"
+    return Recipe(ADAMW_LR, build, summary, jnp.bfloat16, wrap)
+
+
+# bfloat16 parameters: round-to-nearest (apply_updates alone), stochastic
+# rounding, and an exact float32 master; each with float32 or 8-bit moments,
+# so the rows differ only in how the parameters keep their steps.
+if hasattr(gradax, "master_weights"):
+    for _suffix, _int8 in (("", False), ("8bit", True)):
+        OPTIMIZERS[f"adamw{_suffix}-bf16"] = _bf16_adamw(
+            _int8, None, "round-to-nearest"
+        )
+        OPTIMIZERS[f"adamw{_suffix}-bf16-sr"] = _bf16_adamw(
+            _int8,
+            lambda tx: gradax.stochastic_rounding(tx, seed=0),
+            "stochastic rounding",
+        )
+        OPTIMIZERS[f"adamw{_suffix}-bf16-master"] = _bf16_adamw(
+            _int8, gradax.master_weights, "exact float32 master"
+        )
 REFERENCE = "adamw"
 
 
@@ -179,7 +210,10 @@ def build_optimizer(spec: RunSpec, steps: int, dims: Any):
     inner = recipe.build(
         schedule(spec.learning_rate, steps), schedule(ADAMW_LR, steps), dims
     )
-    return gradax.chain(gradax.clip_by_global_norm(1.0), inner)
+    tx = gradax.chain(gradax.clip_by_global_norm(1.0), inner)
+    # A wrapper for 16-bit parameters must be outermost (its float32 updates
+    # carry the step exactly; a chain around it would round them).
+    return recipe.wrap(tx) if recipe.wrap is not None else tx
 
 
 # ---------------------------------------------------------------------------
@@ -215,10 +249,23 @@ def eval_steps(steps: int, evals: int) -> list[int]:
     return sorted(set(range(0, steps, every)) | {steps})
 
 
+def _as_float32(params: Any) -> Any:
+    return jax.tree.map(lambda p: p.astype(jnp.float32), params)
+
+
 @functools.cache
 def compiled_loss(heads: int) -> dict[str, Any]:
-    """The jitted loss and its gradient, shared by every optimizer and run."""
-    loss = functools.partial(loss_fn, heads=heads)
+    """The jitted loss and its gradient, shared by every optimizer and run.
+
+    Parameters stored in bfloat16 are read as they are, and the arithmetic
+    is float32 for every row (a no-op for float32 parameters), so the rows
+    differ by how the parameters are stored and updated, not by the
+    precision of the activations. Their gradients come back bfloat16.
+    """
+
+    def loss(params, batch):
+        return loss_fn(_as_float32(params), batch, heads=heads)
+
     return {"grad": jax.jit(jax.value_and_grad(loss)), "loss": jax.jit(loss)}
 
 
@@ -250,7 +297,9 @@ def train_one(
 ) -> dict[str, Any]:
     """Train one optimizer from ``params0``; the curves and timings as a dict."""
     tx = build_optimizer(spec, config.steps, dims)
-
+    dtype = OPTIMIZERS[spec.name].param_dtype
+    if dtype is not None:
+        params0 = jax.tree.map(lambda p: p.astype(dtype), params0)
     params, state = params0, init_state(tx, params0)
     checkpoints = eval_steps(config.steps, config.evals)
     val_curve: list[float] = [float(fns["loss"](params, fns["val_batch"]))]
