@@ -12,7 +12,7 @@ import dataclasses
 import inspect
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any, ClassVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, dataclass_transform, overload
 
 import jax
 import numpy as np
@@ -30,7 +30,7 @@ from ._declare import (
     validate,
 )
 
-__all__ = ["Module", "field", "static_field"]
+__all__ = ["AbstractField", "Module", "field", "static_field"]
 
 
 def is_tree_function(x: Any) -> bool:
@@ -207,6 +207,75 @@ def _warn_at_construction(notes: list[tuple[str, str]]) -> None:
     warnings.warn(message, HyperparameterWarning, stacklevel=level)
 
 
+class AbstractField:
+    """A field a base class requires and each concrete subclass declares.
+
+    A family of classes shares options whose place among the positional
+    arguments differs from class to class (NorMuon's ``beta2`` comes
+    between ``beta`` and ``eps``), so the base cannot declare them as its
+    own fields (a dataclass puts a base's fields first). It declares them
+    this way instead, once, with their valid values; its methods may read
+    them. Each concrete subclass then writes ``ns_coeffs: Any =
+    NewtonSchulzSteps.ns_coeffs.declare()`` where the argument goes (or
+    sets a plain class constant where the value is fixed), and class
+    creation fails if one is missing or declared with other valid values.
+    A class that is itself a base sets ``_abstract = True`` in its body.
+    """
+
+    def __init__(self, doc: str, **declaration: Any):
+        self.doc = doc
+        self.declaration = declaration
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> AbstractField: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Any: ...
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        raise AttributeError(
+            f"{type(obj).__name__} does not declare {self.name!r}, which "
+            f"its base requires ({self.doc})"
+        )
+
+    def declare(self, **changes: Any) -> Any:
+        """The field, declared as the base says (``default`` may change)."""
+        unknown = set(changes) - {"default", "kw_only"}
+        if unknown:
+            raise TypeError(
+                f"{self.name}: only default and kw_only may change, not {unknown}"
+            )
+        declaration = {**self.declaration, **changes}
+        if "valid" in declaration:
+            return hyper(**declaration)
+        return field(**declaration)
+
+    def check(self, cls: type) -> None:
+        """Fail unless concrete ``cls`` declares this field as required."""
+        fields = cls.__dict__.get("__dataclass_fields__", {})
+        if self.name in fields:
+            given = spec_of(fields[self.name])
+            wanted = self.declaration.get("valid")
+            if wanted is not None and (given is None or given.valid != wanted):
+                raise TypeError(
+                    f"{cls.__name__}.{self.name} must be declared with "
+                    f"{self.name} = <base>.{self.name}.declare(), as its base "
+                    "requires (same valid values)"
+                )
+            return
+        if isinstance(inspect.getattr_static(cls, self.name), AbstractField):
+            raise TypeError(
+                f"{cls.__name__} must declare {self.name!r} ({self.doc}) as a "
+                "field or a class constant; a base class requires it"
+            )
+
+
 class _ModuleMeta(type):
     """Finishes every construction in one place, whatever ``__init__`` ran.
 
@@ -265,6 +334,9 @@ class Module(metaclass=_ModuleMeta):
       checked (they may be tracers).
     """
 
+    # True in the body of a base class that leaves AbstractFields to its
+    # subclasses (not inherited: every class says it for itself).
+    _abstract: ClassVar[bool] = False
     # A message for a class kept only for compatibility: building one gives
     # a DeprecationWarning pointing at the user's line.
     _deprecation: ClassVar[str] = ""
@@ -285,6 +357,11 @@ class Module(metaclass=_ModuleMeta):
         static = tuple(f.name for f in fields if is_static(f))
         cls._data_fields = data
         cls._static_fields = static
+        if not cls.__dict__.get("_abstract", False):
+            for klass in cls.__mro__[1:]:
+                for value in klass.__dict__.values():
+                    if isinstance(value, AbstractField):
+                        value.check(cls)
         cls._check_inits = tuple(
             klass.__dict__["__check_init__"]
             for klass in reversed(cls.__mro__)

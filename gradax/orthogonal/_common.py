@@ -10,21 +10,21 @@ each optimizer overrides ``_muon_direction()``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 
-from .._declare import DECAY, NONNEGATIVE, POSITIVE_INT, hyper, static_field
+from .. import tree as gtree
+from .._declare import DECAY, NONNEGATIVE, hyper, static_field
 from .._matrices import full_dimension_numbers, is_spec_leaf
 from .._numerics import safe_increment, work_dtype
 from .._protocol import GradientTransformation, zero_count
 from .._sharding import match_sharding
 from .blocks import block_view
-from .coefficients import KELLER, NS_COEFFS
 from .dimensions import shape_scale
-from .muon import MuonGroups, scale_by_muon
-from .options import MomentumOptions, NewtonSchulzOptions
+from .muon import MuonGroups
+from .options import MomentumOptions, NewtonSchulzOptions, NewtonSchulzSteps
 
 
 def map_matrices(
@@ -101,14 +101,18 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
     (the second moment of one leaf) and ``_normalize(o, nu, view)``: ``o`` is
     the leaf's orthogonalized update as matrices ``(..., fan_in, fan_out)``,
     ``view`` its :class:`MatrixView`; it returns the normalized matrices and
-    the new second moment.
+    the new second moment. The momentum and the orthogonalization are the
+    family's steps (:meth:`momentum_step`, :meth:`orthogonalize_tree`).
     """
 
-    ns_coeffs: Any = hyper(default=KELLER[0], valid=NS_COEFFS, static=True)
-    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
-    beta: Any = hyper(default=0.95, valid=DECAY)
+    _abstract = True
+    _state_class: ClassVar[Callable[..., Any]]
+
+    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()
+    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
+    beta: Any = MomentumOptions.beta.declare()
     beta2: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps: Any = NewtonSchulzSteps.eps.declare()
     mu_dtype: Any = static_field(default=None)
     consistent_rms: Any = hyper(
         default=0.2, valid=NONNEGATIVE, allow_none=True, kw_only=True
@@ -116,14 +120,9 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
     bias_correction: bool = False  # off, as in the papers
 
-    def _muon(self) -> scale_by_muon:
-        """Muon's direction with these options: its momentum and orthogonalization."""
-        return scale_by_muon(
-            mu_dtype=self.mu_dtype,
-            weight_dimension_numbers=self.weight_dimension_numbers,
-            **self.momentum_options(),
-            **self.newton_schulz_options(),
-        )
+    def dimension_numbers(self, tree: Any) -> Any:
+        """The dimension numbers of each leaf of ``tree`` (None: not a matrix)."""
+        return matrix_dims(self.weight_dimension_numbers, tree)
 
     def _prepare(self, x: jax.Array) -> jax.Array:
         """What is orthogonalized, from the momentum direction."""
@@ -138,21 +137,20 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
         raise NotImplementedError
 
     def init_state(self, params):
-        inner = self._muon()
-        dims = inner._dimension_numbers(params)
+        dims = self.dimension_numbers(params)
         # Blocks of unequal sizes are refused here, not at the first update.
         map_matrices(lambda d, p: block_view(p.shape, d).fan_in, dims, params)
         nu = map_matrices(
             lambda d, p: self._nu_init(p, d), dims, params, otherwise=lambda p: None
         )
-        return self._state_class(zero_count(), inner.init(params).mu, nu)
+        mu = gtree.zeros_like(params, dtype=self.mu_dtype)
+        return self._state_class(zero_count(), mu, nu)
 
     def update_state(self, updates, state, params=None, **extra_args):
-        inner = self._muon()
-        mu, direction = inner._momentum(updates, state)
-        dims = inner._dimension_numbers(updates)
+        mu, direction = self.momentum_step(updates, state.mu, state.count)
+        dims = self.dimension_numbers(updates)
         # Muon's batched (and, under a mesh, distributed) orthogonalization.
-        orthogonal = inner.orthogonalize_tree(
+        orthogonal = self.orthogonalize_tree(
             dims, map_matrices(lambda d, x: self._prepare(x), dims, direction)
         )
 
@@ -179,14 +177,16 @@ class NormalizedMuonAliasBase(MomentumOptions, NewtonSchulzOptions, MuonGroups):
     Each of them overrides ``_muon_direction()`` to build its direction.
     """
 
-    ns_coeffs: Any = hyper(default=KELLER[0], valid=NS_COEFFS, static=True)
-    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
-    beta: Any = hyper(default=0.95, valid=DECAY)
+    _abstract = True
+
+    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()
+    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
+    beta: Any = MomentumOptions.beta.declare()
     beta2: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    weight_decay_mask: Any = static_field(default=None)
-    mu_dtype: Any = static_field(default=None)
+    eps: Any = NewtonSchulzSteps.eps.declare()
+    weight_decay: Any = MuonGroups.weight_decay.declare()
+    weight_decay_mask: Any = MuonGroups.weight_decay_mask.declare()
+    mu_dtype: Any = MuonGroups.mu_dtype.declare()
     consistent_rms: Any = hyper(
         default=0.2, valid=NONNEGATIVE, allow_none=True, kw_only=True
     )

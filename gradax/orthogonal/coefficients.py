@@ -229,3 +229,50 @@ def resolve_coefficients(
         extra = np.repeat(table[-1:], steps - table.shape[0], axis=0)
         table = np.concatenate([table, extra])
     return table[:steps], norm_factor
+
+
+def newton_schulz_table(ns_coeffs: Any, ns_steps: int) -> tuple[Any, int]:
+    """The one rule of the Muon family: ``(ns_coeffs, ns_steps)`` to iterations.
+
+    optax's rule, for every member that orthogonalizes (muon, normuon,
+    adamuon, dion2, scion): a preset name runs ``ns_steps`` steps of its
+    table (:func:`resolve_coefficients`: a short table repeats its last row);
+    one row ``(a, b, c)`` runs ``ns_steps`` times; a table of ``T > 1`` rows
+    runs whole, once each, and must not have more rows than ``ns_steps``.
+
+    Args:
+      ns_coeffs: a preset name, or coefficients of shape (3,) or (T, 3).
+      ns_steps: the number of steps, an integer >= 1.
+
+    Returns:
+      ``(coefficients, steps)`` for :func:`gradax.orthogonalize`: the preset
+      name or the rows as a tuple of ``(a, b, c)`` floats, and the number of
+      steps it runs.
+
+    Raises:
+      ValueError: if a table has more rows than ``ns_steps``.
+
+    Example:
+      >>> from gradax.orthogonal.coefficients import newton_schulz_table
+      >>> newton_schulz_table(((3.0, -3.0, 1.0), (2.0, -1.5, 0.5)), 5)[1]
+      2
+      >>> newton_schulz_table((3.4445, -4.775, 2.0315), 5)[1]
+      5
+    """
+    if isinstance(ns_coeffs, str):
+        return ns_coeffs, ns_steps
+    rows = coefficient_rows(ns_coeffs)
+    if len(rows) == 1:
+        return rows, ns_steps
+    if ns_steps < len(rows):
+        raise ValueError(
+            f"ns_coeffs has {len(rows)} rows but ns_steps is {ns_steps}: a table "
+            "must not have more rows than steps"
+        )
+    return rows, len(rows)
+
+
+def coefficient_rows(ns_coeffs: Any) -> tuple[tuple[float, ...], ...]:
+    """Explicit coefficients as a tuple of (a, b, c) rows of Python floats."""
+    table = np.atleast_2d(np.asarray(ns_coeffs, dtype=np.float64))
+    return tuple(tuple(float(v) for v in row) for row in table)

@@ -217,9 +217,9 @@ class dion(MuonGroups):
     rank: Any = hyper(default=1.0, valid=RANK, static=True)
     mu: Any = hyper(default=0.95, valid=DECAY)
     eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    weight_decay_mask: Any = static_field(default=None)
-    mu_dtype: Any = static_field(default=None)
+    weight_decay: Any = MuonGroups.weight_decay.declare()
+    weight_decay_mask: Any = MuonGroups.weight_decay_mask.declare()
+    mu_dtype: Any = MuonGroups.mu_dtype.declare()
     seed: int = hyper(default=0, valid=SEED, static=True, kw_only=True)
     shape_scaling: str = hyper(
         default="spectral", valid=SHAPE_SCALING, static=True, kw_only=True

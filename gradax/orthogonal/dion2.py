@@ -10,8 +10,6 @@ import jax.numpy as jnp
 
 from .. import tree as gtree
 from .._declare import (
-    NONNEGATIVE,
-    POSITIVE_INT,
     UNIT,
     OneOf,
     Range,
@@ -23,10 +21,9 @@ from .._numerics import work_dtype
 from .._protocol import GradientTransformation
 from .._sharding import replicate, restore
 from ._common import map_matrices, matrix_dims, pick
-from .coefficients import NS_COEFFS
 from .dimensions import SHAPE_SCALING
-from .muon import MuonGroups, scale_by_muon
-from .options import NewtonSchulzOptions
+from .muon import MuonGroups
+from .options import NewtonSchulzOptions, NewtonSchulzSteps
 
 SELECTIONS = ("auto", "rows", "columns")
 # The share of rows (or columns) orthogonalized: at least one is.
@@ -78,18 +75,14 @@ class scale_by_dion2(NewtonSchulzOptions, GradientTransformation):
 
     fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
     ef_decay: Any = hyper(default=0.95, valid=UNIT)
-    ns_coeffs: Any = hyper(default="polar_express", valid=NS_COEFFS, static=True)
-    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare(default="polar_express")
+    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
+    eps: Any = NewtonSchulzSteps.eps.declare()
     mu_dtype: Any = static_field(default=None)
     select: str = hyper(
         default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
     )
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
-
-    def _muon(self) -> scale_by_muon:
-        # Only its orthogonalization (coefficients, normalization) is used.
-        return scale_by_muon(**self.newton_schulz_options())
 
     def init_state(self, params):
         return Dion2State(gtree.zeros_like(params, dtype=self.mu_dtype))
@@ -114,7 +107,7 @@ class scale_by_dion2(NewtonSchulzOptions, GradientTransformation):
         )
         chosen = pick(dims, picked, 0)
         # Muon's batched (and, under a mesh, distributed) orthogonalization.
-        ortho = self._muon().orthogonalize_tree(
+        ortho = self.orthogonalize_tree(
             map_matrices(
                 lambda d, c: MuonDimensionNumbers(c.ndim - 2, c.ndim - 1),
                 dims,
@@ -215,12 +208,12 @@ class dion2(NewtonSchulzOptions, MuonGroups):
     # NewtonSchulzOptions'.
     fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
     ef_decay: Any = hyper(default=0.95, valid=UNIT)
-    ns_coeffs: Any = hyper(default="polar_express", valid=NS_COEFFS, static=True)
-    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    weight_decay_mask: Any = static_field(default=None)
-    mu_dtype: Any = static_field(default=None)
+    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare(default="polar_express")
+    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
+    eps: Any = NewtonSchulzSteps.eps.declare()
+    weight_decay: Any = MuonGroups.weight_decay.declare()
+    weight_decay_mask: Any = MuonGroups.weight_decay_mask.declare()
+    mu_dtype: Any = MuonGroups.mu_dtype.declare()
     select: str = hyper(
         default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
     )

@@ -29,7 +29,7 @@ from .._protocol import (
     TransformationLike,
     as_transformation,
 )
-from .._pytree import field
+from .._pytree import AbstractField, field
 from ..combinators.chain import chain
 from ..combinators.masked import partition
 from ..optimizers.adam import adamw
@@ -119,7 +119,7 @@ def _is_default(module: Any, name: str, defaults: dict[str, Any]) -> bool:
 
 
 class MuonGroups(Alias):
-    """Base of every optimizer of the Muon family: two parameter groups.
+    r"""Base of every optimizer of the Muon family: two parameter groups.
 
     Matrices (as routed by ``muon_weight_dimension_numbers``) get the
     optimizer's direction, the shape factor, decoupled weight decay and the
@@ -130,10 +130,12 @@ class MuonGroups(Alias):
     A member (``muon``, ``normuon``, ``adamuon``, ``dion``, ``dion2``)
     extends Muon in one way: it overrides :meth:`_muon_direction`, which
     builds its direction from its own fields, named one by one. It also
-    provides what :meth:`build` reads besides the fields below, as arguments
-    or as fixed class attributes: ``eps`` (also AdamW's default eps),
+    declares what :meth:`build` reads besides the fields below, as arguments
+    or as fixed class constants: ``eps`` (also AdamW's default eps),
     ``weight_decay``, ``weight_decay_mask``, ``mu_dtype``, ``nesterov``
-    (also AdamW's), ``consistent_rms`` and ``shape_scaling``.
+    (also AdamW's), ``consistent_rms`` and ``shape_scaling``. These are
+    :class:`gradax._pytree.AbstractField`\ s: a member that leaves one out
+    fails when its class is created.
 
     Args:
       learning_rate: the learning rate of both groups, a number or
@@ -158,6 +160,36 @@ class MuonGroups(Alias):
         options, with the optimizer's ``nesterov`` and ``mu_dtype`` (optax's
         rule). Given together with an ``adam_*`` option, it is an error.
     """
+
+    _abstract = True
+
+    # What build() reads besides the fields below. Each member declares them
+    # among its arguments (``weight_decay: Any = MuonGroups.weight_decay.
+    # declare()``) or, where the value is fixed, as a class constant.
+    eps = AbstractField(
+        "added to norms before dividing, and the AdamW group's eps",
+        default=1e-8,
+        valid=NONNEGATIVE,
+    )
+    weight_decay = AbstractField(
+        "the matrices' decoupled weight decay, >= 0", default=0.0, valid=NONNEGATIVE
+    )
+    weight_decay_mask = AbstractField(
+        "which matrices decay: a tree of booleans or a function",
+        default=None,
+        static=True,
+    )
+    mu_dtype = AbstractField(
+        "dtype of the momentum, also the AdamW group's", default=None, static=True
+    )
+    nesterov = AbstractField("Nesterov momentum, also the AdamW group's")
+    consistent_rms = AbstractField(
+        "the matrices' update RMS (None: the shape factor alone)",
+        valid=NONNEGATIVE,
+    )
+    shape_scaling = AbstractField(
+        "the shape factor of the matrices", valid=SHAPE_SCALING, static=True
+    )
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
     adam_b1: Any = hyper(default=0.9, valid=DECAY, kw_only=True)

@@ -10,14 +10,11 @@ import numpy as np
 
 from .. import tree as gtree
 from .._declare import (
-    DECAY,
     NONNEGATIVE,
-    POSITIVE_INT,
     hyper,
     static_field,
 )
 from .._matrices import (
-    MuonDimensionNumbers,
     full_dimension_numbers,
     is_spec_leaf,
 )
@@ -26,20 +23,12 @@ from .._protocol import (
     GradientTransformation,
     zero_count,
 )
-from .._sharding import explicit_sharding
-from ..sharding.distributed import current_mesh, orthogonalize_many
 from .blocks import matrix_blocks
-from .coefficients import KELLER, NS_COEFFS, resolve_coefficients
+from .coefficients import resolve_coefficients
 from .dimensions import SHAPE_SCALING
 from .groups import MuonGroups as MuonGroups
 from .groups import scale_by_shape as scale_by_shape
-from .newton_schulz import orthogonalize
-from .options import (
-    PRECONDITIONING,
-    MomentumOptions,
-    NewtonSchulzOptions,
-    coefficient_rows,
-)
+from .options import MomentumOptions, NewtonSchulzOptions, NewtonSchulzSteps
 
 
 class MuonState(NamedTuple):
@@ -52,17 +41,6 @@ class MuonState(NamedTuple):
     # checkpoints; the iteration reads the transformation's ns_coeffs, so
     # that the coefficients are compile-time constants.
     ns_coeffs: jax.Array
-
-
-def _coefficient_table(ns_coeffs: Any, ns_steps: int) -> Any:
-    """optax's rule: one row is used ns_steps times; a table is used whole.
-
-    (A table with more rows than ``ns_steps`` is refused at construction.)
-    """
-    if isinstance(ns_coeffs, str):
-        return ns_coeffs, ns_steps
-    rows = coefficient_rows(ns_coeffs)
-    return (rows, ns_steps) if len(rows) == 1 else (rows, len(rows))
 
 
 def _state_coefficients(ns_coeffs: Any, ns_steps: int) -> jax.Array:
@@ -93,15 +71,16 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
         a 2-D matrix.
     """
 
-    ns_coeffs: Any = hyper(default=KELLER[0], valid=NS_COEFFS, static=True)
-    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
-    beta: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()
+    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
+    beta: Any = MomentumOptions.beta.declare()
+    eps: Any = NewtonSchulzSteps.eps.declare()
     mu_dtype: Any = static_field(default=None)
     adaptive: bool = static_field(default=False, kw_only=True)
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
 
-    def _dimension_numbers(self, tree: Any) -> Any:
+    def dimension_numbers(self, tree: Any) -> Any:
+        """The dimension numbers of each leaf of ``tree`` (None: not a matrix)."""
         return full_dimension_numbers(
             self.weight_dimension_numbers, tree, default_2d_only=False
         )
@@ -110,7 +89,7 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
         # A split that does not fit its weight fails here, not at the first update.
         jax.tree.map(
             lambda d, p: None if d is None else matrix_blocks(p.shape, d).fans,
-            self._dimension_numbers(params),
+            self.dimension_numbers(params),
             params,
             is_leaf=is_spec_leaf,
         )
@@ -120,103 +99,9 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
             _state_coefficients(self.ns_coeffs, self.ns_steps),
         )
 
-    def _momentum(self, updates, state):
-        beta, count = self.beta, safe_increment(state.count)
-        if self.momentum == "sum":
-            mu = jax.tree.map(lambda g, m: g + beta * m, updates, state.mu)
-            if self.nesterov:
-                return mu, jax.tree.map(lambda g, m: g + beta * m, updates, mu)
-            return mu, mu
-        mu = gtree.update_moment(updates, state.mu, beta, 1)
-        if not self.bias_correction:
-            if self.nesterov:
-                return mu, jax.tree.map(
-                    lambda g, m: beta * m + (1 - beta) * g, updates, mu
-                )
-            return mu, mu
-        if self.nesterov:
-            return mu, jax.tree.map(
-                lambda m, g: beta * m + (1 - beta) * g,
-                gtree.bias_correction(mu, beta, safe_increment(count)),
-                gtree.bias_correction(updates, beta, count),
-            )
-        return mu, gtree.bias_correction(mu, beta, count)
-
-    def _orthogonalize_matrices(self, matrices: jax.Array) -> jax.Array:
-        coefficients, steps = _coefficient_table(self.ns_coeffs, self.ns_steps)
-        normalization, precondition = PRECONDITIONING[self.preconditioning]
-        return orthogonalize(
-            matrices,
-            coefficients=coefficients,
-            steps=steps,
-            eps=self.eps,
-            normalization=normalization,
-            precondition=precondition,
-            method=self.method,
-            precision=self.precision,
-        )
-
-    def _mesh(self) -> Any | None:
-        if self.distributed is False or self.distributed is None:
-            return None
-        if isinstance(self.distributed, str) or self.distributed is True:
-            mesh = current_mesh()
-            if mesh is None and self.distributed is True:
-                raise ValueError(
-                    "scale_by_muon(distributed=True) needs a mesh: call it under "
-                    "jax.set_mesh(mesh), or pass distributed=mesh"
-                )
-            return mesh
-        return self.distributed
-
-    def orthogonalize_tree(self, dims: Any, tree: Any) -> Any:
-        """Orthogonalize every leaf that has dimension numbers.
-
-        Under a device mesh, same-shape matrices are stacked and each device
-        orthogonalizes whole matrices (no collective inside the iteration).
-        A leaf split into blocks (heads, fused QKV) gives one stack per block
-        size, stacked with the other leaves' matrices of that shape.
-        """
-        flat_dims, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
-        flat = treedef.flatten_up_to(tree)
-        mesh = self._mesh()
-        if mesh is None:
-            out = [
-                x if d is None else self.orthogonalize_leaf(x, d)
-                for d, x in zip(flat_dims, flat, strict=True)
-            ]
-            return jax.tree.unflatten(treedef, out)
-        chosen = [i for i, d in enumerate(flat_dims) if d is not None]
-        blocks = [matrix_blocks(flat[i].shape, flat_dims[i]) for i in chosen]
-        stacks = [b.to_stacks(flat[i]) for b, i in zip(blocks, chosen, strict=True)]
-        matrices = [m for leaf in stacks for m in leaf]
-        results = iter(orthogonalize_many(matrices, self._orthogonalize_matrices, mesh))
-        out: list[Any] = list(flat)
-        for i, b, leaf in zip(chosen, blocks, stacks, strict=True):
-            out[i] = b.from_stacks([next(results) for _ in leaf])
-        return jax.tree.unflatten(treedef, out)
-
-    def orthogonalize_leaf(self, x: jax.Array, dims: MuonDimensionNumbers) -> jax.Array:
-        """Orthogonalize one weight-shaped array along its matrix axes."""
-        sharding = explicit_sharding(x)
-        if sharding is not None:
-            # Sharding in types forbids the row-sharded X X^T; iterate on a
-            # replicated copy (distributing the work is the sharding module's).
-            x = jax.sharding.reshard(x, jax.sharding.PartitionSpec())
-        # One batched call per block size (one for a whole matrix or heads).
-        blocks = matrix_blocks(x.shape, dims)
-        out = blocks.from_stacks(
-            [self._orthogonalize_matrices(m) for m in blocks.to_stacks(x)]
-        )
-        if sharding is not None:
-            out = jax.sharding.reshard(out, sharding.spec)
-        return out
-
     def update_state(self, updates, state, params=None, **extra_args):
-        mu, direction = self._momentum(updates, state)
-        orthogonal = self.orthogonalize_tree(
-            self._dimension_numbers(updates), direction
-        )
+        mu, direction = self.momentum_step(updates, state.mu, state.count)
+        orthogonal = self.orthogonalize_tree(self.dimension_numbers(updates), direction)
         if self.adaptive:
             orthogonal = jax.tree.map(
                 lambda m, o: jnp.sum(jnp.conj(m) * o) * o, direction, orthogonal
@@ -315,13 +200,13 @@ class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
     # learning_rate, the adam_* options, the routing and cautious_weight_decay
     # are MuonGroups'; nesterov, momentum and bias_correction MomentumOptions';
     # preconditioning, method, precision and distributed NewtonSchulzOptions'.
-    ns_coeffs: Any = hyper(default=KELLER[0], valid=NS_COEFFS, static=True)
-    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
-    beta: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    weight_decay_mask: Any = static_field(default=None)
-    mu_dtype: Any = static_field(default=None)
+    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()
+    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
+    beta: Any = MomentumOptions.beta.declare()
+    eps: Any = NewtonSchulzSteps.eps.declare()
+    weight_decay: Any = MuonGroups.weight_decay.declare()
+    weight_decay_mask: Any = MuonGroups.weight_decay_mask.declare()
+    mu_dtype: Any = MuonGroups.mu_dtype.declare()
     adaptive: bool = static_field(default=False, kw_only=True)
     consistent_rms: Any = hyper(default=None, valid=NONNEGATIVE, kw_only=True)
     shape_scaling: str | None = hyper(

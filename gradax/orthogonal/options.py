@@ -1,22 +1,33 @@
-"""Options shared by the Muon family, each declared once.
+"""The Muon family's one contract: its options and its two shared steps.
 
-``muon``, ``normuon``, ``adamuon``, ``dion2`` and their directions
-(``scale_by_muon``, ...) orthogonalize with Newton–Schulz, and all but the
-Dion ones keep Muon's momentum. The keyword-only options of those two steps
-are declared here, once, with their valid values and documentation; a class
-takes a group by inheriting it, and passes it on to the transformation it
-builds with :meth:`NewtonSchulzOptions.newton_schulz_options` or
-:meth:`MomentumOptions.momentum_options`, which name every option. The
-options of the AdamW group and the routing are declared on
-:class:`gradax.orthogonal.muon.MuonGroups`, the base of every optimizer of
-the family.
+Every member that orthogonalizes with Newton–Schulz (``muon``, ``normuon``,
+``adamuon``, ``dion2``, ``scion`` and their directions) derives from
+:class:`NewtonSchulzSteps`; every member with Muon's momentum from
+:class:`MomentumOptions`. These bases declare the options once, with their
+valid values, and own the steps that read them:
 
-Positional arguments (``ns_coeffs``, ``ns_steps``, ``beta``, ``eps``, ...)
-are declared by each class: their place in the signature differs between
-optimizers (NorMuon's ``beta2`` comes between ``beta`` and ``eps``), and a
-base class can only put its fields first. Their valid values are shared
-constants (:data:`gradax.orthogonal.coefficients.NS_COEFFS`,
-``POSITIVE_INT``, ``DECAY``, ...).
+- :meth:`NewtonSchulzSteps.orthogonalize_matrices` (and ``_tree``,
+  ``_leaf``): the iteration, from ``ns_coeffs`` and ``ns_steps`` through
+  :func:`gradax.orthogonal.coefficients.newton_schulz_table`, the one rule
+  that maps the two to the iterations run;
+- :meth:`MomentumOptions.momentum_step`: the momentum and the direction
+  that is orthogonalized.
+
+Positional options (``ns_coeffs``, ``ns_steps``, ``eps``, ``beta``) have a
+place in the signature that differs between members (NorMuon's ``beta2``
+comes between ``beta`` and ``eps``), and a base class can only put its own
+fields first. So the bases declare them as :class:`AbstractField`\\ s, and
+each member writes ``ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()``
+where the argument goes; class creation fails if a member leaves one out or
+declares it with other valid values. The keyword-only options
+(``preconditioning``, ``method``, ``precision``, ``distributed``;
+``nesterov``, ``momentum``, ``bias_correction``) are ordinary fields of
+:class:`NewtonSchulzOptions` and :class:`MomentumOptions`.
+
+Option names are optax's (``ns_coeffs``, ``ns_steps``, ``preconditioning``)
+all the way down to :meth:`NewtonSchulzSteps.orthogonalize_matrices`, the one
+place that hands them to :func:`gradax.orthogonalize` under its own names
+(``coefficients``, ``steps``, ``normalization`` and ``precondition``).
 """
 
 from __future__ import annotations
@@ -24,11 +35,17 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import numpy as np
 
-from .._declare import OneOf, hyper, static_field
-from .._pytree import Module
-from .newton_schulz import METHODS, PRECISIONS
+from .. import tree as gtree
+from .._declare import DECAY, NONNEGATIVE, POSITIVE_INT, OneOf, hyper, static_field
+from .._matrices import MuonDimensionNumbers, is_spec_leaf
+from .._numerics import safe_increment
+from .._pytree import AbstractField, Module
+from .._sharding import explicit_sharding
+from ..sharding.distributed import current_mesh, orthogonalize_many
+from .blocks import matrix_blocks
+from .coefficients import KELLER, NS_COEFFS, newton_schulz_table
+from .newton_schulz import METHODS, PRECISIONS, orthogonalize
 
 # optax's names of the preconditioning -> (normalization, preconditioner) of
 # :func:`gradax.orthogonalize`.
@@ -44,11 +61,126 @@ def _is_mesh(value: Any) -> bool:
     return isinstance(value, (jax.sharding.Mesh, jax.sharding.AbstractMesh))
 
 
-class NewtonSchulzOptions(Module):
-    """How a member of the Muon family orthogonalizes (keyword-only options).
+class NewtonSchulzSteps(Module):
+    """The Newton–Schulz iteration of a member of the Muon family.
 
-    A class with these options also declares ``ns_coeffs``, ``ns_steps`` and
-    ``eps`` among its positional arguments.
+    Requires ``ns_coeffs``, ``ns_steps`` and ``eps`` among the member's
+    arguments (declared with ``NewtonSchulzSteps.<name>.declare()``). A
+    member without the keyword options of :class:`NewtonSchulzOptions`
+    (Scion) orthogonalizes with their defaults, the class constants here.
+    """
+
+    _abstract = True
+
+    ns_coeffs = AbstractField(
+        "a Newton–Schulz preset name or coefficients of shape (3,) or (T, 3)",
+        default=KELLER[0],
+        valid=NS_COEFFS,
+        static=True,
+    )
+    ns_steps = AbstractField(
+        "Newton–Schulz steps, an integer >= 1",
+        default=5,
+        valid=POSITIVE_INT,
+        static=True,
+    )
+    eps = AbstractField(
+        "added to the norm before dividing, >= 0",
+        default=1e-8,
+        valid=NONNEGATIVE,
+    )
+
+    # The keyword options' defaults; NewtonSchulzOptions makes them fields.
+    preconditioning = "frobenius"
+    method = "auto"
+    precision = None
+    distributed = False
+
+    def __check_init__(self) -> None:
+        # Refuses a table with more rows than steps, at construction.
+        newton_schulz_table(self.ns_coeffs, self.ns_steps)
+
+    def orthogonalize_matrices(self, matrices: jax.Array) -> jax.Array:
+        """Orthogonalize a stack of matrices ``(..., m, n)`` with these options.
+
+        The one place where the family's option names become those of
+        :func:`gradax.orthogonalize`: ``newton_schulz_table(ns_coeffs,
+        ns_steps)`` gives its ``coefficients`` and ``steps``, and
+        ``preconditioning`` its ``normalization`` and ``precondition``.
+        """
+        coefficients, steps = newton_schulz_table(self.ns_coeffs, self.ns_steps)
+        normalization, precondition = PRECONDITIONING[self.preconditioning]
+        return orthogonalize(
+            matrices,
+            coefficients=coefficients,
+            steps=steps,
+            eps=self.eps,
+            normalization=normalization,
+            precondition=precondition,
+            method=self.method,
+            precision=self.precision,
+        )
+
+    def orthogonalization_mesh(self) -> Any | None:
+        """The mesh to spread the matrices over, from ``distributed``."""
+        if self.distributed is False or self.distributed is None:
+            return None
+        if isinstance(self.distributed, str) or self.distributed is True:
+            mesh = current_mesh()
+            if mesh is None and self.distributed is True:
+                raise ValueError(
+                    f"{self._public_name()}(distributed=True) needs a mesh: call "
+                    "it under jax.set_mesh(mesh), or pass distributed=mesh"
+                )
+            return mesh
+        return self.distributed
+
+    def orthogonalize_tree(self, dims: Any, tree: Any) -> Any:
+        """Orthogonalize every leaf of ``tree`` that has dimension numbers.
+
+        Under a device mesh, same-shape matrices are stacked and each device
+        orthogonalizes whole matrices (no collective inside the iteration).
+        A leaf split into blocks (heads, fused QKV) gives one stack per block
+        size, stacked with the other leaves' matrices of that shape.
+        """
+        flat_dims, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
+        flat = treedef.flatten_up_to(tree)
+        mesh = self.orthogonalization_mesh()
+        if mesh is None:
+            out = [
+                x if d is None else self.orthogonalize_leaf(x, d)
+                for d, x in zip(flat_dims, flat, strict=True)
+            ]
+            return jax.tree.unflatten(treedef, out)
+        chosen = [i for i, d in enumerate(flat_dims) if d is not None]
+        blocks = [matrix_blocks(flat[i].shape, flat_dims[i]) for i in chosen]
+        stacks = [b.to_stacks(flat[i]) for b, i in zip(blocks, chosen, strict=True)]
+        matrices = [m for leaf in stacks for m in leaf]
+        results = iter(orthogonalize_many(matrices, self.orthogonalize_matrices, mesh))
+        out: list[Any] = list(flat)
+        for i, b, leaf in zip(chosen, blocks, stacks, strict=True):
+            out[i] = b.from_stacks([next(results) for _ in leaf])
+        return jax.tree.unflatten(treedef, out)
+
+    def orthogonalize_leaf(self, x: jax.Array, dims: MuonDimensionNumbers) -> jax.Array:
+        """Orthogonalize one weight-shaped array along its matrix axes."""
+        sharding = explicit_sharding(x)
+        if sharding is not None:
+            # Sharding in types forbids the row-sharded X X^T; iterate on a
+            # replicated copy (distributing the work is the sharding module's).
+            x = jax.sharding.reshard(x, jax.sharding.PartitionSpec())
+        # One batched call per block size (one for a whole matrix or heads).
+        blocks = matrix_blocks(x.shape, dims)
+        out = blocks.from_stacks(
+            [self.orthogonalize_matrices(m) for m in blocks.to_stacks(x)]
+        )
+        if sharding is not None:
+            out = jax.sharding.reshard(out, sharding.spec)
+        return out
+
+
+class NewtonSchulzOptions(NewtonSchulzSteps):
+    """How a member of the Muon family orthogonalizes (keyword-only options).
 
     Args:
       preconditioning: 'frobenius' (divide by the Frobenius norm), 'spectral'
@@ -63,6 +195,8 @@ class NewtonSchulzOptions(Module):
         collective runs inside the iteration), True (require a mesh), False
         or None (never), or a mesh.
     """
+
+    _abstract = True
 
     preconditioning: str = hyper(
         default="frobenius",
@@ -84,11 +218,8 @@ class NewtonSchulzOptions(Module):
         kw_only=True,
     )
 
-    def __check_init__(self):
-        check_coefficient_rows(self.ns_coeffs, self.ns_steps)
-
     def newton_schulz_options(self) -> dict[str, Any]:
-        """Every Newton–Schulz option, by name, to build a direction with."""
+        """Every Newton–Schulz option, by its user-facing name."""
         return dict(
             ns_coeffs=self.ns_coeffs,
             ns_steps=self.ns_steps,
@@ -103,8 +234,8 @@ class NewtonSchulzOptions(Module):
 class MomentumOptions(Module):
     """How Muon accumulates momentum (keyword-only options).
 
-    A class with these options also declares ``beta`` among its positional
-    arguments.
+    Requires ``beta`` among the member's arguments (declared with
+    ``MomentumOptions.beta.declare()``).
 
     Args:
       nesterov: use Nesterov momentum (in an optimizer, for both groups).
@@ -114,6 +245,10 @@ class MomentumOptions(Module):
         NAdam-style rule); False for KellerJordan and torch.
     """
 
+    _abstract = True
+
+    beta = AbstractField("the momentum decay, in [0, 1)", default=0.95, valid=DECAY)
+
     nesterov: bool = static_field(default=True, kw_only=True)
     momentum: str = hyper(
         default="ema", valid=OneOf(("ema", "sum")), static=True, kw_only=True
@@ -121,7 +256,7 @@ class MomentumOptions(Module):
     bias_correction: bool = static_field(default=True, kw_only=True)
 
     def momentum_options(self) -> dict[str, Any]:
-        """Every momentum option, by name, to build a direction with."""
+        """Every momentum option, by its user-facing name."""
         return dict(
             beta=self.beta,
             nesterov=self.nesterov,
@@ -129,23 +264,34 @@ class MomentumOptions(Module):
             bias_correction=self.bias_correction,
         )
 
+    def momentum_step(self, updates: Any, mu: Any, count: jax.Array) -> tuple[Any, Any]:
+        """The new momentum, and the direction to orthogonalize.
 
-def check_coefficient_rows(ns_coeffs: Any, ns_steps: int) -> None:
-    """A table of coefficients must not have more rows than ``ns_steps``.
+        Args:
+          updates: the gradients.
+          mu: the momentum so far.
+          count: the number of updates done before this one.
 
-    optax's rule: one row is used ``ns_steps`` times; a table is used whole.
-    """
-    if isinstance(ns_coeffs, str):
-        return
-    rows = len(coefficient_rows(ns_coeffs))
-    if 1 < rows and ns_steps < rows:
-        raise ValueError(
-            f"ns_coeffs has {rows} rows but ns_steps is {ns_steps}: a table "
-            "must not have more rows than steps"
-        )
-
-
-def coefficient_rows(ns_coeffs: Any) -> tuple[tuple[float, float, float], ...]:
-    """Explicit coefficients as a tuple of (a, b, c) rows of Python floats."""
-    table = np.atleast_2d(np.asarray(ns_coeffs, dtype=np.float64))
-    return tuple(tuple(float(v) for v in row) for row in table)
+        Returns:
+          ``(new_mu, direction)``.
+        """
+        beta, count = self.beta, safe_increment(count)
+        if self.momentum == "sum":
+            mu = jax.tree.map(lambda g, m: g + beta * m, updates, mu)
+            if self.nesterov:
+                return mu, jax.tree.map(lambda g, m: g + beta * m, updates, mu)
+            return mu, mu
+        mu = gtree.update_moment(updates, mu, beta, 1)
+        if not self.bias_correction:
+            if self.nesterov:
+                return mu, jax.tree.map(
+                    lambda g, m: beta * m + (1 - beta) * g, updates, mu
+                )
+            return mu, mu
+        if self.nesterov:
+            return mu, jax.tree.map(
+                lambda m, g: beta * m + (1 - beta) * g,
+                gtree.bias_correction(mu, beta, safe_increment(count)),
+                gtree.bias_correction(updates, beta, count),
+            )
+        return mu, gtree.bias_correction(mu, beta, count)

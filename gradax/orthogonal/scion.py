@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._matrices import full_dimension_numbers, is_spec_leaf, matrix_view
 from .._numerics import safe_increment, work_dtype
 from .._protocol import Alias, GradientTransformation, zero_count
@@ -19,10 +19,8 @@ from .._sharding import replicate, restore
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
-from .coefficients import KELLER, NS_COEFFS
 from .dimensions import shape_scale
-from .newton_schulz import orthogonalize
-from .options import check_coefficient_rows
+from .options import NewtonSchulzSteps
 
 LMOS = ("spectral", "row", "column", "sign", "rms")
 
@@ -84,7 +82,7 @@ class ScionState(NamedTuple):
     mu: Any  # momentum, like the params (mu_dtype)
 
 
-class scale_by_scion(GradientTransformation):
+class scale_by_scion(NewtonSchulzSteps, GradientTransformation):
     """Scion's direction, ``rho * d(M)`` per leaf. See :class:`scion`.
 
     Args:
@@ -105,9 +103,9 @@ class scale_by_scion(GradientTransformation):
     """
 
     beta: Any = hyper(default=0.9, valid=DECAY)
-    ns_coeffs: Any = hyper(default=KELLER[0], valid=NS_COEFFS, static=True)
-    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()
+    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
+    eps: Any = NewtonSchulzSteps.eps.declare()
     radius: Any = hyper(default=1.0, valid=NONNEGATIVE)
     embedding_radius: Any = hyper(default=None, valid=NONNEGATIVE)
     head_radius: Any = hyper(default=None, valid=NONNEGATIVE)
@@ -116,7 +114,6 @@ class scale_by_scion(GradientTransformation):
     mu_dtype: Any = static_field(default=None, kw_only=True)
 
     def __check_init__(self):
-        check_coefficient_rows(self.ns_coeffs, self.ns_steps)
         if isinstance(self.lmo, str) and self.lmo not in LMOS:
             raise ValueError(f"lmo must be one of {LMOS}, got {self.lmo!r}")
 
@@ -190,9 +187,7 @@ class scale_by_scion(GradientTransformation):
     def _matrix_lmo(self, name, x, fan_in, fan_out):
         eps = self.eps
         if name == "spectral":
-            o = orthogonalize(
-                x, coefficients=self.ns_coeffs, steps=self.ns_steps, eps=eps
-            )
+            o = self.orthogonalize_matrices(x)
             return o * shape_scale(fan_in, fan_out, "spectral")
         if name == "sign":
             return jnp.sign(x) / fan_in
@@ -277,11 +272,9 @@ class scion(Alias):
     embedding_radius: Any = hyper(default=None, valid=NONNEGATIVE)
     head_radius: Any = hyper(default=None, valid=NONNEGATIVE)
     unconstrained: bool = static_field(default=False, kw_only=True)
-    ns_coeffs: Any = hyper(
-        default=KELLER[0], valid=NS_COEFFS, static=True, kw_only=True
-    )
-    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True, kw_only=True)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE, kw_only=True)
+    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare(kw_only=True)
+    ns_steps: int = NewtonSchulzSteps.ns_steps.declare(kw_only=True)
+    eps: Any = NewtonSchulzSteps.eps.declare(kw_only=True)
     lmo: Any = static_field(default=None, kw_only=True)
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
     mu_dtype: Any = static_field(default=None, kw_only=True)
