@@ -326,6 +326,7 @@ from .schedules.psgd import (
     precond_update_prob_schedule as precond_update_prob_schedule,
 )
 from .schedules.wrapped import WrappedSchedule as WrappedSchedule
+from .sharding.zero import shard_state as shard_state
 from .transforms.cautious import (
     add_cautious_decayed_weights as add_cautious_decayed_weights,
 )
