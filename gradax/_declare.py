@@ -303,11 +303,18 @@ def transformation_field(*, default: Any = dataclasses.MISSING, **kwargs: Any) -
     return field(default=default, converter=_as_transformation, **kwargs)
 
 
-def _as_transformation(value: Any, name: str) -> Any:
-    # Imported here: the protocol module builds on this one.
-    from ._protocol import as_transformation
+# Set by gradax._protocol, which builds on this module: the conversion of a
+# value given for a transformation field (optax ones are wrapped).
+_transformation_converter: list[Converter] = []
 
-    return as_transformation(value, name)
+
+def register_transformation_converter(converter: Converter) -> None:
+    """Install what :func:`transformation_field` converts with (the protocol's)."""
+    _transformation_converter[:] = [converter]
+
+
+def _as_transformation(value: Any, name: str) -> Any:
+    return _transformation_converter[0](value, name)
 
 
 def converter_of(field: dataclasses.Field) -> Converter | None:

@@ -8,12 +8,8 @@ checks here validate plain numbers when the object is built.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
-
-import jax
-import numpy as np
 
 from ._pytree import Module, static_field
 
@@ -84,68 +80,3 @@ def resolve(value: Any, count: Any) -> Any:
     if isinstance(value, Schedule):
         return value(count)
     return value
-
-
-def _concrete_values(value: Any) -> np.ndarray | None:
-    """The numbers in ``value`` if they are known now, else None."""
-    if value is None or isinstance(value, (Module, jax.core.Tracer)):
-        return None
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float, np.number, np.ndarray)):
-        return np.asarray(value)
-    # JAX arrays are not read back: that would sync with the device, and they
-    # are how inject_hyperparams passes values already rounded to a dtype.
-    return None
-
-
-def check_range(
-    name: str,
-    value: Any,
-    low: float = -math.inf,
-    high: float = math.inf,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> None:
-    """Raise ValueError naming ``name`` if a concrete ``value`` is out of range.
-
-    Schedules, tracers and None are not checked (they are not known yet).
-    """
-    numbers = _concrete_values(value)
-    if numbers is None:
-        return
-    if np.iscomplexobj(numbers):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    too_low = numbers <= low if low_open else numbers < low
-    too_high = numbers >= high if high_open else numbers > high
-    if np.any(np.isnan(numbers)) or np.any(too_low) or np.any(too_high):
-        left = "(" if low_open else "["
-        right = ")" if high_open else "]"
-        raise ValueError(
-            f"{name} must be in {left}{low:g}, {high:g}{right}, got {value!r}"
-        )
-
-
-def check_nonnegative(name: str, value: Any) -> None:
-    """``value >= 0``."""
-    check_range(name, value, 0.0)
-
-
-def check_positive(name: str, value: Any) -> None:
-    """``value > 0``."""
-    check_range(name, value, 0.0, low_open=True)
-
-
-def check_decay(name: str, value: Any) -> None:
-    """A decay rate in ``[0, 1)``, like Adam's b1 or a momentum."""
-    check_range(name, value, 0.0, 1.0, high_open=True)
-
-
-def check_positive_int(name: str, value: Any, *, allow_zero: bool = False) -> None:
-    """A Python integer that is >= 1 (or >= 0)."""
-    low = 0 if allow_zero else 1
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")

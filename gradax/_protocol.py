@@ -47,7 +47,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
-from ._declare import is_static, spec_of, static_field
+from ._declare import (
+    is_static,
+    register_transformation_converter,
+    spec_of,
+    static_field,
+)
 from ._declare import transformation_field as transformation_field
 from ._hyper import as_hyperparameter, is_schedule, resolve
 from ._numerics import safe_increment
@@ -541,6 +546,9 @@ def as_transformation(value: Any, name: str = "transformation") -> Any:
         f"{name} must be a gradient transformation (an object with init and "
         f"update), got {type(value).__name__}: {value!r}"
     )
+
+
+register_transformation_converter(as_transformation)
 
 
 def with_extra_args_support(tx: Any) -> GradientTransformation:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 import jax
 import jax.numpy as jnp
@@ -183,7 +183,7 @@ class int8_blockwise:  # noqa: N801 - named like the function users call
         return QuantizedArray.store(x, self.block_size, signed).load()
 
 
-def is_storage_spec(dtype: Any) -> bool:
+def is_storage_spec(dtype: Any) -> TypeGuard[int8_blockwise]:
     """Whether ``dtype`` is a storage spec (not a dtype)."""
     return isinstance(dtype, int8_blockwise)
 
@@ -455,13 +455,4 @@ def load_state(state: Any) -> Any:
         return state
     return jax.tree.map(
         lambda x: x.load() if is_quantized(x) else x, state, is_leaf=_stops_loading
-    )
-
-
-def state_nbytes(state: Any) -> int:
-    """Bytes held by the arrays of ``state`` (codes and scales counted)."""
-    return sum(
-        math.prod(np.shape(x)) * np.dtype(x.dtype).itemsize
-        for x in jax.tree_util.tree_leaves(state)
-        if hasattr(x, "dtype")
     )

@@ -32,16 +32,22 @@ def is_weakly_typed(x: Any) -> bool:
     return bool(getattr(x, "weak_type", False))
 
 
-def cast(x: Any, dtype: np.dtype, weak_type: bool) -> jax.Array:
-    """Cast ``x`` to ``dtype`` with the given weak type."""
-    if weak_type:
-        try:  # JAX has no public way to make a weakly typed array of a dtype.
-            from jax._src.lax.lax import _convert_element_type
+def cast_like(x: Any, template: Any) -> jax.Array:
+    """``x`` with the dtype and weak type of ``template`` (same shape).
 
-            return _convert_element_type(x, np.dtype(dtype), weak_type=True)
-        except (ImportError, TypeError, AssertionError):
-            pass
-    return jax.lax.convert_element_type(x, dtype)
+    JAX has no public cast *to* a weak type, but two public operations keep
+    their operand's: ``lax.full_like`` (a weakly typed template gives a
+    weakly typed fill) and an indexed ``set`` (the result is typed like the
+    array written into). So a scalar is filled into the template, and an
+    array set into a weakly typed copy of it.
+    """
+    x = jnp.asarray(x)
+    if not is_weakly_typed(template):
+        return jax.lax.convert_element_type(x, template.dtype)
+    value = jax.lax.convert_element_type(x, template.dtype)
+    if x.ndim == 0:
+        return jax.lax.full_like(template, value)
+    return jax.lax.full_like(template, 0).at[...].set(value)
 
 
 def _aval(x: Any) -> tuple[tuple[int, ...], Any, bool] | None:
@@ -77,7 +83,7 @@ def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
                 f"{owner}.update changed the shape of state leaf "
                 f"{jax.tree_util.keystr(path)} from {want[0]} to {have[0]}"
             )
-        out.append(cast(new, want[1], want[2]))
+        out.append(cast_like(new, old))
     return jax.tree_util.tree_unflatten(new_def, out)
 
 

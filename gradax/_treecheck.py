@@ -56,16 +56,3 @@ def shape_differences(a: Any, b: Any) -> list[str]:
             where = jax.tree_util.keystr(path) or "<root>"
             bad.append(f"{where}: {tuple(shape_x)} vs {tuple(shape_y)}")
     return bad
-
-
-def check_same_shapes(a: Any, b: Any, name_a: str, name_b: str) -> None:
-    """Raise ValueError naming each leaf whose shape differs between two trees.
-
-    The trees must have the same structure; leaves without a shape (None,
-    Python numbers) are not compared.
-    """
-    bad = shape_differences(a, b)
-    if bad:
-        raise ValueError(
-            f"Shape mismatch between {name_a} and {name_b} at " + "; ".join(bad)
-        )

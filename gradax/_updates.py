@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ._protocol import Params, Updates
-from ._state_guard import cast, is_weakly_typed
+from ._state_guard import cast_like
 from ._treecheck import check_same_structure
 
 
@@ -38,7 +38,7 @@ def apply_updates(params: Params, updates: Updates) -> Params:
         p = jnp.asarray(p)
         # Keep a weakly typed parameter weak, so a jitted step taking the
         # result does not retrace on its second call.
-        return cast(jnp.asarray(p + u), p.dtype, is_weakly_typed(p))
+        return cast_like(p + u, p)
 
     return jax.tree.map(add, params, updates, is_leaf=lambda x: x is None)
 

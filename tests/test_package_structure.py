@@ -142,3 +142,95 @@ def test_no_private_name_is_imported_across_packages():
             if private:
                 offenders.append(f"{module} imports {private} from {target}")
     assert not offenders, "\n".join(offenders)
+
+
+def _private_module_of(target: str) -> str | None:
+    """The subpackage whose private module ``target`` is, or None.
+
+    ``gradax.tree._access`` is private to ``gradax.tree``. The top-level
+    ``gradax._*`` modules are the shared internals every package builds on
+    (docs/writing-a-transformation.md, "Modules"), so they are not counted.
+    """
+    parts = target.split(".")
+    for i, part in enumerate(parts[2:], start=2):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def test_no_private_module_is_imported_from_another_package():
+    offenders = []
+    for module, is_package, tree in _modules():
+        if module.startswith("gradax._src"):
+            continue  # optax's private paths, served on purpose
+        package = module if is_package else module.rsplit(".", 1)[0]
+        for target, names in _imports(module, is_package, tree):
+            owners = [_private_module_of(target)]
+            # `from ..tree import _access` names the private module itself.
+            owners += [
+                target
+                for n in names
+                if n.startswith("_")
+                and not n.startswith("__")
+                and _is_submodule(target, n)
+                and target != "gradax"
+            ]
+            for owner in owners:
+                if owner and not (package + ".").startswith(owner + "."):
+                    offenders.append(f"{module} imports {target} (private to {owner})")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_jax_private_module_is_used():
+    offenders = [
+        str(path.relative_to(PACKAGE.parent))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "jax._src" in path.read_text() or "jax/_src" in path.read_text()
+    ]
+    assert not offenders, f"jax._src is not a public API: {offenders}"
+
+
+def test_lazy_transforms_names_are_visible_to_static_tools():
+    # gradax.transforms serves some names lazily (a cycle forbids importing
+    # them); its TYPE_CHECKING block must list exactly the same names.
+    source = (PACKAGE / "transforms" / "__init__.py").read_text()
+    tree = ast.parse(source)
+    lazy, typed = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == (
+            "reexport_lazily"
+        ):
+            lazy = {e.value for e in node.args[1].elts}
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == (
+            "TYPE_CHECKING"
+        ):
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom):
+                    typed |= {alias.asname or alias.name for alias in stmt.names}
+    assert lazy and lazy == typed, sorted(lazy ^ typed)
+    import gradax.transforms
+
+    for name in sorted(lazy):
+        assert getattr(gradax.transforms, name) is getattr(gradax, name)
+
+
+def test_import_gradax_loads_nothing_of_the_cli():
+    # A fresh interpreter: `import gradax` must not import gradax.cli (nor
+    # its optional dependencies). The import time is printed for the record
+    # (a timing is never asserted).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, time; t = time.perf_counter(); import gradax; "
+        "t = time.perf_counter() - t; "
+        "cli = sorted(m for m in sys.modules if m.startswith('gradax.cli')); "
+        "extras = sorted(m for m in ('matplotlib', 'rich', 'tqdm', 'optax') "
+        "if m in sys.modules); print(cli, extras, round(t, 3))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("]")
+    assert out[0].strip() == "[", f"import gradax loaded {out[0]}]"
+    assert out[1].strip(" ,") == "[", f"import gradax loaded {out[1]}]"
+    print("import gradax took", out[2].strip(), "s")

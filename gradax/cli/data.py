@@ -83,11 +83,6 @@ def encode(text: str, alphabet: str) -> np.ndarray:
     return table[codes]
 
 
-def decode(ids: np.ndarray, alphabet: str) -> str:
-    """The text of character ids (unknown characters print as U+FFFD)."""
-    return "".join("\ufffd" if i == 0 else alphabet[i] for i in ids)
-
-
 def _finish(
     train_text: str, val_text: str, source: str, docs: tuple[int, int], min_len: int
 ) -> Corpus:

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 import jax
 
+from .._params_placeholder import is_params_placeholder
 from .._protocol import (
     GradientTransformation,
     TransformationLike,
@@ -14,7 +15,6 @@ from .._protocol import (
     transformation_field,
 )
 from .._pytree import field, is_tree_function, static_field
-from ..tree._access import is_params_placeholder
 
 
 class MaskedNode(NamedTuple):

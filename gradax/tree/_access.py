@@ -8,6 +8,8 @@ from typing import Any
 
 import jax
 
+from .._params_placeholder import ParamsPlaceholder
+
 KeyPath = tuple[Any, ...]
 """A leaf's path in a tree, as ``jax.tree_util`` key entries."""
 Filtering = Callable[[KeyPath, Any], bool]
@@ -253,25 +255,6 @@ def set(tree: Any, filtering: Filtering | None = None, /, **kwargs: Any) -> Any:
     return _replace((), tree, kwargs, filtering)
 
 
-class _ParamsPlaceholder:
-    """Marks where the parameters go in a state built by ``init``."""
-
-
-jax.tree_util.register_pytree_node(
-    _ParamsPlaceholder, lambda _: ((), None), lambda _, __: _ParamsPlaceholder()
-)
-
-
-def is_params_placeholder(params: Any) -> bool:
-    """Whether ``params`` is the stand-in :func:`map_params` gives to ``init``.
-
-    A transformation whose ``init`` reshapes the parameters to fit an argument
-    of its own (``masked``'s mask) passes the stand-in through unchanged, so
-    :func:`map_params` still finds where the parameters go.
-    """
-    return isinstance(params, _ParamsPlaceholder)
-
-
 def map_params(
     initable: Any,
     f: Callable[..., Any],
@@ -302,10 +285,10 @@ def map_params(
         A tree shaped like ``state``.
     """
     init = initable.init if hasattr(initable, "init") else initable
-    template = init(_ParamsPlaceholder())
+    template = init(ParamsPlaceholder())
 
     def map_part(marker: Any, value: Any) -> Any:
-        if isinstance(marker, _ParamsPlaceholder):
+        if isinstance(marker, ParamsPlaceholder):
             return jax.tree.map(f, value, *rest, is_leaf=is_leaf)
         if transform_non_params is not None:
             return transform_non_params(value)
@@ -315,5 +298,5 @@ def map_params(
         map_part,
         template,
         state,
-        is_leaf=lambda x: isinstance(x, _ParamsPlaceholder),
+        is_leaf=lambda x: isinstance(x, ParamsPlaceholder),
     )
