@@ -548,6 +548,9 @@ def as_transformation(value: Any, name: str = "transformation") -> Any:
     )
 
 
+# ``GradientTransformation(init, update)`` builds a FunctionTransformation
+# (optax's idiom): report that signature for the base class too.
+GradientTransformation._call_signature_from = FunctionTransformation.__init__  # type: ignore[attr-defined]
 register_transformation_converter(as_transformation)
 
 

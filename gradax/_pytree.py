@@ -302,8 +302,11 @@ class _ModuleMeta(type):
         # this, ``inspect.signature`` would report ``__call__``'s above).
         # A property of the metaclass, so instances (callable schedules)
         # keep their own signature.
-        init = inspect.signature(cls.__init__)
-        return init.replace(parameters=tuple(init.parameters.values())[1:])
+        init = cls.__dict__.get("_call_signature_from", cls.__init__)
+        if init is object.__init__:
+            return inspect.Signature()
+        signature = inspect.signature(init)
+        return signature.replace(parameters=tuple(signature.parameters.values())[1:])
 
 
 @dataclass_transform(

@@ -73,7 +73,7 @@ class Aggregator(GradientTransformation):
         # ``Aggregator(init, update)`` itself builds the function-backed kind;
         # subclasses are built as usual.
         if cls is Aggregator:
-            cls = _FunctionAggregator
+            return _FunctionAggregator.__new__(_FunctionAggregator)
         return super().__new__(cls)
 
     _per_example_updates = True
@@ -92,6 +92,11 @@ class _FunctionAggregator(Aggregator, FunctionTransformation):
 
     def _public_name(self) -> str:
         return "Aggregator"
+
+
+# ``Aggregator(init, update)`` builds a _FunctionAggregator: report that
+# signature for the base class too.
+Aggregator._call_signature_from = _FunctionAggregator.__init__  # type: ignore[attr-defined]
 
 
 class _Process(GradientTransformation):
