@@ -30,6 +30,17 @@ A column and two rows explain the 8-bit ratio on a given machine:
   for the reduction and reads them again to encode them; what remains is
   the map's arithmetic.
 
+A second table counts what a training step keeps between steps, the
+parameters *and* the optimizer state, for 16-bit parameters (issue 26):
+float32 AdamW (12 bytes a parameter), bfloat16 parameters with an exact
+float32 master (``gradax.master_weights``: 2 bytes of parameter, 2 of low
+bits) or with stochastic rounding (``gradax.stochastic_rounding``: 2 bytes,
+no master), each around 8-bit AdamW, plus round-to-nearest bfloat16 for
+reference, and the same for Muon (8-bit momentum on the hidden matrices,
+AdamW on embeddings and vectors). These rows time the whole step,
+``update`` and ``apply_updates``, with parameters and state donated, and
+give the ratio to float32 AdamW's step, measured side by side.
+
 ``--quick`` uses a 1-layer tree and fewer rounds; ``--layers`` picks the depth
 (the ratio depends on whether the state fits in the caches).
 
@@ -92,6 +103,85 @@ def candidates(optax):
             optax.clip_by_global_norm(1.0), optax.adamw(1e-3)
         )
     return out
+
+
+def precision_candidates(params):
+    """``name -> (transformation, parameter dtype)`` for the second table."""
+    import jax.numpy as jnp
+
+    q8 = gradax.int8_blockwise()
+    clip = gradax.clip_by_global_norm(1.0)
+    _, dims = gradax.muon_labels(params, exclude="embed", print_report=False)
+
+    def adamw(**kwargs):
+        return gradax.chain(clip, gradax.adamw(1e-3, **kwargs))
+
+    def muon(**kwargs):
+        inner = gradax.muon(
+            0.02, adam_learning_rate=1e-3, muon_weight_dimension_numbers=dims, **kwargs
+        )
+        return gradax.chain(clip, inner)
+
+    bf16 = jnp.bfloat16
+    master, rounding = gradax.master_weights, gradax.stochastic_rounding
+    return {
+        "f32 adamw": (adamw(), jnp.float32),
+        "bf16 master + 8-bit adamw": (master(adamw(mu_dtype=q8, nu_dtype=q8)), bf16),
+        "bf16 rounding + 8-bit adamw": (
+            rounding(adamw(mu_dtype=q8, nu_dtype=q8)),
+            bf16,
+        ),
+        "bf16 nearest + 8-bit adamw": (adamw(mu_dtype=q8, nu_dtype=q8), bf16),
+        "f32 muon": (muon(), jnp.float32),
+        "bf16 master + 8-bit muon": (master(muon(mu_dtype=q8)), bf16),
+        "bf16 rounding + 8-bit muon": (rounding(muon(mu_dtype=q8)), bf16),
+    }
+
+
+def _training_step(tx, grads, params):
+    """A no-argument call of update + apply_updates, params and state donated."""
+    state = tx.init(params)
+
+    def step(params, state, grads):
+        updates, state = tx.update(grads, state, params)
+        return gradax.apply_updates(params, updates), state
+
+    compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, state, grads)
+    compiled = compiled.compile()
+    box = [params, state]
+
+    def call():
+        box[0], box[1] = compiled(box[0], box[1], grads)
+        return box[0]
+
+    return call
+
+
+def run_precision(quick: bool = False, layers: int | None = None) -> dict:
+    """Bytes per parameter of parameters + state, and step time over f32 AdamW."""
+    import jax.numpy as jnp
+
+    layers = layers or (1 if quick else 6)
+    params32 = gpt_like_params(layers=layers)
+    n = count_params(params32)
+    per_param, fns = {}, {}
+    for name, (tx, dtype) in precision_candidates(params32).items():
+        # A copy each: the step donates its parameters.
+        params = jax.tree.map(lambda p, d=dtype: jnp.array(p, dtype=d), params32)
+        grads = fake_grads(params)
+        per_param[name] = (_bytes(params) + _bytes(tx.init(params))) / n
+        fns[name] = _training_step(tx, grads, params)
+    times = time_interleaved(fns, repeats=6 if quick else 20)
+    base = times["f32 adamw"]
+    return {
+        "benchmark": "parameters + optimizer state, and training step time",
+        "params": n,
+        "layers": layers,
+        "device": str(jax.devices()[0]),
+        "bytes_per_param": per_param,
+        "seconds": times,
+        "time_over_f32_adamw": {k: t / base for k, t in times.items()},
+    }
 
 
 def _flops(compiled) -> float:
@@ -191,7 +281,17 @@ def main() -> None:
             f"{result['flops_per_param'][name]:12.1f} "
             f"{seconds * 1e3:9.3f} {result['time_over_gradax_f32'][name]:7.2f}"
         )
+    precision = run_precision(args.quick, args.layers)
+    print(f"\n{precision['benchmark']} ({precision['params']:,} parameters)")
+    header = ("", "bytes/param", "ms/step", "x f32 adamw")
+    print("  {:30s} {:>12s} {:>9s} {:>12s}".format(*header))
+    for name, seconds in precision["seconds"].items():
+        print(
+            f"  {name:30s} {precision['bytes_per_param'][name]:12.3f} "
+            f"{seconds * 1e3:9.3f} {precision['time_over_f32_adamw'][name]:12.2f}"
+        )
     if args.json:
+        result["precision"] = precision
         args.json.write_text(json.dumps(result, indent=2))
 
 
