@@ -12,7 +12,14 @@ import dataclasses
 import inspect
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any, ClassVar, dataclass_transform, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Self,
+    dataclass_transform,
+    overload,
+)
 
 import jax
 import numpy as np
@@ -443,7 +450,7 @@ class Module(metaclass=_ModuleMeta):
                 notes.append(note)
         return notes
 
-    def replace(self, **changes: Any) -> Module:
+    def replace(self, **changes: Any) -> Self:
         """A copy with some fields changed, validated like a new object.
 
         Works for every module, including those whose ``__init__`` takes
@@ -460,7 +467,7 @@ class Module(metaclass=_ModuleMeta):
         obj._finish_init()
         return obj
 
-    def _with_fields(self, **values: Any) -> Module:
+    def _with_fields(self, **values: Any) -> Self:
         """A copy with fields set directly, skipping validation (for tracers)."""
         obj = object.__new__(type(self))
         obj.__dict__.update(self.__dict__)
