@@ -87,7 +87,8 @@ def _solve_wide(cost: jax.Array) -> jax.Array:
     n, m = cost.shape
 
     def body(row, carry):
-        return _augment_from(cost, *carry, row)
+        u, v, col_of, row_of = carry
+        return _augment_from(cost, u, v, col_of, row_of, row)
 
     init = (
         jnp.zeros(n, cost.dtype),

@@ -100,7 +100,7 @@ def make_progress(labels, steps, header):
     return _RichProgress(labels, steps, header)
 
 
-def format_bytes(n: int) -> str:
+def format_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

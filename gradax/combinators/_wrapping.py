@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._protocol import GradientTransformation
+from .._protocol import TransformationLike
 from .._state_guard import match_state
 
 
@@ -47,7 +47,7 @@ def _cast_to_shapes(updates: Any, shapes: Any, owner: str) -> Any:
 
 def cond_update(
     pred: Any,
-    inner: GradientTransformation,
+    inner: TransformationLike,
     updates: Any,
     inner_state: Any,
     params: Any,

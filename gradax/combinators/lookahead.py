@@ -43,6 +43,14 @@ class LookaheadParams(NamedTuple):
         return cls(fast=params, slow=params)
 
 
+def _params_error(params: Any) -> ValueError:
+    """The error for ``params`` that are not ``LookaheadParams(fast, slow)``."""
+    return ValueError(
+        "lookahead.update needs params=LookaheadParams(fast, slow) (the "
+        f"gradients are taken at the fast ones), got {type(params).__name__}"
+    )
+
+
 class lookahead(GradientTransformation):
     r"""Lookahead: ``k`` steps forward with a fast optimizer, one step back.
 
@@ -115,16 +123,13 @@ class lookahead(GradientTransformation):
 
     def _params_like_updates(self, params):
         if not (hasattr(params, "fast") and hasattr(params, "slow")):
-            raise ValueError(
-                "lookahead.update needs params=LookaheadParams(fast, slow) (the "
-                f"gradients are taken at the fast ones), got {type(params).__name__}"
-            )
+            raise _params_error(params)
         check_same_structure(params.slow, params.fast, "params.slow", "params.fast")
         return params.fast
 
     def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
-            self._params_like_updates(params)  # raises the explanatory error
+            raise _params_error(params)
         fast, slow = params.fast, params.slow
         fast_updates, fast_state = self.fast_optimizer.update(
             updates, state.fast_state, fast, **extra_args

@@ -180,6 +180,9 @@ class MultiSteps(GradientTransformation):
     @property
     def inner_opt(self) -> GradientTransformation:
         """The wrapped optimizer."""
+        # transformation_field's converter made it a gradax transformation
+        # (an optax one wrapped), whatever the field's declared type says.
+        assert isinstance(self.opt, GradientTransformation)
         return self.opt
 
     def _skip_fn(self) -> Callable[..., Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +29,33 @@ class ProdigyState(NamedTuple):
 
 class _ProdigyBase(GradientTransformation):
     """Fields and arithmetic shared by :class:`prodigy` and its direction."""
+
+    if TYPE_CHECKING:
+        # Supplied by each subclass as a field, where its constructor puts it
+        # (prodigy's learning_rate comes first). Declared here only for static
+        # tools, as read-only properties: an annotation would make each one a
+        # field of this base, placed before the subclass's own fields.
+
+        @property
+        def betas(self) -> Any: ...
+
+        @property
+        def beta3(self) -> Any: ...
+
+        @property
+        def eps(self) -> Any: ...
+
+        @property
+        def estim_lr0(self) -> Any: ...
+
+        @property
+        def estim_lr_coef(self) -> Any: ...
+
+        @property
+        def weight_decay(self) -> Any: ...
+
+        @property
+        def safeguard_warmup(self) -> bool: ...
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))

@@ -302,8 +302,9 @@ def minimize(
     if not isinstance(method, str) or method.lower() != "lbfgs":
         raise ValueError(f"minimize: unknown method {method!r}; use 'lbfgs'")
     validate("tol", tol, _TOL)
+    steps: int | jax.Array = max_steps
     if isinstance(max_steps, bool) or not isinstance(max_steps, int):
-        max_steps = jnp.asarray(max_steps, jnp.int32)
+        steps = jnp.asarray(max_steps, jnp.int32)
     elif max_steps < 0:
         raise ValueError(f"max_steps must be an integer >= 0, got {max_steps!r}")
     unknown = sorted(set(options) - set(lbfgs.__dataclass_fields__))
@@ -314,7 +315,7 @@ def minimize(
         )
     solver = lbfgs(**options)
     x0 = jax.tree.map(_as_params, x0)
-    inputs = (solver, x0, tuple(args), jnp.asarray(max_steps, jnp.int32))
+    inputs = (solver, x0, tuple(args), jnp.asarray(steps, jnp.int32))
     try:
         hash(fun)
     except TypeError:  # not cacheable: compile for this call only

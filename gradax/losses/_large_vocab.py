@@ -380,8 +380,11 @@ def _row_stats(plan: _Plan, h_c, label_c, w, b):
     def body(j, carry):
         top, total, picked = carry
         block = _logits_block(plan, h_c, label_c, w, b, j)
-        z = jnp.where(block.fresh, block.z, -jnp.inf)
-        label_here = block.is_label & block.fresh
+        fresh = block.fresh
+        # Set for every block when the vocabulary spans several chunks.
+        assert fresh is not None
+        z = jnp.where(fresh, block.z, -jnp.inf)
+        label_here = block.is_label & fresh
         picked = picked + jnp.sum(jnp.where(label_here, block.z, 0.0), axis=1)
         new_top = jnp.maximum(top, jnp.max(z, axis=1))
         total = total * jnp.exp(top - new_top) + jnp.sum(

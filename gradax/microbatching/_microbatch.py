@@ -41,7 +41,9 @@ def reshape_batch_axis(tree: Any, microbatch_size: int, axis: int = 0) -> Any:
         shape = (*x.shape[:axis], -1, microbatch_size, *x.shape[axis + 1 :])
         sharding = getattr(jax.typeof(x), "sharding", None)
         mesh = getattr(sharding, "mesh", None)
-        if mesh is None or mesh.empty or not mesh.are_all_axes_explicit:
+        if sharding is None or mesh is None or mesh.empty:
+            return x.reshape(shape, order="F")
+        if not mesh.are_all_axes_explicit:
             return x.reshape(shape, order="F")
         spec = tuple(sharding.spec)
         if len(spec) > axis:

@@ -133,10 +133,10 @@ def from_blocks(y: jax.Array, plan: Plan) -> jax.Array:
     return y[..., : plan.rows, : plan.cols]
 
 
-def _kept_spec(x: Any, plan: Plan) -> tuple[Any, ...] | None:
-    sharding = explicit_sharding(x)
-    if sharding is None:
-        return None
+def _kept_spec(
+    x: Any, sharding: jax.sharding.NamedSharding, plan: Plan
+) -> tuple[Any, ...]:
+    """``x``'s partition spec with only its batch axes kept (sharded)."""
     spec = tuple(sharding.spec) + (None,) * (x.ndim - len(sharding.spec))
     return tuple(s if a in plan.batch_axes else None for a, s in enumerate(spec))
 
@@ -146,9 +146,11 @@ def gather(x: jax.Array, plan: Plan) -> tuple[jax.Array, Any]:
 
     Batch axes keep their sharding, so no device sees another's matrices.
     """
-    kept = _kept_spec(x, plan)
     sharding = explicit_sharding(x)
-    if kept is None or not plan.factored or kept == tuple(sharding.spec):
+    if sharding is None or not plan.factored:
+        return x, None
+    kept = _kept_spec(x, sharding, plan)
+    if kept == tuple(sharding.spec):
         return x, None
     return jax.sharding.reshard(x, P(*kept)), sharding
 
@@ -164,12 +166,13 @@ def factor_zeros(param: Any, plan: Plan, size: int, dtype: Any = None) -> jax.Ar
     blocks = n_blocks(plan)
     shape = batch + (blocks if blocks != (1, 1) else ()) + (size, size)
     dtype = dtype or work_dtype(param.dtype)
-    kept = _kept_spec(param, plan)
-    if kept is None:
+    sharding = explicit_sharding(param)
+    if sharding is None:
         return jnp.zeros(shape, dtype)
+    kept = _kept_spec(param, sharding, plan)
     spec = tuple(kept[a] for a in plan.batch_axes)
     spec += (None,) * (len(shape) - len(spec))
-    mesh = explicit_sharding(param).mesh
+    mesh = sharding.mesh
     return jnp.zeros(shape, dtype, out_sharding=jax.NamedSharding(mesh, P(*spec)))
 
 

@@ -226,7 +226,7 @@ class adafactor(Alias):
     weight_decay_mask: Any = static_field(default=None)
 
     def build(self):
-        stages = [
+        stages: list[GradientTransformation] = [
             scale_by_factored_rms(
                 self.factored,
                 self.decay_rate,

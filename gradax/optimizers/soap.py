@@ -103,7 +103,10 @@ class scale_by_soap(GradientTransformation):
             treedef.flatten_up_to(state.bases),
             strict=True,
         )
-        outs = [self._leaf(*c, count, scale) for c in columns]
+        outs = [
+            self._leaf(plan, g, p, mu, nu, stats, bases, count, scale)
+            for plan, g, p, mu, nu, stats, bases in columns
+        ]
         new = [jax.tree.unflatten(treedef, list(x)) for x in zip(*outs, strict=True)]
         direction, mu, nu, stats, bases = new
         return direction, SoapState(safe_increment(count), mu, nu, stats, bases)

@@ -40,7 +40,7 @@ def canonical_step(name: str, value: Any) -> Any:
     return value
 
 
-def step_number(name: str, value: Any) -> int | float:
+def step_number(name: str, value: Any) -> numbers.Real:
     """A static step (a boundary) as a plain Python number, or a ValueError."""
     value = canonical_step(name, value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -323,7 +323,8 @@ class linear_schedule(ScheduleBase):
         known = known_numbers(self.init_value, self.end_value)
         if known is None:
             return None
-        return polynomial_bounds(*known, 1.0, self.transition_steps)
+        init, end = known
+        return polynomial_bounds(init, end, 1.0, self.transition_steps)
 
 
 def polynomial_bounds(init, end, power, steps) -> tuple[float, float]:

@@ -126,7 +126,8 @@ class warmup_constant_schedule(ScheduleBase):
         known = known_numbers(self.init_value, self.peak_value)
         if known is None:
             return None
-        return polynomial_bounds(*known, 1.0, self.warmup_steps)
+        init, peak = known
+        return polynomial_bounds(init, peak, 1.0, self.warmup_steps)
 
 
 class warmup_exponential_decay_schedule(ScheduleBase):
@@ -204,4 +205,5 @@ class warmup_exponential_decay_schedule(ScheduleBase):
         known = known_numbers(self.init_value, self.peak_value)
         if known is None:
             return None
-        return hull(*decay, *polynomial_bounds(*known, 1.0, 1))
+        init, peak = known
+        return hull(*decay, *polynomial_bounds(init, peak, 1.0, 1))

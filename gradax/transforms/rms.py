@@ -150,13 +150,13 @@ class scale_by_rms(GradientTransformation):
         if self.bias_correction:
             count = safe_increment(state.count)
             nu_hat = gtree.bias_correction(nu, self.decay, count)
+            new_state = ScaleByRmsWithCountState(count=count, nu=nu)
         else:
             nu_hat = nu
+            new_state = ScaleByRmsState(nu=nu)
         scaling = jax.tree.map(_inverse_root(self.eps, self.eps_in_sqrt), nu_hat)
         new_updates = jax.tree.map(lambda s, g: s * g, scaling, updates)
-        if self.bias_correction:
-            return new_updates, ScaleByRmsWithCountState(count=count, nu=nu)
-        return new_updates, ScaleByRmsState(nu=nu)
+        return new_updates, new_state
 
 
 class scale_by_stddev(GradientTransformation):
@@ -199,8 +199,10 @@ class scale_by_stddev(GradientTransformation):
             count = safe_increment(state.count)
             mu_hat = gtree.bias_correction(mu, decay, count)
             nu_hat = gtree.bias_correction(nu, decay, count)
+            new_state = ScaleByRStdDevWithCountState(count=count, mu=mu, nu=nu)
         else:
             mu_hat, nu_hat = mu, nu
+            new_state = ScaleByRStdDevState(mu=mu, nu=nu)
         inverse_root = _inverse_root(self.eps, self.eps_in_sqrt)
         # The variance n - |m|^2 is never negative in exact arithmetic; in
         # floats it can be, by a rounding (on the first bias-corrected step it
@@ -210,6 +212,4 @@ class scale_by_stddev(GradientTransformation):
         )
         scaling = jax.tree.map(inverse_root, variance)
         new_updates = jax.tree.map(lambda s, g: s * g, scaling, updates)
-        if self.bias_correction:
-            return new_updates, ScaleByRStdDevWithCountState(count=count, mu=mu, nu=nu)
-        return new_updates, ScaleByRStdDevState(mu=mu, nu=nu)
+        return new_updates, new_state

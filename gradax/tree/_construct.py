@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import jax
 import jax.numpy as jnp
 
+if TYPE_CHECKING:
+    from .._quantized import int8_blockwise
+
 T = TypeVar("T")
 
 
-def _is_storage_spec(dtype: Any) -> bool:
+def _is_storage_spec(dtype: Any) -> TypeGuard[int8_blockwise]:
     """Whether ``dtype`` is a storage spec such as ``int8_blockwise``.
 
     Imported when asked, not at module import: ``gradax.tree`` loads on its

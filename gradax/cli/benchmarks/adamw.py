@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -78,7 +80,7 @@ def run(quick: bool = False) -> dict:
         candidates["optax"] = optax.chain(
             optax.clip_by_global_norm(1.0), optax.adamw(1e-3)
         )
-    fns = {}
+    fns: dict[str, Callable[[], Any]] = {}
     for name, tx in candidates.items():
         step, state = make_step(tx), tx.init(params)
         fns[name] = lambda step=step, state=state: step(grads, state, params)

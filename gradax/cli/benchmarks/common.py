@@ -119,6 +119,8 @@ def time_interleaved(
     function may return JAX arrays (waited for) or anything else (torch
     runs synchronously on the CPU).
     """
+    if inner < 1:
+        raise ValueError(f"inner must be at least 1, got {inner}")
     for fn in fns.values() if warmup else ():  # compile and warm up
         _wait(fn())
     names = list(fns)
@@ -127,7 +129,8 @@ def time_interleaved(
         for name in names if round_ % 2 == 0 else reversed(names):
             fn = fns[name]
             start = time.perf_counter()
-            for _ in range(inner):
+            out = fn()
+            for _ in range(inner - 1):
                 out = fn()
             _wait(out)
             samples[name].append((time.perf_counter() - start) / inner)

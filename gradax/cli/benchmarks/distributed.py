@@ -81,6 +81,14 @@ def compiled_step(tx, params, mesh):
     return compiled, (params, params, state)
 
 
+def hlo_text(compiled) -> str:
+    """The HLO text of a compiled step (``None`` only for a deserialized one)."""
+    text = compiled.as_text()
+    if text is None:
+        raise RuntimeError("the compiled step carries no HLO text")
+    return text
+
+
 def run(quick: bool = False) -> dict:
     warnings.filterwarnings("ignore", message="gradax.muon routes")
     devices = jax.device_count()
@@ -93,16 +101,17 @@ def run(quick: bool = False) -> dict:
     params = muon_tree(layers=QUICK_LAYERS if quick else 6)
     with jax.set_mesh(mesh):
         muon_c, muon_args = compiled_step(gradax.muon(0.02), params, mesh)
-        collective = {"muon_distributed": collective_bytes(muon_c.as_text(), devices)}
+        collective = {"muon_distributed": collective_bytes(hlo_text(muon_c), devices)}
         if not quick:
             plain_c, plain_args = compiled_step(
                 gradax.muon(0.02, distributed=False), params, mesh
             )
             collective["muon_compiler_partitioned"] = collective_bytes(
-                plain_c.as_text(), devices
+                hlo_text(plain_c), devices
             )
         adamw_c, _ = compiled_step(gradax.adamw(1e-3), params, mesh)
-        collective["adamw_zero1"] = collective_bytes(adamw_c.as_text(), devices)
+        collective["adamw_zero1"] = collective_bytes(hlo_text(adamw_c), devices)
+        times: dict[str, float] | None = None  # stays None in quick mode
         if not quick:
             times = time_interleaved(
                 {
@@ -125,7 +134,7 @@ def run(quick: bool = False) -> dict:
             f"for Muon, {adamw_total / 2**20:.2f} MiB for ZeRO-1 AdamW"
         ],
     }
-    if quick:
+    if times is None:
         result["note"] = (
             "quick: the compiler-partitioned Muon step and the timings are left out"
         )

@@ -26,7 +26,9 @@ import json
 import statistics
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +53,7 @@ TORCH_F32 = "torch (f32 NS)"
 
 def muon_tree(d: int = 256, layers: int = 6, vocab: int = 512) -> dict:
     """The embedding and each layer's qkv/proj/up/down matrices."""
-    shapes = {"embed": (vocab, d)}
+    shapes: dict[str, tuple[int, ...]] = {"embed": (vocab, d)}
     for i in range(layers):
         shapes |= {
             f"layer{i}/qkv": (d, 3 * d),
@@ -99,7 +101,7 @@ def torch_steps(torch, params, grads) -> dict:
     """No-argument calls of ``torch.optim.Muon.step``: as shipped and float32."""
     calls = {}
     muon_module = getattr(torch.optim, "_muon", None)
-    variants = {TORCH: None}
+    variants: dict[str, Callable[..., Any] | None] = {TORCH: None}
     if muon_module is not None and hasattr(muon_module, "_zeropower_via_newtonschulz"):
         variants[TORCH_F32] = _float32_newton_schulz(torch)
     for name, replacement in variants.items():
@@ -152,7 +154,7 @@ def run(quick: bool = False) -> dict:
         candidates["gradax_ns"] = gradax.muon(0.02, method="ns")
     if optax is not None:
         candidates["optax"] = optax.contrib.muon(0.02)
-    fns = {}
+    fns: dict[str, Callable[[], Any]] = {}
     for name, tx in candidates.items():
         step, state = jax.jit(tx.update), tx.init(params)
         fns[name] = lambda step=step, state=state: step(grads, state, params)
@@ -167,7 +169,8 @@ def run(quick: bool = False) -> dict:
     calls = 1 if quick else 3
     times |= {name: _time_alone(fn, calls) for name, fn in torch_fns.items()}
     flops_per_second = 2 * size**3 / times.pop("matmul_1024")
-    ns_flops = sum(newton_schulz_flops(*p.shape, 5) for p in params.values())
+    shapes = [p.shape for p in params.values()]
+    ns_flops = sum(newton_schulz_flops(m, n, 5) for m, n in shapes)
     floor = ns_flops / flops_per_second
     references = ["optax", TORCH, TORCH_F32]
     size_label = f"d=256, {layers} layer{'' if layers == 1 else 's'}"

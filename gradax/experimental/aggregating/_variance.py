@@ -19,7 +19,7 @@ from ._base import Aggregator, canonical_axis, process
 
 
 def get_batch_size_from_per_elt_updates(
-    per_elt_updates: Any, per_elt_axis: int | list[int]
+    per_elt_updates: Any, per_elt_axis: int | Sequence[int]
 ) -> int:
     """The number of elements in a batch of per-element updates.
 
@@ -215,6 +215,8 @@ class track_per_element_mean_and_variance_with_ema(GradientTransformation):
       (Array([2.], dtype=float32), Array([2.], dtype=float32))
     """
 
+    _required_extra_args = ("sum_sq_diff_grads", "sample_size")
+
     ema_decay: Any = hyper(default=0.9, valid=DECAY)
 
     def init_state(self, params):
@@ -225,16 +227,10 @@ class track_per_element_mean_and_variance_with_ema(GradientTransformation):
             variance_grads_ema=gtree.zeros_like(params),
         )
 
-    def update_state(
-        self,
-        updates,
-        state,
-        params=None,
-        *,
-        sum_sq_diff_grads,
-        sample_size,
-        **extra_args,
-    ):
+    def update_state(self, updates, state, params=None, **extra_args):
+        # Required: the base checked both are given.
+        sum_sq_diff_grads = extra_args["sum_sq_diff_grads"]
+        sample_size = extra_args["sample_size"]
         decay = self.ema_decay
 
         def ema(new, old):
