@@ -1,0 +1,204 @@
+"""Every GPU figure the docs claim, in one run of at most 8 minutes.
+
+The figures need a GPU (or another accelerator); on a CPU the script runs
+with ``--smoke`` (tiny sizes, a few seconds) only to show that it works, and
+its numbers mean nothing for the docs. It prints, and with ``--json`` saves:
+
+1. **Matmul peak**: the measured rate of a large bfloat16 and float32
+   matmul (the machine's own peak, not the data sheet's).
+2. **bf16 Newton–Schulz**: ``gradax.orthogonalize(precision="bfloat16")``
+   on a stack of matrices, its plain-iteration FLOPs per second, as a
+   fraction of the bfloat16 matmul peak (Gram Newton–Schulz does fewer
+   FLOPs than counted, so the fraction can exceed what a matmul reaches).
+3. **Memory bandwidth and AdamW**: a streaming ``a + b`` gives the
+   bandwidth; ``chain(clip_by_global_norm, adamw)`` (update and
+   ``apply_updates``, donated) against its floor, 8 float32 arrays of the
+   tree moved at that bandwidth (grads, params and two moments read; two
+   moments and params written; the norm's extra read of the grads).
+4. **8-bit and master-weight steps against float32**: the training step of
+   8-bit AdamW, bfloat16 with an exact master (``master_weights``) and with
+   stochastic rounding, each around 8-bit AdamW, and Muon, over float32
+   AdamW's, with bytes per parameter of parameters + state (the second
+   table of ``bench_state_memory.py``, reused here).
+5. **Host offload**: float32 AdamW with its state in pinned host memory
+   (``offload_state``) over the on-device step, and the link rate it
+   implies (16 bytes a parameter moved each step).
+
+Sizes: a GPT-like tree of d_model 1024 and 8 layers (about 100M parameters)
+and Newton–Schulz on 16 matrices of 4096 x 4096; ``--smoke`` uses d_model
+128, 1 layer and 4 matrices of 256. Timings are medians of rounds that
+alternate the candidates (``time_interleaved``); compile time is excluded.
+
+Run: python benchmarks/gpu_figures.py [--smoke] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_state_memory  # noqa: E402
+from common import count_params, fake_grads, gpt_like_params, time_interleaved  # noqa: E402
+
+import gradax  # noqa: E402
+from gradax.orthogonal.newton_schulz import newton_schulz_flops  # noqa: E402
+
+
+def _median_seconds(fn, repeats: int) -> float:
+    return time_interleaved({"x": fn}, repeats=repeats)["x"]
+
+
+def matmul_peak(n: int, dtype, repeats: int) -> float:
+    """FLOP/s of an n x n x n matmul in ``dtype`` (accumulating as XLA does)."""
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32).astype(dtype)
+    b = jax.random.normal(jax.random.key(1), (n, n), jnp.float32).astype(dtype)
+    mm = jax.jit(lambda a, b: a @ b)
+    return 2 * n**3 / _median_seconds(lambda: mm(a, b), repeats)
+
+
+def newton_schulz_rate(count: int, n: int, repeats: int) -> dict:
+    x = jax.random.normal(jax.random.key(2), (count, n, n), jnp.float32)
+    ns = jax.jit(lambda x: gradax.orthogonalize(x, precision="bfloat16"))
+    seconds = _median_seconds(lambda: ns(x), repeats)
+    flops = count * newton_schulz_flops(n, n, 5)
+    return {"seconds": seconds, "flops_per_second": flops / seconds}
+
+
+def bandwidth(n_floats: int, repeats: int) -> float:
+    """Bytes per second of a donated ``a + b`` over ``n_floats`` float32."""
+    box = [jnp.ones(n_floats, jnp.float32)]
+    b = jnp.full(n_floats, 2.0, jnp.float32)
+    add = jax.jit(lambda a, b: a + b, donate_argnums=0)
+
+    def stream():
+        box[0] = add(box[0], b)
+        return box[0]
+
+    return 3 * b.nbytes / _median_seconds(stream, repeats)
+
+
+def _step(tx, params, grads):
+    state = tx.init(params)
+
+    def step(params, state, grads):
+        updates, state = tx.update(grads, state, params)
+        return gradax.apply_updates(params, updates), state
+
+    compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, state, grads)
+    compiled = compiled.compile()
+    box = [params, state]
+
+    def call():
+        box[0], box[1] = compiled(box[0], box[1], grads)
+        return box[0]
+
+    return call
+
+
+def adamw_and_offload(d_model: int, layers: int, repeats: int) -> dict:
+    params = gpt_like_params(d_model=d_model, layers=layers, vocab=4 * d_model)
+    n = count_params(params)
+    grads = fake_grads(params)
+    adamw = gradax.chain(gradax.clip_by_global_norm(1.0), gradax.adamw(1e-3))
+    copy = lambda: jax.tree.map(jnp.array, params)  # noqa: E731 (donated)
+    fns = {
+        "adamw": _step(adamw, copy(), grads),
+        "adamw, state in host memory": _step(
+            gradax.offload_state(adamw), copy(), grads
+        ),
+    }
+    times = time_interleaved(fns, repeats=repeats)
+    rate = bandwidth(4 * n, repeats)
+    floor = 8 * 4 * n / rate
+    link = 16 * n / max(times["adamw, state in host memory"] - times["adamw"], 1e-12)
+    return {
+        "params": n,
+        "seconds": times,
+        "bandwidth_gbps": rate / 1e9,
+        "adamw_floor_seconds": floor,
+        "adamw_fraction_of_floor": floor / times["adamw"],
+        "offload_over_device": times["adamw, state in host memory"] / times["adamw"],
+        "offload_link_gbps": link / 1e9,
+    }
+
+
+def run(smoke: bool) -> dict:
+    start = time.perf_counter()
+    repeats = 3 if smoke else 20
+    n_mm, ns_count, ns_n = (256, 4, 256) if smoke else (8192, 16, 4096)
+    d_model, layers = (128, 1) if smoke else (1024, 8)
+    peaks = {
+        "bfloat16": matmul_peak(n_mm, jnp.bfloat16, repeats),
+        "float32": matmul_peak(n_mm, jnp.float32, repeats),
+    }
+    ns = newton_schulz_rate(ns_count, ns_n, repeats)
+    memory = adamw_and_offload(d_model, layers, repeats)
+    # The 8-bit / master / rounding table, on a tree of the same width.
+    original = bench_state_memory.gpt_like_params
+    bench_state_memory.gpt_like_params = lambda layers: original(
+        d_model=d_model, layers=layers, vocab=4 * d_model
+    )
+    try:
+        precision = bench_state_memory.run_precision(quick=smoke, layers=layers)
+    finally:
+        bench_state_memory.gpt_like_params = original
+    return {
+        "device": str(jax.devices()[0]),
+        "smoke": smoke,
+        "matmul_tflops": {k: v / 1e12 for k, v in peaks.items()},
+        "newton_schulz_bf16": {
+            "matrices": f"{ns_count} x {ns_n}x{ns_n}",
+            "seconds": ns["seconds"],
+            "tflops": ns["flops_per_second"] / 1e12,
+            "fraction_of_bf16_peak": ns["flops_per_second"] / peaks["bfloat16"],
+        },
+        "memory": memory,
+        "precision": precision,
+        "wall_seconds": time.perf_counter() - start,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (CPU)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if jax.devices()[0].platform == "cpu" and not args.smoke:
+        print("no accelerator: these figures need a GPU (use --smoke to test)")
+    r = run(args.smoke)
+    print(f"device: {r['device']}{' (smoke sizes: not figures)' if r['smoke'] else ''}")
+    mm = r["matmul_tflops"]
+    print(f"matmul peak: bf16 {mm['bfloat16']:.1f} TFLOP/s, f32 {mm['float32']:.1f}")
+    ns = r["newton_schulz_bf16"]
+    print(
+        f"bf16 Newton-Schulz ({ns['matrices']}): {ns['seconds'] * 1e3:.2f} ms, "
+        f"{ns['tflops']:.1f} TFLOP/s = {ns['fraction_of_bf16_peak']:.0%} of bf16 peak"
+    )
+    m = r["memory"]
+    print(
+        f"bandwidth {m['bandwidth_gbps']:.0f} GB/s; adamw step on {m['params']:,} "
+        f"params {m['seconds']['adamw'] * 1e3:.2f} ms = "
+        f"{m['adamw_fraction_of_floor']:.0%} of the bandwidth floor"
+    )
+    print(
+        f"host offload: {m['offload_over_device']:.2f}x the on-device step "
+        f"(state over the link at {m['offload_link_gbps']:.1f} GB/s)"
+    )
+    p = r["precision"]
+    print("step over f32 adamw, bytes/param (params + state):")
+    for name, ratio in p["time_over_f32_adamw"].items():
+        print(f"  {name:30s} {ratio:6.2f}x {p['bytes_per_param'][name]:7.3f}")
+    print(f"wall time {r['wall_seconds']:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps(r, indent=2))
+
+
+if __name__ == "__main__":
+    main()
