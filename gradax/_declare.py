@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any, NoReturn, Union
 
 import jax
 import numpy as np
@@ -270,7 +270,7 @@ def field(
     Returns:
       A dataclass field.
     """
-    metadata = dict(kwargs.pop("metadata", {}), **{_STATIC: static})
+    metadata: dict[str, Any] = {**kwargs.pop("metadata", {}), _STATIC: static}
     metadata[_CONVERTER] = converter
     return dataclasses.field(default=default, metadata=metadata, **kwargs)
 
@@ -331,7 +331,7 @@ def spec_of(field: dataclasses.Field) -> Spec | None:
 # Validation.
 
 
-def _fail(name: str, spec: Spec, value: Any, reason: str = "") -> None:
+def _fail(name: str, spec: Spec, value: Any, reason: str = "") -> NoReturn:
     forms = []
     if spec.array:
         forms.append("an array")
@@ -399,11 +399,12 @@ def validate(name: str, value: Any, spec: Spec) -> None:
         if is_array:
             return  # not readable here (spread over processes)
         _fail(name, spec, value, f"a {type(value).__name__} is not a number")
-    if numbers.dtype == object or numbers.dtype.kind not in "biuf":
+    kind = np.dtype(numbers.dtype).kind
+    if kind not in "biuf":
         _fail(name, spec, value, "not a real number")
-    if numbers.dtype.kind == "b":
+    if kind == "b":
         _fail(name, spec, value, "a boolean is not a number")
-    if spec.valid.integer and numbers.dtype.kind not in "iu":
+    if spec.valid.integer and kind not in "iu":
         _fail(name, spec, value, "not an integer")
     if not spec.valid.contains(numbers.astype(float)):
         _fail(name, spec, value)
@@ -449,6 +450,7 @@ def unusual(name: str, value: Any, spec: Spec) -> tuple[str, str] | None:
 
 def _validate_choice(name: str, value: Any, spec: Spec) -> None:
     choice = spec.valid
+    assert isinstance(choice, OneOf)  # the caller dispatches on the kind
     try:
         known = any(value == v and type(value) is type(v) for v in choice.values)
     except Exception:  # noqa: BLE001 - arrays compare elementwise

@@ -369,7 +369,8 @@ class GradientTransformation(Module):
             if params is not None or not _has_per_example_updates(self):
                 check_state(self, updates, state, params, name)
         holds_schedule = self.holds_schedule()
-        inner, count, rewrap = state, self.schedule_count(state), None
+        rewrap: Any = None
+        inner, count = state, self.schedule_count(state)
         if holds_schedule and isinstance(state, ScheduleState):
             inner, rewrap = state.inner_state, type(state)
         elif holds_schedule and _is_count_only(state):

@@ -40,6 +40,11 @@ from ._declare import (
 __all__ = ["AbstractField", "Module", "field", "static_field"]
 
 
+def _fields_of(obj: Any) -> tuple[dataclasses.Field, ...]:
+    """The dataclass fields of a Module or its class (made in ``__init_subclass__``)."""
+    return dataclasses.fields(obj)
+
+
 def is_tree_function(x: Any) -> bool:
     """Whether ``x``, where a tree or a function of the params goes, is a function.
 
@@ -253,10 +258,11 @@ class AbstractField:
 
     def declare(self, **changes: Any) -> Any:
         """The field, declared as the base says (``default`` may change)."""
-        unknown = set(changes) - {"default", "kw_only"}
+        unknown = set(changes) - {"default", "kw_only", "allow_none"}
         if unknown:
             raise TypeError(
-                f"{self.name}: only default and kw_only may change, not {unknown}"
+                f"{self.name}: only default, kw_only and allow_none may "
+                f"change, not {unknown}"
             )
         declaration = {**self.declaration, **changes}
         if "valid" in declaration:
@@ -361,7 +367,7 @@ class Module(metaclass=_ModuleMeta):
             )
         _keep_declarations_of_redefined_fields(cls)
         dataclasses.dataclass(frozen=True, eq=False, repr=False)(cls)
-        fields = dataclasses.fields(cls)
+        fields = _fields_of(cls)
         _annotate_declared_fields(cls, fields)
         data = tuple(f.name for f in fields if not is_static(f))
         static = tuple(f.name for f in fields if is_static(f))
@@ -403,7 +409,7 @@ class Module(metaclass=_ModuleMeta):
 
     def _finish_init(self) -> None:
         """Convert, validate and check the fields of a newly built object."""
-        for f in dataclasses.fields(self):
+        for f in _fields_of(self):
             value = getattr(self, f.name)
             converter = converter_of(f)
             if converter is not None:
@@ -411,7 +417,7 @@ class Module(metaclass=_ModuleMeta):
             else:
                 value = self._convert_field(f, value)
             object.__setattr__(self, f.name, value)
-        for f in dataclasses.fields(self):
+        for f in _fields_of(self):
             spec = spec_of(f)
             if spec is not None:
                 validate(f.name, getattr(self, f.name), spec)
@@ -441,7 +447,7 @@ class Module(metaclass=_ModuleMeta):
         plain multiplier, for which a negative rate is the normal use).
         """
         notes = []
-        for f in dataclasses.fields(self):
+        for f in _fields_of(self):
             spec = spec_of(f)
             if spec is None:
                 continue
@@ -456,7 +462,7 @@ class Module(metaclass=_ModuleMeta):
         Works for every module, including those whose ``__init__`` takes
         other arguments than their fields (``chain(*transforms)``).
         """
-        names = {f.name for f in dataclasses.fields(self)}
+        names = {f.name for f in _fields_of(self)}
         unknown = sorted(set(changes) - names)
         if unknown:
             raise TypeError(
@@ -479,7 +485,7 @@ class Module(metaclass=_ModuleMeta):
 
     def __repr__(self) -> str:
         parts = []
-        for f in dataclasses.fields(self):
+        for f in _fields_of(self):
             if not f.repr:
                 continue
             parts.append(f"{f.name}={getattr(self, f.name)!r}")
@@ -490,9 +496,9 @@ class Module(metaclass=_ModuleMeta):
             return NotImplemented
         return all(
             _safe_equal(getattr(self, f.name), getattr(other, f.name))
-            for f in dataclasses.fields(self)
+            for f in _fields_of(self)
         )
 
     def __hash__(self) -> int:
-        values = (getattr(self, f.name) for f in dataclasses.fields(self))
+        values = (getattr(self, f.name) for f in _fields_of(self))
         return hash((type(self), tuple(_safe_hash(v) for v in values)))

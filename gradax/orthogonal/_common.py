@@ -16,15 +16,28 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, hyper, static_field
+from .._declare import DECAY, hyper, static_field
 from .._matrices import full_dimension_numbers, is_spec_leaf
 from .._numerics import safe_increment, work_dtype
 from .._protocol import GradientTransformation, zero_count
 from .._sharding import match_sharding
 from .blocks import block_view
 from .dimensions import shape_scale
+from .groups import (
+    CONSISTENT_RMS_OPTION,
+    MU_DTYPE_OPTION,
+    WEIGHT_DECAY_MASK_OPTION,
+    WEIGHT_DECAY_OPTION,
+)
 from .muon import MuonGroups
-from .options import MomentumOptions, NewtonSchulzOptions, NewtonSchulzSteps
+from .options import (
+    BETA_OPTION,
+    EPS_OPTION,
+    NS_COEFFS_OPTION,
+    NS_STEPS_OPTION,
+    MomentumOptions,
+    NewtonSchulzOptions,
+)
 
 
 def map_matrices(
@@ -108,14 +121,14 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
     _abstract = True
     _state_class: ClassVar[Callable[..., Any]]
 
-    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()
-    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
-    beta: Any = MomentumOptions.beta.declare()
+    ns_coeffs: Any = NS_COEFFS_OPTION.declare()
+    ns_steps: int = NS_STEPS_OPTION.declare()
+    beta: Any = BETA_OPTION.declare()
     beta2: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = NewtonSchulzSteps.eps.declare()
+    eps: Any = EPS_OPTION.declare()
     mu_dtype: Any = static_field(default=None)
-    consistent_rms: Any = hyper(
-        default=0.2, valid=NONNEGATIVE, allow_none=True, kw_only=True
+    consistent_rms: Any = CONSISTENT_RMS_OPTION.declare(
+        default=0.2, allow_none=True, kw_only=True
     )
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
     bias_correction: bool = False  # off, as in the papers
@@ -179,16 +192,16 @@ class NormalizedMuonAliasBase(MomentumOptions, NewtonSchulzOptions, MuonGroups):
 
     _abstract = True
 
-    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()
-    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
-    beta: Any = MomentumOptions.beta.declare()
+    ns_coeffs: Any = NS_COEFFS_OPTION.declare()
+    ns_steps: int = NS_STEPS_OPTION.declare()
+    beta: Any = BETA_OPTION.declare()
     beta2: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = NewtonSchulzSteps.eps.declare()
-    weight_decay: Any = MuonGroups.weight_decay.declare()
-    weight_decay_mask: Any = MuonGroups.weight_decay_mask.declare()
-    mu_dtype: Any = MuonGroups.mu_dtype.declare()
-    consistent_rms: Any = hyper(
-        default=0.2, valid=NONNEGATIVE, allow_none=True, kw_only=True
+    eps: Any = EPS_OPTION.declare()
+    weight_decay: Any = WEIGHT_DECAY_OPTION.declare()
+    weight_decay_mask: Any = WEIGHT_DECAY_MASK_OPTION.declare()
+    mu_dtype: Any = MU_DTYPE_OPTION.declare()
+    consistent_rms: Any = CONSISTENT_RMS_OPTION.declare(
+        default=0.2, allow_none=True, kw_only=True
     )
     bias_correction: bool = False  # off, as in the papers
 

@@ -45,7 +45,7 @@ POLAR_EXPRESS_CUSHION = 0.02407327424182761
 
 # Presets: (table, default number of steps, factor on the Frobenius norm).
 # Polar Express normalizes by 1.01 * ||G||_F, matching its safety factor.
-PRESETS: dict[str, tuple[tuple[tuple[float, float, float], ...], int, float]] = {
+PRESETS: dict[str, tuple[tuple[tuple[float, ...], ...], int, float]] = {
     "keller": (KELLER, 5, 1.0),
     "standard": (KELLER, 5, 1.0),  # optax's name for the same scheme
     "you5": (YOU5, 5, 1.0),
@@ -80,7 +80,7 @@ NS_COEFFS = OneOf(
 )
 
 
-def _quintic(coeffs: np.ndarray, x: np.ndarray) -> np.ndarray:
+def _quintic(coeffs: np.ndarray, x: Any) -> Any:
     a, b, c = coeffs
     return a * x + b * x**3 + c * x**5
 
@@ -118,7 +118,7 @@ def _minimax_quintic(lo: float, hi: float, iterations: int = 100) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def _polar_express_table(
     steps: int, lower: float, safety: float, cushion: float
-) -> tuple[tuple[float, float, float], ...]:
+) -> tuple[tuple[float, ...], ...]:
     lo, hi = lower, 1.0
     rows = []
     for step in range(steps):

@@ -17,8 +17,14 @@ from .._protocol import GradientTransformation
 from .._rounding import frobenius, kept_lines
 from .._sharding import match_sharding, replicate, restore
 from ._common import batch_shape, map_matrices, matrix_dims, pick
-from .dimensions import SHAPE_SCALING
+from .groups import (
+    MU_DTYPE_OPTION,
+    SHAPE_SCALING_OPTION,
+    WEIGHT_DECAY_MASK_OPTION,
+    WEIGHT_DECAY_OPTION,
+)
 from .muon import MuonGroups
+from .options import EPS_OPTION
 
 
 class DionState(NamedTuple):
@@ -44,7 +50,7 @@ def _is_rank(rank: Any) -> bool:
         return 0 < rank <= 1
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
         return False
-    return rank >= 1
+    return bool(rank >= 1)
 
 
 # The valid values of ``rank`` (1.0 is full rank, the default).
@@ -216,14 +222,12 @@ class dion(MuonGroups):
     # are MuonGroups'.
     rank: Any = hyper(default=1.0, valid=RANK, static=True)
     mu: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    weight_decay: Any = MuonGroups.weight_decay.declare()
-    weight_decay_mask: Any = MuonGroups.weight_decay_mask.declare()
-    mu_dtype: Any = MuonGroups.mu_dtype.declare()
+    eps: Any = EPS_OPTION.declare()
+    weight_decay: Any = WEIGHT_DECAY_OPTION.declare()
+    weight_decay_mask: Any = WEIGHT_DECAY_MASK_OPTION.declare()
+    mu_dtype: Any = MU_DTYPE_OPTION.declare()
     seed: int = hyper(default=0, valid=SEED, static=True, kw_only=True)
-    shape_scaling: str = hyper(
-        default="spectral", valid=SHAPE_SCALING, static=True, kw_only=True
-    )
+    shape_scaling: str = SHAPE_SCALING_OPTION.declare(default="spectral", kw_only=True)
 
     # Fixed, not arguments (read by MuonGroups.build): AdamW without Nesterov;
     # shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).

@@ -21,9 +21,19 @@ from .._numerics import work_dtype
 from .._protocol import GradientTransformation
 from .._sharding import replicate, restore
 from ._common import map_matrices, matrix_dims, pick
-from .dimensions import SHAPE_SCALING
+from .groups import (
+    MU_DTYPE_OPTION,
+    SHAPE_SCALING_OPTION,
+    WEIGHT_DECAY_MASK_OPTION,
+    WEIGHT_DECAY_OPTION,
+)
 from .muon import MuonGroups
-from .options import NewtonSchulzOptions, NewtonSchulzSteps
+from .options import (
+    EPS_OPTION,
+    NS_COEFFS_OPTION,
+    NS_STEPS_OPTION,
+    NewtonSchulzOptions,
+)
 
 SELECTIONS = ("auto", "rows", "columns")
 # The share of rows (or columns) orthogonalized: at least one is.
@@ -75,9 +85,9 @@ class scale_by_dion2(NewtonSchulzOptions, GradientTransformation):
 
     fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
     ef_decay: Any = hyper(default=0.95, valid=UNIT)
-    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare(default="polar_express")
-    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
-    eps: Any = NewtonSchulzSteps.eps.declare()
+    ns_coeffs: Any = NS_COEFFS_OPTION.declare(default="polar_express")
+    ns_steps: int = NS_STEPS_OPTION.declare()
+    eps: Any = EPS_OPTION.declare()
     mu_dtype: Any = static_field(default=None)
     select: str = hyper(
         default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
@@ -208,18 +218,16 @@ class dion2(NewtonSchulzOptions, MuonGroups):
     # NewtonSchulzOptions'.
     fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
     ef_decay: Any = hyper(default=0.95, valid=UNIT)
-    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare(default="polar_express")
-    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
-    eps: Any = NewtonSchulzSteps.eps.declare()
-    weight_decay: Any = MuonGroups.weight_decay.declare()
-    weight_decay_mask: Any = MuonGroups.weight_decay_mask.declare()
-    mu_dtype: Any = MuonGroups.mu_dtype.declare()
+    ns_coeffs: Any = NS_COEFFS_OPTION.declare(default="polar_express")
+    ns_steps: int = NS_STEPS_OPTION.declare()
+    eps: Any = EPS_OPTION.declare()
+    weight_decay: Any = WEIGHT_DECAY_OPTION.declare()
+    weight_decay_mask: Any = WEIGHT_DECAY_MASK_OPTION.declare()
+    mu_dtype: Any = MU_DTYPE_OPTION.declare()
     select: str = hyper(
         default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
     )
-    shape_scaling: str = hyper(
-        default="spectral", valid=SHAPE_SCALING, static=True, kw_only=True
-    )
+    shape_scaling: str = SHAPE_SCALING_OPTION.declare(default="spectral", kw_only=True)
 
     # Fixed, not arguments (read by MuonGroups.build): AdamW without Nesterov;
     # shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).

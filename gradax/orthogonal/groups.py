@@ -9,7 +9,7 @@ every other leaf gets AdamW or the transformation given as ``adam``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -37,6 +37,7 @@ from ..transforms.cautious import decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
 from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALING, shape_scale
+from .options import EPS_OPTION
 from .routing import quiet_report, warn_about_embeddings
 
 
@@ -118,6 +119,27 @@ def _is_default(module: Any, name: str, defaults: dict[str, Any]) -> bool:
     return bool(np.all(np.asarray(value) == default))
 
 
+# What MuonGroups.build reads besides its own fields, declared once.
+WEIGHT_DECAY_OPTION = AbstractField(
+    "the matrices' decoupled weight decay, >= 0", default=0.0, valid=NONNEGATIVE
+)
+WEIGHT_DECAY_MASK_OPTION = AbstractField(
+    "which matrices decay: a tree of booleans or a function",
+    default=None,
+    static=True,
+)
+MU_DTYPE_OPTION = AbstractField(
+    "dtype of the momentum, also the AdamW group's", default=None, static=True
+)
+NESTEROV_OPTION = AbstractField("Nesterov momentum, also the AdamW group's")
+CONSISTENT_RMS_OPTION = AbstractField(
+    "the matrices' update RMS (None: the shape factor alone)", valid=NONNEGATIVE
+)
+SHAPE_SCALING_OPTION = AbstractField(
+    "the shape factor of the matrices", valid=SHAPE_SCALING, static=True
+)
+
+
 class MuonGroups(Alias):
     r"""Base of every optimizer of the Muon family: two parameter groups.
 
@@ -163,33 +185,35 @@ class MuonGroups(Alias):
 
     _abstract = True
 
-    # What build() reads besides the fields below. Each member declares them
-    # among its arguments (``weight_decay: Any = MuonGroups.weight_decay.
-    # declare()``) or, where the value is fixed, as a class constant.
-    eps = AbstractField(
-        "added to norms before dividing, and the AdamW group's eps",
-        default=1e-8,
-        valid=NONNEGATIVE,
-    )
-    weight_decay = AbstractField(
-        "the matrices' decoupled weight decay, >= 0", default=0.0, valid=NONNEGATIVE
-    )
-    weight_decay_mask = AbstractField(
-        "which matrices decay: a tree of booleans or a function",
-        default=None,
-        static=True,
-    )
-    mu_dtype = AbstractField(
-        "dtype of the momentum, also the AdamW group's", default=None, static=True
-    )
-    nesterov = AbstractField("Nesterov momentum, also the AdamW group's")
-    consistent_rms = AbstractField(
-        "the matrices' update RMS (None: the shape factor alone)",
-        valid=NONNEGATIVE,
-    )
-    shape_scaling = AbstractField(
-        "the shape factor of the matrices", valid=SHAPE_SCALING, static=True
-    )
+    if TYPE_CHECKING:
+        # Static tools see what each member declares as a read-only value.
+        @property
+        def eps(self) -> Any: ...
+        @property
+        def weight_decay(self) -> Any: ...
+        @property
+        def weight_decay_mask(self) -> Any: ...
+        @property
+        def mu_dtype(self) -> Any: ...
+        @property
+        def nesterov(self) -> bool: ...
+        @property
+        def consistent_rms(self) -> Any: ...
+        @property
+        def shape_scaling(self) -> Any: ...
+
+    else:
+        # What build() reads besides the fields below. Each member declares
+        # them among its arguments (``weight_decay: Any =
+        # WEIGHT_DECAY_OPTION.declare()``) or, where the value is fixed, as a
+        # class constant.
+        eps = EPS_OPTION
+        weight_decay = WEIGHT_DECAY_OPTION
+        weight_decay_mask = WEIGHT_DECAY_MASK_OPTION
+        mu_dtype = MU_DTYPE_OPTION
+        nesterov = NESTEROV_OPTION
+        consistent_rms = CONSISTENT_RMS_OPTION
+        shape_scaling = SHAPE_SCALING_OPTION
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
     adam_b1: Any = hyper(default=0.9, valid=DECAY, kw_only=True)

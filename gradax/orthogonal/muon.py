@@ -10,8 +10,6 @@ import numpy as np
 
 from .. import tree as gtree
 from .._declare import (
-    NONNEGATIVE,
-    hyper,
     static_field,
 )
 from .._matrices import (
@@ -25,10 +23,23 @@ from .._protocol import (
 )
 from .blocks import matrix_blocks
 from .coefficients import resolve_coefficients
-from .dimensions import SHAPE_SCALING
+from .groups import (
+    CONSISTENT_RMS_OPTION,
+    MU_DTYPE_OPTION,
+    SHAPE_SCALING_OPTION,
+    WEIGHT_DECAY_MASK_OPTION,
+    WEIGHT_DECAY_OPTION,
+)
 from .groups import MuonGroups as MuonGroups
 from .groups import scale_by_shape as scale_by_shape
-from .options import MomentumOptions, NewtonSchulzOptions, NewtonSchulzSteps
+from .options import (
+    BETA_OPTION,
+    EPS_OPTION,
+    NS_COEFFS_OPTION,
+    NS_STEPS_OPTION,
+    MomentumOptions,
+    NewtonSchulzOptions,
+)
 
 
 class MuonState(NamedTuple):
@@ -71,10 +82,10 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
         a 2-D matrix.
     """
 
-    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()
-    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
-    beta: Any = MomentumOptions.beta.declare()
-    eps: Any = NewtonSchulzSteps.eps.declare()
+    ns_coeffs: Any = NS_COEFFS_OPTION.declare()
+    ns_steps: int = NS_STEPS_OPTION.declare()
+    beta: Any = BETA_OPTION.declare()
+    eps: Any = EPS_OPTION.declare()
     mu_dtype: Any = static_field(default=None)
     adaptive: bool = static_field(default=False, kw_only=True)
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
@@ -200,18 +211,16 @@ class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
     # learning_rate, the adam_* options, the routing and cautious_weight_decay
     # are MuonGroups'; nesterov, momentum and bias_correction MomentumOptions';
     # preconditioning, method, precision and distributed NewtonSchulzOptions'.
-    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()
-    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
-    beta: Any = MomentumOptions.beta.declare()
-    eps: Any = NewtonSchulzSteps.eps.declare()
-    weight_decay: Any = MuonGroups.weight_decay.declare()
-    weight_decay_mask: Any = MuonGroups.weight_decay_mask.declare()
-    mu_dtype: Any = MuonGroups.mu_dtype.declare()
+    ns_coeffs: Any = NS_COEFFS_OPTION.declare()
+    ns_steps: int = NS_STEPS_OPTION.declare()
+    beta: Any = BETA_OPTION.declare()
+    eps: Any = EPS_OPTION.declare()
+    weight_decay: Any = WEIGHT_DECAY_OPTION.declare()
+    weight_decay_mask: Any = WEIGHT_DECAY_MASK_OPTION.declare()
+    mu_dtype: Any = MU_DTYPE_OPTION.declare()
     adaptive: bool = static_field(default=False, kw_only=True)
-    consistent_rms: Any = hyper(default=None, valid=NONNEGATIVE, kw_only=True)
-    shape_scaling: str | None = hyper(
-        default=None, valid=SHAPE_SCALING, static=True, kw_only=True
-    )
+    consistent_rms: Any = CONSISTENT_RMS_OPTION.declare(default=None, kw_only=True)
+    shape_scaling: str | None = SHAPE_SCALING_OPTION.declare(default=None, kw_only=True)
 
     def _muon_direction(self) -> scale_by_muon:
         return scale_by_muon(

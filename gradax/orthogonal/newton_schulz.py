@@ -8,6 +8,8 @@ same-shape matrices is one batched iteration, not a loop.
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any
 
 import jax
@@ -73,7 +75,8 @@ def _combine(*terms):
     """
     dtype = terms[0][1].dtype
     wide = jnp.promote_types(dtype, jnp.float32)
-    total = sum(coef * arr.astype(wide) for coef, arr in terms)
+    products = [coef * arr.astype(wide) for coef, arr in terms]
+    total = functools.reduce(operator.add, products)
     return total.astype(dtype)
 
 

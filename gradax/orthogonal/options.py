@@ -16,10 +16,10 @@ valid values, and own the steps that read them:
 Positional options (``ns_coeffs``, ``ns_steps``, ``eps``, ``beta``) have a
 place in the signature that differs between members (NorMuon's ``beta2``
 comes between ``beta`` and ``eps``), and a base class can only put its own
-fields first. So the bases declare them as :class:`AbstractField`\\ s, and
-each member writes ``ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()``
-where the argument goes; class creation fails if a member leaves one out or
-declares it with other valid values. The keyword-only options
+fields first. So the bases declare them as :class:`AbstractField`\\ s (the
+``*_OPTION`` constants here), and each member writes ``ns_coeffs: Any =
+NS_COEFFS_OPTION.declare()`` where the argument goes; class creation fails if
+a member leaves one out or declares it with other valid values. The keyword-only options
 (``preconditioning``, ``method``, ``precision``, ``distributed``;
 ``nesterov``, ``momentum``, ``bias_correction``) are ordinary fields of
 :class:`NewtonSchulzOptions` and :class:`MomentumOptions`.
@@ -32,7 +32,7 @@ place that hands them to :func:`gradax.orthogonalize` under its own names
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
@@ -61,40 +61,70 @@ def _is_mesh(value: Any) -> bool:
     return isinstance(value, (jax.sharding.Mesh, jax.sharding.AbstractMesh))
 
 
+# The options every member declares among its positional arguments, where
+# its signature puts them: ``ns_coeffs: Any = NS_COEFFS_OPTION.declare()``.
+NS_COEFFS_OPTION = AbstractField(
+    "a Newton–Schulz preset name or coefficients of shape (3,) or (T, 3)",
+    default=KELLER[0],
+    valid=NS_COEFFS,
+    static=True,
+)
+NS_STEPS_OPTION = AbstractField(
+    "Newton–Schulz steps, an integer >= 1",
+    default=5,
+    valid=POSITIVE_INT,
+    static=True,
+)
+EPS_OPTION = AbstractField(
+    "added to the norm before dividing, >= 0",
+    default=1e-8,
+    valid=NONNEGATIVE,
+)
+BETA_OPTION = AbstractField("the momentum decay, in [0, 1)", default=0.95, valid=DECAY)
+
+
 class NewtonSchulzSteps(Module):
     """The Newton–Schulz iteration of a member of the Muon family.
 
     Requires ``ns_coeffs``, ``ns_steps`` and ``eps`` among the member's
-    arguments (declared with ``NewtonSchulzSteps.<name>.declare()``). A
+    arguments (declared with ``NS_COEFFS_OPTION.declare()`` and so on). A
     member without the keyword options of :class:`NewtonSchulzOptions`
     (Scion) orthogonalizes with their defaults, the class constants here.
     """
 
     _abstract = True
 
-    ns_coeffs = AbstractField(
-        "a Newton–Schulz preset name or coefficients of shape (3,) or (T, 3)",
-        default=KELLER[0],
-        valid=NS_COEFFS,
-        static=True,
-    )
-    ns_steps = AbstractField(
-        "Newton–Schulz steps, an integer >= 1",
-        default=5,
-        valid=POSITIVE_INT,
-        static=True,
-    )
-    eps = AbstractField(
-        "added to the norm before dividing, >= 0",
-        default=1e-8,
-        valid=NONNEGATIVE,
-    )
+    if TYPE_CHECKING:
+        # Static tools see what each member declares as a read-only value.
+        @property
+        def ns_coeffs(self) -> Any: ...
+        @property
+        def ns_steps(self) -> int: ...
+        @property
+        def eps(self) -> Any: ...
 
-    # The keyword options' defaults; NewtonSchulzOptions makes them fields.
-    preconditioning = "frobenius"
-    method = "auto"
-    precision = None
-    distributed = False
+    else:
+        ns_coeffs = NS_COEFFS_OPTION
+        ns_steps = NS_STEPS_OPTION
+        eps = EPS_OPTION
+
+    if TYPE_CHECKING:
+        # NewtonSchulzOptions makes these fields; static tools see values.
+        @property
+        def preconditioning(self) -> str: ...
+        @property
+        def method(self) -> str: ...
+        @property
+        def precision(self) -> Any: ...
+        @property
+        def distributed(self) -> Any: ...
+
+    else:
+        # The keyword options' defaults; NewtonSchulzOptions makes them fields.
+        preconditioning = "frobenius"
+        method = "auto"
+        precision = None
+        distributed = False
 
     def __check_init__(self) -> None:
         # Refuses a table with more rows than steps, at construction.
@@ -235,7 +265,7 @@ class MomentumOptions(Module):
     """How Muon accumulates momentum (keyword-only options).
 
     Requires ``beta`` among the member's arguments (declared with
-    ``MomentumOptions.beta.declare()``).
+    ``BETA_OPTION.declare()``).
 
     Args:
       nesterov: use Nesterov momentum (in an optimizer, for both groups).
@@ -247,7 +277,13 @@ class MomentumOptions(Module):
 
     _abstract = True
 
-    beta = AbstractField("the momentum decay, in [0, 1)", default=0.95, valid=DECAY)
+    if TYPE_CHECKING:
+
+        @property
+        def beta(self) -> Any: ...
+
+    else:
+        beta = BETA_OPTION
 
     nesterov: bool = static_field(default=True, kw_only=True)
     momentum: str = hyper(

@@ -20,7 +20,7 @@ from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
 from .dimensions import shape_scale
-from .options import NewtonSchulzSteps
+from .options import EPS_OPTION, NS_COEFFS_OPTION, NS_STEPS_OPTION, NewtonSchulzSteps
 
 LMOS = ("spectral", "row", "column", "sign", "rms")
 
@@ -103,9 +103,9 @@ class scale_by_scion(NewtonSchulzSteps, GradientTransformation):
     """
 
     beta: Any = hyper(default=0.9, valid=DECAY)
-    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare()
-    ns_steps: int = NewtonSchulzSteps.ns_steps.declare()
-    eps: Any = NewtonSchulzSteps.eps.declare()
+    ns_coeffs: Any = NS_COEFFS_OPTION.declare()
+    ns_steps: int = NS_STEPS_OPTION.declare()
+    eps: Any = EPS_OPTION.declare()
     radius: Any = hyper(default=1.0, valid=NONNEGATIVE)
     embedding_radius: Any = hyper(default=None, valid=NONNEGATIVE)
     head_radius: Any = hyper(default=None, valid=NONNEGATIVE)
@@ -272,9 +272,9 @@ class scion(Alias):
     embedding_radius: Any = hyper(default=None, valid=NONNEGATIVE)
     head_radius: Any = hyper(default=None, valid=NONNEGATIVE)
     unconstrained: bool = static_field(default=False, kw_only=True)
-    ns_coeffs: Any = NewtonSchulzSteps.ns_coeffs.declare(kw_only=True)
-    ns_steps: int = NewtonSchulzSteps.ns_steps.declare(kw_only=True)
-    eps: Any = NewtonSchulzSteps.eps.declare(kw_only=True)
+    ns_coeffs: Any = NS_COEFFS_OPTION.declare(kw_only=True)
+    ns_steps: int = NS_STEPS_OPTION.declare(kw_only=True)
+    eps: Any = EPS_OPTION.declare(kw_only=True)
     lmo: Any = static_field(default=None, kw_only=True)
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
     mu_dtype: Any = static_field(default=None, kw_only=True)

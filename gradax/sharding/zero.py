@@ -71,7 +71,7 @@ def zero_spec(
         if size > 0 and size % (already * split) == 0:
             names = (*_names(entries[dim]), *axes)
             fill = P.UNCONSTRAINED if unconstrained else None
-            out = [fill if i != dim else None for i in range(len(shape))]
+            out: list[Any] = [fill if i != dim else None for i in range(len(shape))]
             if not unconstrained:
                 out = [e if i != dim else None for i, e in enumerate(entries)]
             out[dim] = names[0] if len(names) == 1 else names
