@@ -6,7 +6,7 @@ The code is gradax/cli/benchmarks/adamw.py (shipped with the package, so
 Run: python benchmarks/bench_adamw.py [--quick] [--json FILE]
 """
 
-from gradax.cli.benchmarks.adamw import main, run  # noqa: F401
+from gradax.cli.benchmarks._adamw import main, run  # noqa: F401
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,7 @@ if SIMULATED_DEVICES not in os.environ.get("XLA_FLAGS", ""):
         os.environ.get("XLA_FLAGS", "") + " " + SIMULATED_DEVICES
     ).strip()
 
-from gradax.cli.benchmarks.distributed import main, run  # noqa: E402, F401
+from gradax.cli.benchmarks._distributed import main, run  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

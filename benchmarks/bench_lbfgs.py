@@ -6,7 +6,7 @@ The code is gradax/cli/benchmarks/lbfgs.py (shipped with the package, so
 Run: python benchmarks/bench_lbfgs.py [--quick] [--json FILE]
 """
 
-from gradax.cli.benchmarks.lbfgs import main, run  # noqa: F401
+from gradax.cli.benchmarks._lbfgs import main, run  # noqa: F401
 
 if __name__ == "__main__":
     main()

@@ -6,7 +6,7 @@ The code is gradax/cli/benchmarks/muon.py (shipped with the package, so
 Run: python benchmarks/bench_muon.py [--quick] [--json FILE]
 """
 
-from gradax.cli.benchmarks.muon import main, run  # noqa: F401
+from gradax.cli.benchmarks._muon import main, run  # noqa: F401
 
 if __name__ == "__main__":
     main()

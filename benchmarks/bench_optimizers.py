@@ -6,7 +6,7 @@ The code is gradax/cli/benchmarks/optimizers.py (shipped with the package, so
 Run: python benchmarks/bench_optimizers.py [--quick] [--json FILE]
 """
 
-from gradax.cli.benchmarks.optimizers import main, run  # noqa: F401
+from gradax.cli.benchmarks._optimizers import main, run  # noqa: F401
 
 if __name__ == "__main__":
     main()

@@ -3,7 +3,7 @@
 The code is gradax/cli/benchmarks/common.py (shipped with the package).
 """
 
-from gradax.cli.benchmarks.common import (  # noqa: F401
+from gradax.cli.benchmarks._common import (  # noqa: F401
     comparison,
     comparisons_against,
     count_params,

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from gradax.cli import bench_report, main, tune
-from gradax.cli import data as data_lib
-from gradax.cli.bench import run_one
-from gradax.cli.benchmarks.common import comparison
-from gradax.cli.demo import OPTIMIZERS, RunSpec
+from gradax.cli import _bench_report as bench_report
+from gradax.cli import _data as data_lib
+from gradax.cli import _tune as tune
+from gradax.cli import main
+from gradax.cli._bench import run_one
+from gradax.cli._demo import OPTIMIZERS, RunSpec
+from gradax.cli.benchmarks._common import comparison
 
 TINY = ["--context", "16", "--d-model", "16", "--layers", "1", "--heads", "2"]
 TEXT = textwrap.dedent(
@@ -142,7 +144,6 @@ def test_encode_maps_unknown_to_zero():
     assert alphabet == "\0ab"
     ids = data_lib.encode("abz\0", alphabet)
     assert ids.tolist() == [1, 2, 0, 0]
-    assert data_lib.decode(ids[:2], alphabet) == "ab"
 
 
 def test_optimizer_lr_suffix(text_file, tmp_path):

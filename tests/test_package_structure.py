@@ -234,3 +234,33 @@ def test_import_gradax_loads_nothing_of_the_cli():
     assert out[0].strip() == "[", f"import gradax loaded {out[0]}]"
     assert out[1].strip(" ,") == "[", f"import gradax loaded {out[1]}]"
     print("import gradax took", out[2].strip(), "s")
+
+
+def test_plain_module_names_are_the_ones_other_packages_import():
+    # The naming rule (docs/writing-a-transformation.md, "Which modules are
+    # public"): a module inside a subpackage has a plain name exactly when a
+    # module of another package (gradax/__init__.py included) imports it; the
+    # other direction is test_no_private_module_is_imported_from_another_package.
+    modules = {m: is_package for m, is_package, _ in _modules()}
+    imported_from_outside = set()
+    for module, is_package, tree in _modules():
+        package = module if is_package else module.rsplit(".", 1)[0]
+        for target, names in _imports(module, is_package, tree):
+            for candidate in (target, *(f"{target}.{n}" for n in names)):
+                if modules.get(candidate) is not False:
+                    continue  # not a module (a name, or a package)
+                owner = candidate.rsplit(".", 1)[0]
+                if not (package + ".").startswith(owner + "."):
+                    imported_from_outside.add(candidate)
+    misnamed = sorted(
+        module
+        for module, is_package in modules.items()
+        if not is_package
+        and module.count(".") >= 2
+        and not module.startswith("gradax._src")
+        and not module.rsplit(".", 1)[1].startswith("_")
+        and module not in imported_from_outside
+    )
+    assert not misnamed, (
+        f"only their own package imports {misnamed}: give them a leading underscore"
+    )

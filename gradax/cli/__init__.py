@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
-    from .demo import OPTIMIZERS
+    from ._demo import OPTIMIZERS
 
     demo = commands.add_parser(
         "demo",
@@ -232,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
-        from . import demo, tune
+        from . import _demo as demo
+        from . import _tune as tune
 
         try:
             if not args.tune and (args.grid is not None or args.tune_steps):
@@ -265,7 +266,7 @@ def _run(args: argparse.Namespace) -> int:
             return demo.main(config)
         except demo.DemoError as error:
             raise UsageError(f"gradax demo: {error}") from None
-    from . import bench
+    from . import _bench as bench
 
     try:
         return bench.main(args)

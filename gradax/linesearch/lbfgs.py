@@ -16,7 +16,7 @@ from .._simple import identity
 from ..combinators.chain import chain
 from ..transforms.scaling import scale, scale_by_learning_rate
 from . import _common as common
-from .zoom import scale_by_zoom_linesearch
+from ._zoom import scale_by_zoom_linesearch
 
 
 class ScaleByLBFGSState(NamedTuple):

@@ -21,16 +21,13 @@ from .._matrices import full_dimension_numbers, is_spec_leaf
 from .._numerics import safe_increment, work_dtype
 from .._protocol import GradientTransformation, zero_count
 from .._sharding import match_sharding
-from .blocks import block_view
-from .dimensions import shape_scale
-from .groups import (
+from ._groups import (
     CONSISTENT_RMS_OPTION,
     MU_DTYPE_OPTION,
     WEIGHT_DECAY_MASK_OPTION,
     WEIGHT_DECAY_OPTION,
 )
-from .muon import MuonGroups
-from .options import (
+from ._options import (
     BETA_OPTION,
     EPS_OPTION,
     NS_COEFFS_OPTION,
@@ -38,6 +35,9 @@ from .options import (
     MomentumOptions,
     NewtonSchulzOptions,
 )
+from .blocks import block_view
+from .dimensions import shape_scale
+from .muon import MuonGroups
 
 
 def map_matrices(

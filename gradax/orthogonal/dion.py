@@ -17,14 +17,14 @@ from .._protocol import GradientTransformation
 from .._rounding import frobenius, kept_lines
 from .._sharding import match_sharding, replicate, restore
 from ._common import batch_shape, map_matrices, matrix_dims, pick
-from .groups import (
+from ._groups import (
     MU_DTYPE_OPTION,
     SHAPE_SCALING_OPTION,
     WEIGHT_DECAY_MASK_OPTION,
     WEIGHT_DECAY_OPTION,
 )
+from ._options import EPS_OPTION
 from .muon import MuonGroups
-from .options import EPS_OPTION
 
 
 class DionState(NamedTuple):

@@ -21,19 +21,19 @@ from .._numerics import work_dtype
 from .._protocol import GradientTransformation
 from .._sharding import replicate, restore
 from ._common import map_matrices, matrix_dims, pick
-from .groups import (
+from ._groups import (
     MU_DTYPE_OPTION,
     SHAPE_SCALING_OPTION,
     WEIGHT_DECAY_MASK_OPTION,
     WEIGHT_DECAY_OPTION,
 )
-from .muon import MuonGroups
-from .options import (
+from ._options import (
     EPS_OPTION,
     NS_COEFFS_OPTION,
     NS_STEPS_OPTION,
     NewtonSchulzOptions,
 )
+from .muon import MuonGroups
 
 SELECTIONS = ("auto", "rows", "columns")
 # The share of rows (or columns) orthogonalized: at least one is.

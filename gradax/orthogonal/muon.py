@@ -21,18 +21,16 @@ from .._protocol import (
     GradientTransformation,
     zero_count,
 )
-from .blocks import matrix_blocks
-from .coefficients import resolve_coefficients
-from .groups import (
+from ._groups import (
     CONSISTENT_RMS_OPTION,
     MU_DTYPE_OPTION,
     SHAPE_SCALING_OPTION,
     WEIGHT_DECAY_MASK_OPTION,
     WEIGHT_DECAY_OPTION,
 )
-from .groups import MuonGroups as MuonGroups
-from .groups import scale_by_shape as scale_by_shape
-from .options import (
+from ._groups import MuonGroups as MuonGroups
+from ._groups import scale_by_shape as scale_by_shape
+from ._options import (
     BETA_OPTION,
     EPS_OPTION,
     NS_COEFFS_OPTION,
@@ -40,6 +38,8 @@ from .options import (
     MomentumOptions,
     NewtonSchulzOptions,
 )
+from .blocks import matrix_blocks
+from .coefficients import resolve_coefficients
 
 
 class MuonState(NamedTuple):
@@ -72,10 +72,10 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
       eps: added to the norm before normalizing, >= 0.
       mu_dtype: dtype of the momentum buffer.
       nesterov, momentum, bias_correction: how momentum is kept (see
-        :class:`gradax.orthogonal.options.MomentumOptions`).
+        :class:`gradax.orthogonal._options.MomentumOptions`).
       adaptive: scale by the dual norm ``<M, O>`` (arXiv:2409.20325).
       preconditioning, method, precision, distributed: how it orthogonalizes
-        (see :class:`gradax.orthogonal.options.NewtonSchulzOptions`).
+        (see :class:`gradax.orthogonal._options.NewtonSchulzOptions`).
       weight_dimension_numbers: a :class:`MuonDimensionNumbers`, a tree of
         them, or a function of the params returning one. A leaf with None
         gets the momentum direction, not orthogonalized. None: every leaf is

@@ -19,8 +19,8 @@ from .._sharding import replicate, restore
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
+from ._options import EPS_OPTION, NS_COEFFS_OPTION, NS_STEPS_OPTION, NewtonSchulzSteps
 from .dimensions import shape_scale
-from .options import EPS_OPTION, NS_COEFFS_OPTION, NS_STEPS_OPTION, NewtonSchulzSteps
 
 LMOS = ("spectral", "row", "column", "sign", "rms")
 

@@ -6,23 +6,23 @@ changes are static.
 """
 
 from .._lazy import reexport_lazily
-from .basic import constant_schedule as constant_schedule
-from .basic import exponential_decay as exponential_decay
-from .basic import linear_schedule as linear_schedule
-from .basic import piecewise_constant_schedule as piecewise_constant_schedule
-from .basic import piecewise_interpolate_schedule as piecewise_interpolate_schedule
-from .basic import polynomial_schedule as polynomial_schedule
-from .cosine import cosine_decay_schedule as cosine_decay_schedule
-from .cosine import sgdr_schedule as sgdr_schedule
-from .cosine import warmup_cosine_decay_schedule as warmup_cosine_decay_schedule
-from .join import join_schedules as join_schedules
-from .join import warmup_constant_schedule as warmup_constant_schedule
-from .join import (
+from ._basic import constant_schedule as constant_schedule
+from ._basic import exponential_decay as exponential_decay
+from ._basic import linear_schedule as linear_schedule
+from ._basic import piecewise_constant_schedule as piecewise_constant_schedule
+from ._basic import piecewise_interpolate_schedule as piecewise_interpolate_schedule
+from ._basic import polynomial_schedule as polynomial_schedule
+from ._cosine import cosine_decay_schedule as cosine_decay_schedule
+from ._cosine import sgdr_schedule as sgdr_schedule
+from ._cosine import warmup_cosine_decay_schedule as warmup_cosine_decay_schedule
+from ._join import join_schedules as join_schedules
+from ._join import warmup_constant_schedule as warmup_constant_schedule
+from ._join import (
     warmup_exponential_decay_schedule as warmup_exponential_decay_schedule,
 )
-from .onecycle import cosine_onecycle_schedule as cosine_onecycle_schedule
-from .onecycle import linear_onecycle_schedule as linear_onecycle_schedule
-from .wsd import warmup_stable_decay_schedule as warmup_stable_decay_schedule
+from ._onecycle import cosine_onecycle_schedule as cosine_onecycle_schedule
+from ._onecycle import linear_onecycle_schedule as linear_onecycle_schedule
+from ._wsd import warmup_stable_decay_schedule as warmup_stable_decay_schedule
 
 # The other ``optax.schedules`` names (``inject_hyperparams`` and the schedule
 # types), resolved lazily from the top-level package: the combinators that

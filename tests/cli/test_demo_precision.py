@@ -11,7 +11,7 @@ import pytest
 
 import gradax
 from gradax.cli import main
-from gradax.cli.demo import OPTIMIZERS, RunSpec, build_optimizer
+from gradax.cli._demo import OPTIMIZERS, RunSpec, build_optimizer
 
 ROWS = [
     f"adamw{bits}-bf16{how}" for bits in ("", "8bit") for how in ("", "-sr", "-master")

@@ -18,8 +18,8 @@ import pytest
 import gradax
 from gradax._pytree import AbstractField
 from gradax.orthogonal import newton_schulz, options
+from gradax.orthogonal._options import MomentumOptions, NewtonSchulzOptions
 from gradax.orthogonal.coefficients import newton_schulz_table
-from gradax.orthogonal.options import MomentumOptions, NewtonSchulzOptions
 
 TWO_ROWS = ((3.0, -3.2, 1.2), (2.0, -1.5, 0.5))
 

@@ -12,7 +12,7 @@ from .._declare import NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, OneOf, Range, hyp
 from .._protocol import GradientTransformation
 from .._pytree import static_field
 from . import _common as common
-from .backtracking import POSITIVE_OR_INF
+from ._backtracking import POSITIVE_OR_INF
 
 
 class ZoomLinesearchInfo(NamedTuple):

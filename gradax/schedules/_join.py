@@ -8,14 +8,14 @@ from typing import Any
 from .._declare import ANY, NONNEGATIVE, NONNEGATIVE_INT, hyper
 from .._hyper import Schedule, as_hyperparameter
 from .._pytree import field, static_field
-from ._util import ScheduleBase, hull, hull_of_bounds, join, known_numbers, step_number
-from .basic import (
+from ._basic import (
     ANY_STEP,
     exponential_bounds,
     exponential_value,
     polynomial_bounds,
     polynomial_value,
 )
+from ._util import ScheduleBase, hull, hull_of_bounds, join, known_numbers, step_number
 
 
 def _as_schedules(value: Any, name: str) -> tuple:

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 
 import gradax
 
-from .common import (
+from ._common import (
     comparisons_against,
     count_params,
     cpu_threads,

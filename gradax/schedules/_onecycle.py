@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._declare import ANY, POSITIVE, POSITIVE_INT, UNIT, hyper
+from ._basic import piecewise_interpolate_bounds, piecewise_interpolate_value
 from ._util import ScheduleBase, known_numbers
-from .basic import piecewise_interpolate_bounds, piecewise_interpolate_value
 
 
 def _merged(pairs):

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from .._declare import ANY, NONNEGATIVE, NONNEGATIVE_INT, POSITIVE_INT, hyper
 from .._pytree import field
+from ._basic import polynomial_bounds, polynomial_value
 from ._util import (
     ScheduleBase,
     concrete_scalar,
@@ -17,7 +18,6 @@ from ._util import (
     join,
     known_numbers,
 )
-from .basic import polynomial_bounds, polynomial_value
 
 
 def cosine_value(count, init_value, decay_steps, alpha, exponent):

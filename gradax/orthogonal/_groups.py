@@ -35,9 +35,9 @@ from ..combinators.masked import partition
 from ..optimizers.adam import adamw
 from ..transforms.cautious import decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
+from ._options import EPS_OPTION
 from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALING, shape_scale
-from .options import EPS_OPTION
 from .routing import quiet_report, warn_about_embeddings
 
 

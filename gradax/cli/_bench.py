@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import bench_report
+from . import _bench_report as bench_report
 from .benchmarks import BENCHMARKS
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")

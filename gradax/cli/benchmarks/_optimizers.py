@@ -33,7 +33,7 @@ import jax.numpy as jnp
 
 import gradax
 
-from .common import (
+from ._common import (
     comparison,
     count_params,
     fake_grads,

@@ -26,10 +26,10 @@ import jax.numpy as jnp
 
 import gradax
 
-from . import data as data_lib
-from . import tune
-from .model import ModelConfig, count_params, init_params, loss_fn
-from .report import make_progress, plot, print_table, summary_line
+from . import _data as data_lib
+from . import _tune as tune
+from ._model import ModelConfig, count_params, init_params, loss_fn
+from ._report import make_progress, plot, print_table, summary_line
 
 
 class DemoError(Exception):

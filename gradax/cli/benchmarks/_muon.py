@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import gradax
 from gradax.orthogonal.newton_schulz import newton_schulz_flops
 
-from .common import (
+from ._common import (
     comparisons_against,
     cpu_threads,
     fake_grads,
