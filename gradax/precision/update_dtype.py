@@ -52,7 +52,8 @@ class cast_updates(GradientTransformation):
 
     Args:
       tx: the transformation (gradax or optax).
-      to: ``"grads"``, ``"params"`` or ``"promote"``.
+      to: ``"promote"`` (the default: optax's dtypes), ``"grads"`` or
+        ``"params"``.
 
     Returns:
       A transformation with ``tx``'s state (unchanged: no node is added).
@@ -72,7 +73,7 @@ class cast_updates(GradientTransformation):
     """
 
     tx: TransformationLike = transformation_field()
-    to: str = hyper(default="grads", valid=OneOf(TARGETS), static=True, kw_only=True)
+    to: str = hyper(default="promote", valid=OneOf(TARGETS), static=True, kw_only=True)
 
     def update(self, updates, state, params=None, **extra_args):
         """Transform ``updates``, returned in the dtypes ``to`` names."""
