@@ -17,7 +17,7 @@ _add_xla_flag("--xla_force_host_platform_device_count=8")
 
 # Compile fast. The suite compiles thousands of tiny programs, and XLA's CPU
 # fusion emitters and LLVM's optimization passes cost far more than those
-# programs ever run: ``tests/test_conformance.py -k adam`` takes 87 s of CPU
+# programs ever run: ``tests/conformance/test_conformance.py -k adam`` takes 87 s of CPU
 # with these options against 203 s without. What the tests check (numbers against
 # optax and the papers, state types, sharding, bit-identical skips and
 # resumes) does not depend on how well a program is optimized, and every
@@ -87,8 +87,8 @@ hypothesis.settings.load_profile("gradax")
 # Helper scripts, not test modules: keep --doctest-modules from importing them
 # (the workers parse sys.argv).
 collect_ignore = [
-    "multihost_worker.py",
-    "resume_worker.py",
+    "sharding/multihost_worker.py",
+    "conformance/resume_worker.py",
 ]
 
 

@@ -20,7 +20,7 @@ from registry_base import Entry, entry_id
 
 import gradax
 
-__all__ = ["ENTRIES", "Entry", "entry_id"]
+__all__ = ["ENTRIES", "EXTRA_ARG_CASES", "NOT_IN_REGISTRY", "Entry", "entry_id"]
 
 
 LR = dict(learning_rate=0.05)
@@ -255,3 +255,27 @@ ENTRIES: list[Entry] = [
     *registry_memory.ENTRIES,
     *registry_precision.ENTRIES,
 ]
+
+EXTRA_ARG_CASES = registry_contrib.EXTRA_ARG_CASES
+
+# Public transformations that the conformance registry cannot run, and why.
+# Each has tests of its own.
+NOT_IN_REGISTRY = {
+    "GradientTransformation": "the base class (FunctionTransformation is tested)",
+    "GradientTransformationExtraArgs": "optax's name for the base class",
+    "Alias": "a base class for compositions",
+    "FunctionTransformation": "wraps user functions; tests/core/test_protocol.py",
+    "lbfgs": "needs value and grad of the objective (value_fn); tests/linesearch/test_lbfgs.py",
+    "scale_by_lbfgs": "as lbfgs; tests/linesearch/test_lbfgs.py",
+    "scale_by_zoom_linesearch": "needs value, grad and value_fn; test_linesearch.py",
+    "scale_by_backtracking_linesearch": "needs value_fn; tests/linesearch/test_linesearch.py",
+    "lookahead": "params must be a LookaheadParams pair; test_combinators_wrappers",
+    "polyak_sgd": "needs the objective's value; tests/optimizers/test_polyak_noisy_sgd.py",
+    "scale_by_polyak": "needs the objective's value; tests/optimizers/test_polyak_noisy_sgd.py",
+    "momo": "needs the objective's value; tests/contrib/test_contrib.py",
+    "momo_adam": "needs the objective's value; tests/contrib/test_contrib.py",
+    "reduce_on_plateau": "needs the loss as value; tests/contrib/test_contrib.py",
+    "hutchinson_estimator_diag_hessian": "needs obj_fn; tests/contrib/test_contrib.py",
+    "stateless": "wraps a user function; tests/transforms/test_transforms.py",
+    "stateless_with_tree_map": "wraps a user function; tests/transforms/test_transforms.py",
+}

@@ -1,7 +1,7 @@
 """Conformance registry entries for the adaptive optimizers (see registry.py).
 
 Entries with ``cautious=True`` or ``cautious_weight_decay=True`` have no
-optax twin (``optax_name=""``); tests/test_adaptive.py checks them against
+optax twin (``optax_name=""``); tests/optimizers/test_adaptive.py checks them against
 NumPy renderings of the papers' rules.
 """
 

@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import optax
 
 import gradax
@@ -65,6 +67,56 @@ class Entry:
         return target(**self.kwargs)
 
     def __str__(self) -> str:
+        return self.name
+
+
+# The objective of the entries whose update needs more than gradients.
+def loss_fn(params):
+    """A real quadratic around 0.5 (complex leaves count by their modulus)."""
+    total = 0.0
+    for x in jax.tree.leaves(params):
+        weights = 1.0 + jnp.arange(x.size, dtype=jnp.float32).reshape(x.shape) / x.size
+        total = total + jnp.sum(weights * jnp.abs(x - 0.5) ** 2)
+    return total
+
+
+def grad_fn(params, i):
+    del i
+    return jax.grad(loss_fn)(params)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtraArgCase:
+    """A transformation whose ``update`` needs ``value``, ``obj_fn`` or ``grad_fn``.
+
+    The generic checks cannot call it; contrib/test_contrib_extra_args.py runs
+    them with ``extra(params, value)`` supplied (``loss_fn`` is the objective).
+    """
+
+    name: str
+    build: Callable[..., Any]
+    build_optax: Callable[[], Any] | None
+    kwargs: dict[str, Any]
+    needs: tuple[str, ...]  # extra arguments of update: value, obj_fn, grad_fn
+    schedule_arg: str | None = None
+    injectable: bool = True
+    complex_ok: bool = True
+    rtol: float = 1e-5
+
+    def make(self, **overrides):
+        return self.build(**{**self.kwargs, **overrides})
+
+    def extra(self, params, value):
+        out = {}
+        if "value" in self.needs:
+            out["value"] = value
+        if "obj_fn" in self.needs:
+            out["obj_fn"] = loss_fn
+        if "grad_fn" in self.needs:
+            out["grad_fn"] = grad_fn
+        return out
+
+    def __str__(self):
         return self.name
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import optax
-from registry_base import Entry
+from registry_base import Entry, ExtraArgCase
 
 import gradax
 
@@ -484,5 +484,127 @@ ENTRIES: list[Entry] = [
             {"ema": gradax.measure_with_ema(_norm, debias=False, **kw)}
         ),
         optax_name="",
+    ),
+]
+
+
+# Their update needs the objective's value, function or gradient
+# (contrib/test_contrib_extra_args.py runs the checks with them).
+def sam_opaque(**kw):
+    return gradax.sam(
+        gradax.sgd(0.05),
+        gradax.chain(gradax.normalize(), gradax.sgd(0.01)),
+        opaque_mode=True,
+        **kw,
+    )
+
+
+def _sam_opaque_optax():
+    return optax.contrib.sam(
+        optax.sgd(0.05),
+        optax.chain(optax.contrib.normalize(), optax.sgd(0.01)),
+        opaque_mode=True,
+        sync_period=3,
+    )
+
+
+def _plateau_chain(**kw):
+    return gradax.chain(gradax.sgd(0.05), gradax.reduce_on_plateau(**kw))
+
+
+PLATEAU = dict(factor=0.5, patience=1, rtol=0.3, cooldown=1, accumulation_size=2)
+
+EXTRA_ARG_CASES: list[ExtraArgCase] = [
+    ExtraArgCase(
+        "momo",
+        gradax.momo,
+        lambda: optax.contrib.momo(0.5, beta=0.8),
+        dict(learning_rate=0.5, beta=0.8),
+        ("value",),
+        schedule_arg="learning_rate",
+    ),
+    ExtraArgCase(
+        "momo-adapt",
+        gradax.momo,
+        lambda: optax.contrib.momo(
+            0.5, lower_bound=-1.0, weight_decay=1e-2, adapt_lower_bound=True
+        ),
+        dict(
+            learning_rate=0.5,
+            lower_bound=-1.0,
+            weight_decay=1e-2,
+            adapt_lower_bound=True,
+        ),
+        ("value",),
+        schedule_arg="weight_decay",
+    ),
+    ExtraArgCase(
+        "momo_adam",
+        gradax.momo_adam,
+        lambda: optax.contrib.momo_adam(0.05),
+        dict(learning_rate=0.05),
+        ("value",),
+        schedule_arg="learning_rate",
+    ),
+    ExtraArgCase(
+        "momo_adam-adapt",
+        gradax.momo_adam,
+        lambda: optax.contrib.momo_adam(
+            0.05, b1=0.8, lower_bound=-1.0, weight_decay=1e-2, adapt_lower_bound=True
+        ),
+        dict(
+            learning_rate=0.05,
+            b1=0.8,
+            lower_bound=-1.0,
+            weight_decay=1e-2,
+            adapt_lower_bound=True,
+        ),
+        ("value",),
+        schedule_arg="b1",
+    ),
+    ExtraArgCase(
+        "reduce_on_plateau",
+        gradax.reduce_on_plateau,
+        lambda: optax.contrib.reduce_on_plateau(**PLATEAU),
+        PLATEAU,
+        ("value",),
+        schedule_arg="rtol",
+    ),
+    ExtraArgCase(
+        "sgd+reduce_on_plateau",
+        _plateau_chain,
+        lambda: optax.chain(
+            optax.sgd(0.05), optax.contrib.reduce_on_plateau(**PLATEAU)
+        ),
+        PLATEAU,
+        ("value",),
+        schedule_arg="factor",
+        injectable=False,
+    ),
+    ExtraArgCase(
+        "sophia-hutchinson",
+        gradax.sophia,
+        lambda: optax.contrib.sophia(0.05, update_interval=3),
+        dict(learning_rate=0.05, update_interval=3),
+        ("obj_fn",),
+        schedule_arg="learning_rate",
+        complex_ok=False,  # clips the step to a real interval
+    ),
+    ExtraArgCase(
+        "scale_by_sophia-hutchinson",
+        gradax.scale_by_sophia,
+        None,
+        dict(update_interval=2, gamma=0.05),
+        ("obj_fn",),
+        schedule_arg="gamma",
+        complex_ok=False,  # clips the step to a real interval
+    ),
+    ExtraArgCase(
+        "sam-opaque",
+        sam_opaque,
+        _sam_opaque_optax,
+        dict(sync_period=3),
+        ("grad_fn",),
+        injectable=False,
     ),
 ]

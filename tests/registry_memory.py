@@ -81,7 +81,7 @@ ENTRIES: list[Entry] = [
     ),
     # State in host memory. (With float32 state the sharded check fails only
     # because it compares memory kinds too: pinned_host is not device. That
-    # case is checked in tests/test_host_offload.py.)
+    # case is checked in tests/combinators/test_host_offload.py.)
     Entry(
         "offload_state",
         dict(learning_rate=0.05, weight_decay=1e-3),

@@ -1,4 +1,4 @@
-"""The Muon family's one contract (gradax/orthogonal/options.py).
+"""The Muon family's one contract (gradax/orthogonal/_options.py).
 
 Every member that orthogonalizes runs the iterations that
 ``newton_schulz_table(ns_coeffs, ns_steps)`` gives, through one step, with
@@ -17,7 +17,8 @@ import pytest
 
 import gradax
 from gradax._pytree import AbstractField
-from gradax.orthogonal import newton_schulz, options
+from gradax.orthogonal import _options as options
+from gradax.orthogonal import newton_schulz
 from gradax.orthogonal._options import MomentumOptions, NewtonSchulzOptions
 from gradax.orthogonal.coefficients import newton_schulz_table
 

@@ -1,6 +1,6 @@
 """Every registry entry wrapped in ``shard_state`` gives the unsharded numbers.
 
-The conformance suite's sharded check (tests/test_conformance.py) runs each
+The conformance suite's sharded check (tests/conformance/test_conformance.py) runs each
 entry on sharded parameters; here each entry's state is instead split over
 the ``data`` axis of an 8-device mesh while the parameters stay replicated
 (ZeRO-1), on Auto and on Explicit axes. Compiling is the cost, so entries
@@ -15,8 +15,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from conformance_base import matrix_function_atol, quadratic_grads, sharding_params
 from registry import ENTRIES, entry_id
-from test_conformance import matrix_function_atol, quadratic_grads, sharding_params
 
 import gradax
 

@@ -1,0 +1,294 @@
+"""Checks every registry entry gets (see tests/registry.py).
+
+CI time is spent compiling, so each group of checks that can share programs
+is one test: the numbers (optax, a constant schedule, inject_hyperparams) come
+from one compiled program per entry, the protocol checks from two, and the
+state-type checks under ``cond``/``while_loop``/``scan`` from tracing alone
+(those primitives reject a state whose types change when they are traced, so
+nothing needs compiling to see it).
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conformance_base import (
+    avals,
+    make_params,
+    matrix_function_atol,
+    meshes_and_shardings,
+    quadratic_grads,
+    run_history,
+    sharding_params,
+)
+from registry import ENTRIES, Entry, entry_id
+
+import gradax
+
+# GRADAX_TEST_SAMPLE=N checks every Nth registry entry only: CI's quick runs
+# on the oldest and the newest supported jax (.ci/run). The default is all.
+SAMPLE = max(1, int(os.environ.get("GRADAX_TEST_SAMPLE", "1")))
+SAMPLED = ENTRIES[::SAMPLE]
+
+
+def over(entries):
+    """Parametrize a check over the registry entries it applies to."""
+    return pytest.mark.parametrize("entry", list(entries), ids=entry_id)
+
+
+ALL = over(SAMPLED)
+OPTIMIZERS = over(e for e in SAMPLED if e.optimizer)
+DTYPES = ["float16", "bfloat16", "float32", "float64", "complex64"]
+ENTRY_DTYPES = pytest.mark.parametrize(
+    "entry, dtype",
+    [
+        pytest.param(e, d, id=f"{d}-{entry_id(e)}")
+        for e in SAMPLED
+        for d in DTYPES
+        if d != "complex64" or e.complex_ok
+    ],
+)
+
+
+def _assert_trees_close(actual, expected, what, entry, *, rtol):
+    leaves_a = jax.tree_util.tree_flatten_with_path(actual)[0]
+    leaves_e = jax.tree.leaves(expected)
+    assert len(leaves_a) == len(leaves_e), what
+    for (path, a), e in zip(leaves_a, leaves_e, strict=True):
+        np.testing.assert_allclose(
+            a,
+            e,
+            rtol=rtol,
+            atol=matrix_function_atol(entry, e),
+            err_msg=f"{what} at {jax.tree_util.keystr(path)}",
+        )
+
+
+def _at_step(history, index):
+    return jax.tree.map(lambda h: h[index], history)
+
+
+# ---------------------------------------------------------------------------
+
+
+OPTAX_STEPS = 20
+FORM_STEPS = 5
+
+
+@ALL
+def test_same_numbers_in_every_form(entry: Entry):
+    """Equal to optax's twin; a constant schedule and inject_hyperparams equal
+    the plain transformation. One compiled program for all of them."""
+    params = make_params()
+    forms = {"plain": (entry.build(), OPTAX_STEPS)}
+    if entry.optax_name != "":
+        forms["optax"] = (entry.build_optax(), OPTAX_STEPS)
+    if entry.schedule_arg:
+        value = entry.kwargs.get(entry.schedule_arg)
+        if value is None:
+            value = getattr(entry.build(), entry.schedule_arg)
+
+        def constant(count):
+            # Depends on the traced count, so the schedule path really runs.
+            return jnp.asarray(value, jnp.float32) + 0.0 * count
+
+        # Its state may hold a count the plain one lacks, as in optax
+        # (test_optax_state_trees.py checks the trees).
+        scheduled = entry.build(**{entry.schedule_arg: constant})
+        forms["scheduled"] = (scheduled, FORM_STEPS)
+    if entry.injectable:
+        injected = gradax.inject_hyperparams(entry.build_fn or entry.factory)(
+            **entry.kwargs
+        )
+        forms["injected"] = (injected, FORM_STEPS)
+
+    results = jax.jit(
+        lambda p: {name: run_history(tx, p, n) for name, (tx, n) in forms.items()}
+    )(params)
+    plain = results["plain"]
+    # assert_allclose counts NaN == NaN, so a check of two NaN runs would
+    # pass without checking anything.
+    for path, leaf in jax.tree_util.tree_flatten_with_path(results)[0]:
+        assert np.all(np.isfinite(leaf)), f"not finite: {jax.tree_util.keystr(path)}"
+    if "optax" in results:
+        _assert_trees_close(
+            plain, results["optax"], "against optax", entry, rtol=entry.rtol
+        )
+    if "scheduled" in results:
+        # The scalar is folded into the compiled program as a constant, the
+        # schedule's value is not, so XLA rounds the two computations
+        # differently (constant folding, multiply-add contraction): two
+        # programs computing the same math, as optax's twin is, with its
+        # tolerance. 1 ulp of a moment grows through Adam's near-cancelling
+        # moments and Newton-Schulz to 5e-6 relative (1.6e-7 absolute) on
+        # small entries within 5 steps, on some compilers' code paths.
+        _assert_trees_close(
+            _at_step(results["scheduled"], slice(None)),
+            _at_step(plain, slice(0, FORM_STEPS)),
+            "constant schedule against the scalar",
+            entry,
+            rtol=entry.rtol,
+        )
+    if "injected" in results:
+        # Injected values are float32 arrays, so ``1 - b2`` is computed in
+        # float32 (1.3e-5 relative error for b2=0.999) where a Python float is
+        # folded in float64 first. optax's inject_hyperparams differs from
+        # plain optax by the same 6.7e-6 on this test.
+        _assert_trees_close(
+            results["injected"],
+            _at_step(plain, slice(0, FORM_STEPS)),
+            "inject_hyperparams against plain",
+            entry,
+            rtol=2e-5,
+        )
+
+
+def _loss_parabola(p):
+    return sum(jnp.sum((x - 0.5) ** 2) for x in jax.tree.leaves(p))
+
+
+def _rosenbrock(p):
+    x, y = p["xy"][0], p["xy"][1]
+    return (1 - x) ** 2 + 100 * (y - x**2) ** 2
+
+
+def _run(tx, loss, params, steps):
+    def body(carry, _):
+        p, s = carry
+        u, s = tx.update(jax.grad(loss)(p), s, p)
+        return (gradax.apply_updates(p, u), s), None
+
+    (params, _), _ = jax.lax.scan(body, (params, tx.init(params)), None, steps)
+    return params
+
+
+@OPTIMIZERS
+def test_converges(entry: Entry):
+    """Descends a parabola (500 steps) and, where the entry says, Rosenbrock."""
+    tx = entry.build(**(entry.converge_kwargs or {}))
+    parabola = make_params()
+    rosenbrock = {"xy": jnp.array([-1.2, 1.0])}
+
+    @jax.jit
+    def both(parabola, rosenbrock):
+        out = {"parabola": _run(tx, _loss_parabola, parabola, 500)}
+        if entry.rosenbrock_steps:
+            out["rosenbrock"] = _run(
+                tx, _rosenbrock, rosenbrock, entry.rosenbrock_steps
+            )
+        return out
+
+    final = both(parabola, rosenbrock)
+    assert _loss_parabola(final["parabola"]) < 1e-3 * _loss_parabola(parabola)
+    if entry.rosenbrock_steps:
+        assert _rosenbrock(final["rosenbrock"]) < 1e-3, final["rosenbrock"]
+
+
+@ALL
+def test_protocol(entry: Entry):
+    """No device work at construction; a pytree that compares equal; ``init``
+    on abstract arrays; built in one trace and used in another as a ``jit``
+    argument; unknown extra arguments accepted; no recompile after the first
+    step, even for a freshly built equal transformation."""
+    with jax.transfer_guard("disallow"):
+        entry.build()
+    tx = entry.build()
+    assert tx == entry.build()
+    assert jax.tree.unflatten(*reversed(jax.tree.flatten(tx))) == tx
+
+    params = make_params()
+    abstract = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), params)
+    abstract_state = jax.eval_shape(tx.init, abstract)
+
+    holder = {}
+
+    @jax.jit
+    def build_and_init(p):
+        holder["tx"] = entry.build()
+        return holder["tx"].init(p)
+
+    state = build_and_init(params)
+    assert avals(abstract_state) == avals(state), "init on ShapeDtypeStruct"
+
+    traces = []
+
+    @jax.jit
+    def step(t, s, g, p):
+        traces.append(None)
+        return t.update(g, s, p, unknown_arg=3)
+
+    for i, t in enumerate([holder["tx"], entry.build(), holder["tx"]]):
+        _, state = step(t, state, quadratic_grads(params, float(i)), params)
+    assert len(traces) == 1, "the step recompiled"
+
+
+@ENTRY_DTYPES
+def test_state_stable_under_control_flow(entry: Entry, dtype: str):
+    with jax.enable_x64(dtype == "float64"):
+        params = make_params(jnp.dtype(dtype))
+        # The objective's value deliberately has another precision.
+        value = jnp.asarray(1.0, jnp.float16 if dtype == "float32" else jnp.float32)
+        tx = entry.build()
+        grads = quadratic_grads(params, 1.0)
+
+        def step(s):
+            return tx.update(grads, s, params, value=value)[1]
+
+        def every_use(s):
+            updates, new_state = tx.update(grads, s, params, value=value)
+            jax.lax.cond(True, step, lambda s: s, s)
+            jax.lax.while_loop(
+                lambda c: c[0] < 2, lambda c: (c[0] + 1, step(c[1])), (0, s)
+            )
+            jax.lax.scan(lambda s, _: (step(s), None), s, None, length=2)
+            return updates, new_state
+
+        # Tracing is the check: cond, while_loop and scan reject a step whose
+        # state types differ from its input's, and eval_shape reports the
+        # types ``update`` returns, weak types included.
+        state = jax.eval_shape(tx.init, params)
+        updates, new_state = jax.eval_shape(every_use, state)
+        assert avals(new_state) == avals(state)
+        assert jax.tree.map(lambda u: u.dtype, updates) == jax.tree.map(
+            lambda g: g.dtype, grads
+        )
+
+
+@ALL
+def test_sharded_equals_unsharded(entry: Entry):
+    params = sharding_params()
+    grads = quadratic_grads(params, 0.0)
+    tx = entry.build()
+
+    @jax.jit
+    def first_step(g, p):
+        state = tx.init(p)
+        return tx.update(g, state, p)[0], state
+
+    single, _ = first_step(grads, params)
+    # Sharded sums add in another order: see matrix_function_atol (seen up
+    # to 5e-6 absolute on Shampoo's and Dion2's leaves of size ~0.1).
+    for axis_type, mesh, shardings in meshes_and_shardings():
+        with jax.set_mesh(mesh):
+            sharded_params = jax.device_put(params, shardings)
+            sharded_grads = jax.device_put(grads, shardings)
+            updates, state = first_step(sharded_grads, sharded_params)
+            # State shaped like a parameter carries its sharding: from the
+            # types under Explicit axes, from the init wrapper's tie to the
+            # parameter under Auto.
+            for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
+                key = getattr(path[-1], "key", None)
+                if key in params and leaf.shape == params[key].shape and leaf.ndim:
+                    sharding = shardings[key]
+                    assert leaf.sharding.is_equivalent_to(sharding, leaf.ndim), (
+                        axis_type,
+                        path,
+                    )
+        for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(updates), strict=True):
+            np.testing.assert_allclose(
+                a, b, rtol=1e-5, atol=matrix_function_atol(entry, a), err_msg=axis_type
+            )

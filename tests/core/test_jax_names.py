@@ -1,0 +1,65 @@
+""".ci/jax_names.py: the static check of the jax names gradax uses.
+
+CI runs it against the oldest supported and the newest jax wheels; these run
+it against the installed jax's sources (no download).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import jax
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = str(Path(jax.__file__).resolve().parent.parent)
+
+
+def _script():
+    path = ROOT / ".ci" / "jax_names.py"
+    spec = importlib.util.spec_from_file_location("jax_names", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("jax_names", module)  # its dataclasses look it up
+    spec.loader.exec_module(sys.modules["jax_names"])
+    return sys.modules["jax_names"]
+
+
+def test_every_name_the_code_uses_exists_in_the_installed_jax(capsys):
+    assert _script().main(["--sources", SITE]) == 0
+    assert f"exist in jax {jax.__version__}" in capsys.readouterr().out
+
+
+def test_missing_and_deprecated_names_fail(tmp_path, capsys):
+    script = _script()
+    table = script.Sources(Path(SITE)).module("jax").deprecations
+    deprecated = sorted(table)[0] if table else None
+    lines = [
+        "import jax",
+        "import jax.numpy as jnp",
+        "from jax import lax",
+        "from jax.sharding import PartitionSpec as P",
+        "a = jnp.zeros, lax.select, P, jax.sharding.AxisType.Explicit, jax.tree.map",
+        "b = lax.no_such_primitive",
+        "c = jax.sharding.AxisType.NoSuchAxisType",
+        "from jax.experimental.no_such_module import thing",
+    ]
+    if deprecated:
+        lines.append(f"d = jax.{deprecated}")
+    source = tmp_path / "user.py"
+    source.write_text("\n".join(lines) + "\n")
+    assert script.main(["--sources", SITE, str(source)]) == 1
+    out = capsys.readouterr().out
+    failed = {
+        line.split(":")[1].strip()
+        for line in out.splitlines()
+        if line.startswith("FAIL")
+    }
+    expected = {
+        "jax.lax.no_such_primitive",
+        "jax.sharding.AxisType.NoSuchAxisType",
+        "jax.experimental.no_such_module.thing",
+    }
+    if deprecated:
+        expected.add(f"jax.{deprecated}")
+    assert failed == expected, out
