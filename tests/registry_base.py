@@ -1,4 +1,9 @@
-"""The registry entry type, shared by the registry modules."""
+"""What the registry files share: the entry types and the constants.
+
+Each package's entries are in ``tests/<package>/registry_<package>.py`` (see
+``registry.py``); a constant or helper that more than one of them uses is
+here, once.
+"""
 
 from __future__ import annotations
 
@@ -68,6 +73,20 @@ class Entry:
 
     def __str__(self) -> str:
         return self.name
+
+
+# The small learning rate most optimizer entries take.
+LR = dict(learning_rate=0.05)
+
+# The parameter tree the checks use has leaves "s", "v", "m", "t"
+# (conformance_base.make_params): a mask and labels over it.
+MASK = {"s": False, "v": True, "m": True, "t": False}
+LABELS = {"s": "a", "v": "b", "m": "a", "t": "b"}
+
+# 8-bit blockwise moments in blocks of 4 elements, so that the suite's small
+# parameters (up to 2x6x8) are really quantized; leaves with fewer than 4
+# elements stay float32, which the suite's scalar leaf covers.
+Q8 = gradax.int8_blockwise(block_size=4)
 
 
 # The objective of the entries whose update needs more than gradients.

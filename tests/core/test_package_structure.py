@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from registry import ENTRIES, NOT_IN_REGISTRY
+from registry import ENTRIES, MODULES, NOT_IN_REGISTRY, TESTS
 
 import gradax
 
@@ -28,6 +28,25 @@ def test_every_public_transformation_has_a_registry_entry_or_a_reason():
     assert not missing, f"add registry entries (tests/registry*.py) for {missing}"
     stale = sorted(set(NOT_IN_REGISTRY) & registered)
     assert not stale, f"remove from NOT_IN_REGISTRY, now registered: {stale}"
+
+
+def _package_of(name: str) -> str:
+    """The folder of tests/ that files ``name``'s entries: its gradax package."""
+    obj = getattr(gradax, name, None) or getattr(gradax.contrib, name)
+    package = obj.__module__.split(".")[1]
+    return "core" if package.startswith("_") else package
+
+
+def test_each_registry_entry_is_filed_with_its_package():
+    misfiled = sorted(
+        f"{entry.name}: from {Path(module.__file__).parent.name}/{module.__name__}"
+        f".py to {package}/registry_{package}.py"
+        for module in MODULES
+        for entry in module.ENTRIES
+        for package in [_package_of(entry.name)]
+        if module.__file__ != str(TESTS / package / f"registry_{package}.py")
+    )
+    assert not misfiled, f"move these registry entries: {misfiled}"
 
 
 def _modules():

@@ -1,10 +1,13 @@
-"""Conformance registry entries for the contrib optimizers (see registry.py).
+"""Registry entries for gradax/contrib (see tests/registry.py).
 
-Not here, because ``update`` needs more than gradients and params (their
-equivalent checks are in test_contrib_*.py): ``momo`` and ``momo_adam`` and
-``reduce_on_plateau`` (``value=``), ``hutchinson_estimator_diag_hessian`` and
-``sophia`` with its default estimator (``obj_fn=``), ``sam`` in opaque mode
-(``grad_fn=``).
+``ENTRIES`` get every conformance check. ``EXTRA_ARG_CASES`` are the ones
+whose ``update`` needs more than gradients and params: ``momo``,
+``momo_adam`` and ``reduce_on_plateau`` (``value=``), ``sophia`` with its
+default estimator (``obj_fn=``), ``sam`` in opaque mode (``grad_fn=``);
+test_contrib_extra_args.py runs the same checks on them with those
+arguments, and the fault and resume suites run them too.
+``hutchinson_estimator_diag_hessian`` is in neither: test_contrib_extra_args.py
+tests it on its own.
 """
 
 from __future__ import annotations
@@ -12,11 +15,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import optax
-from registry_base import Entry, ExtraArgCase
+from registry_base import LR, Entry, ExtraArgCase
 
 import gradax
-
-LR = dict(learning_rate=0.05)
 
 
 def _squared_grads(updates, params):
@@ -58,10 +59,6 @@ def _gx_galore_dims(params):
 def _ox_galore_dims(params):
     dims = optax.contrib.GaLoreDimensionNumbers
     return {"s": None, "v": None, "m": dims(), "t": dims(0, (1, 2))}
-
-
-def _norm(updates):
-    return jnp.sqrt(sum(jnp.sum(jnp.abs(u) ** 2) for u in jax.tree.leaves(updates)))
 
 
 def _gx_scale_by_sophia(**kwargs):
@@ -449,41 +446,6 @@ ENTRIES: list[Entry] = [
         injectable=False,
         build_fn=lambda: gradax.split_real_and_imaginary(gradax.adam(0.05)),
         optax_build_fn=lambda: optax.contrib.split_real_and_imaginary(optax.adam(0.05)),
-    ),
-    # Top-level transformations added with the contrib ones: optax's older
-    # optimistic Adam and the monitoring transformations, which pass the
-    # updates through. optax's monitor cannot run in lax.scan (its state
-    # starts as an empty dict and gains entries), so test_dropin compares
-    # the measurements with optax's in a Python loop.
-    Entry(
-        "optimistic_adam",
-        LR,
-        optimizer=True,
-        schedule_arg="learning_rate",
-    ),
-    Entry(
-        "optimistic_adam",
-        dict(learning_rate=0.05, optimism=0.02, b1=0.8, nesterov=False),
-        schedule_arg="optimism",
-    ),
-    Entry("snapshot", dict(measure_name="norm", measure=_norm)),
-    Entry(
-        "monitor",
-        build_fn=lambda: gradax.monitor(
-            {"norm": _norm, "ema": gradax.measure_with_ema(_norm, 0.9)}
-        ),
-        optax_name="",
-        injectable=False,
-    ),
-    Entry(
-        "measure_with_ema",
-        dict(decay=0.8),
-        schedule_arg="decay",
-        injectable=False,
-        build_fn=lambda **kw: gradax.monitor(
-            {"ema": gradax.measure_with_ema(_norm, debias=False, **kw)}
-        ),
-        optax_name="",
     ),
 ]
 
