@@ -42,8 +42,9 @@ def assert_same_layout(gradax_state, optax_state):
 
 
 # optax fails on rank-0 parameters for these (sm3) or keeps a scalar's state
-# as (1,) through the registry's widening wrapper (tests/registry_sign.py);
-# the tree is compared on the parameters optax accepts.
+# as (1,) through the registry's widening wrapper
+# (optimizers/registry_optimizers.py); the tree is compared on the parameters
+# optax accepts.
 NO_SCALAR_PARAMS = {"sm3", "scale_by_sm3", "scale_by_distance_over_gradients"}
 
 # The one documented difference (docs/differences-from-optax.md): optax's

@@ -226,7 +226,7 @@ ENTRIES: list[Entry] = [
         schedule_arg="weight_decay",
         optax_name="contrib.prodigy",
     ),
-    # No optax twin; test_contrib_adaptive checks it against prodigy.
+    # No optax twin; test_contrib.py checks it against the paper's rule.
     Entry("scale_by_prodigy", dict(estim_lr0=1e-3), schedule_arg="eps", optax_name=""),
     Entry(
         "dadapt_adamw",
