@@ -257,16 +257,24 @@ def _as_float32(params: Any) -> Any:
 def compiled_loss(heads: int) -> dict[str, Any]:
     """The jitted loss and its gradient, shared by every optimizer and run.
 
-    Parameters stored in bfloat16 are read as they are, and the arithmetic
-    is float32 for every row (a no-op for float32 parameters), so the rows
-    differ by how the parameters are stored and updated, not by the
-    precision of the activations. Their gradients come back bfloat16.
+    Parameters stored in bfloat16 are read as they are (widened exactly), and
+    the arithmetic, gradients included, is float32 for every row (a no-op for
+    float32 parameters), so the rows differ by how the parameters are stored
+    and updated, not by the precision of the activations or gradients.
     """
 
     def loss(params, batch):
-        return loss_fn(_as_float32(params), batch, heads=heads)
+        return loss_fn(params, batch, heads=heads)
 
-    return {"grad": jax.jit(jax.value_and_grad(loss)), "loss": jax.jit(loss)}
+    value_and_grad = jax.value_and_grad(loss)
+
+    def grad(params, batch):
+        return value_and_grad(_as_float32(params), batch)
+
+    return {
+        "grad": jax.jit(grad),
+        "loss": jax.jit(lambda params, batch: loss(_as_float32(params), batch)),
+    }
 
 
 # The optimizer is an argument (a pytree whose numbers are leaves): runs with
@@ -298,9 +306,14 @@ def train_one(
     """Train one optimizer from ``params0``; the curves and timings as a dict."""
     tx = build_optimizer(spec, config.steps, dims)
     dtype = OPTIMIZERS[spec.name].param_dtype
-    if dtype is not None:
-        params0 = jax.tree.map(lambda p: p.astype(dtype), params0)
-    params, state = params0, init_state(tx, params0)
+    if isinstance(tx, gradax.master_weights):
+        # The exact master starts where the float32 run starts: its high
+        # halves are the parameters, its low halves the state's.
+        params, state = tx.init_with_master(params0)
+    else:
+        if dtype is not None:
+            params0 = jax.tree.map(lambda p: p.astype(dtype), params0)
+        params, state = params0, init_state(tx, params0)
     checkpoints = eval_steps(config.steps, config.evals)
     val_curve: list[float] = [float(fns["loss"](params, fns["val_batch"]))]
     train_losses: list[float] = []
