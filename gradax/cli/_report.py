@@ -116,7 +116,7 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         "train loss",
         "val loss",
         f"steps to {reference}",
-        "ms/step",
+        "ms per step",
         "state",
     ]
     rows = []
@@ -161,7 +161,13 @@ def print_table(results: dict[str, Any]) -> None:
         return
     table = Table(title=title, caption=caption)
     for i, name in enumerate(head):
-        table.add_column(name, justify="left" if i == 0 else "right")
+        # Names ("adamw8bit-bf16-master") and sizes ("916.5 KiB") are never
+        # cut or folded: the headers of the other columns wrap instead.
+        table.add_column(
+            name,
+            justify="left" if i == 0 else "right",
+            no_wrap=i in (0, len(head) - 1),
+        )
     for row in rows:
         table.add_row(*row)
     Console().print(table)

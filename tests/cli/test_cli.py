@@ -87,7 +87,7 @@ def test_demo_writes_results_and_plot(file_run):
 def test_demo_prints_table(text_file, tmp_path, capsys):
     demo(tmp_path, "--data", str(text_file), "--steps", "2", "--optimizers", "sgd")
     out = capsys.readouterr().out
-    for word in ("optimizer", "train loss", "val loss", "ms/step", "state", "sgd"):
+    for word in ("optimizer", "train loss", "val loss", "ms per step", "state", "sgd"):
         assert word in out
     assert "results.json" in out and "loss.png" in out
 
