@@ -87,8 +87,11 @@ def test_demo_writes_results_and_plot(file_run):
 def test_demo_prints_table(text_file, tmp_path, capsys):
     demo(tmp_path, "--data", str(text_file), "--steps", "2", "--optimizers", "sgd")
     out = capsys.readouterr().out
-    for word in ("optimizer", "train loss", "val loss", "ms per step", "state", "sgd"):
-        assert word in out
+    # Headers may wrap onto several lines on a narrow terminal: check words.
+    words = set(out.replace("┃", " ").replace("│", " ").split())
+    for word in ("optimizer", "train", "val", "loss", "ms", "per", "step", "state"):
+        assert word in words, word
+    assert "sgd" in out
     assert "results.json" in out and "loss.png" in out
 
 
