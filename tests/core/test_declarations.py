@@ -71,6 +71,10 @@ EXTRA_ARGS = {
     "scale_by_backtracking_linesearch": dict(max_backtracking_steps=5),
     "scale_by_zoom_linesearch": dict(max_linesearch_steps=5),
     "offload_state": dict(tx=gradax.sgd(0.1)),
+    "cast_updates": dict(tx=gradax.sgd(0.1)),
+    "stochastic_rounding": dict(tx=gradax.sgd(0.1)),
+    "master_weights": dict(tx=gradax.sgd(0.1)),
+    "shard_state": dict(tx=gradax.sgd(0.1)),
     "skip_loss_spikes": dict(inner=gradax.sgd(0.1), warmup_steps=3),
     "warmup_stable_decay_schedule": dict(
         init_value=0.0, peak_value=0.1, warmup_steps=2, total_steps=20
