@@ -373,6 +373,10 @@ class Module(metaclass=_ModuleMeta):
         static = tuple(f.name for f in fields if is_static(f))
         cls._data_fields = data
         cls._static_fields = static
+        cls._field_plan = tuple((f.name, converter_of(f), f) for f in fields)
+        cls._declared = tuple(
+            (f.name, spec) for f in fields if (spec := spec_of(f)) is not None
+        )
         if not cls.__dict__.get("_abstract", False):
             for klass in cls.__mro__[1:]:
                 for value in klass.__dict__.values():
@@ -408,19 +412,21 @@ class Module(metaclass=_ModuleMeta):
         )
 
     def _finish_init(self) -> None:
-        """Convert, validate and check the fields of a newly built object."""
-        for f in _fields_of(self):
-            value = getattr(self, f.name)
-            converter = converter_of(f)
+        """Convert, validate and check the fields of a newly built object.
+
+        Runs at every construction, also of the parts an alias builds inside
+        each traced update, so the per-field work is planned once per class
+        (``_field_plan``, ``_declared``) instead of read from the dataclass.
+        """
+        values = self.__dict__
+        converts = type(self)._convert_field is not Module._convert_field
+        for name, converter, f in self._field_plan:
             if converter is not None:
-                value = converter(value, f.name)
-            else:
-                value = self._convert_field(f, value)
-            object.__setattr__(self, f.name, value)
-        for f in _fields_of(self):
-            spec = spec_of(f)
-            if spec is not None:
-                validate(f.name, getattr(self, f.name), spec)
+                values[name] = converter(values[name], name)
+            elif converts:
+                values[name] = self._convert_field(f, values[name])
+        for name, spec in self._declared:
+            validate(name, values[name], spec)
         for check in self._check_inits:
             check(self)
         if self._deprecation:
@@ -447,11 +453,8 @@ class Module(metaclass=_ModuleMeta):
         plain multiplier, for which a negative rate is the normal use).
         """
         notes = []
-        for f in _fields_of(self):
-            spec = spec_of(f)
-            if spec is None:
-                continue
-            note = unusual(f.name, getattr(self, f.name), spec)
+        for name, spec in self._declared:
+            note = unusual(name, getattr(self, name), spec)
             if note is not None:
                 notes.append(note)
         return notes
