@@ -4,7 +4,7 @@ pip refuses to install gradax where ``requires-python`` or the ``jax``
 requirement in pyproject.toml is not met; this check catches the rest (an
 environment changed after installing, ``--no-deps``, a source checkout on the
 path) before an optimizer fails on a missing jax API. Keep the numbers equal
-to pyproject.toml's (tests/test_requirements.py checks they are).
+to pyproject.toml's (tests/core/test_requirements.py checks they are).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Used two ways:
 - as an mkdocs hook (``hooks:`` in ``mkdocs.yml``): before the site is built,
   any offender fails the build with a ``PluginError`` listing all of them;
 - standalone: ``python docs/hooks/api_check.py`` prints the offenders and
-  exits 1 (0 and a count when there are none). ``tests/test_docs.py`` calls
+  exits 1 (0 and a count when there are none). ``tests/docs/test_docs.py`` calls
   :func:`find_offenders` in-process.
 
 Public names of a module are its ``__all__`` when it has one, else what its

@@ -6,7 +6,7 @@ from .._lazy import reexport_lazily
 
 if TYPE_CHECKING:
     # The same names, for static tools (pyrefly, IDEs), which do not run the
-    # module __getattr__ below; tests/test_package_structure.py keeps the two
+    # module __getattr__ below; tests/core/test_package_structure.py keeps the two
     # lists equal.
     from gradax import (
         AddNoiseState as AddNoiseState,
