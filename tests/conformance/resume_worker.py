@@ -256,8 +256,34 @@ def abstract_trees(cases: dict[str, Case]) -> dict[str, Any]:
         k: (params, jax.eval_shape(c.build().init, params)) for k, c in cases.items()
     }
     return jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), trees
+        lambda x: jax.ShapeDtypeStruct(
+            x.shape, x.dtype, sharding=device, weak_type=x.weak_type
+        ),
+        trees,
     )
+
+
+def with_weak_types(restored: Any, target: Any) -> Any:
+    """``restored`` with the weak types of ``target`` put back.
+
+    orbax restores strongly typed arrays whatever the target says, and a
+    weakly typed scalar in ``init``'s state (an injected integer
+    hyperparameter, ``jnp.asarray(2)``, as optax keeps it) would then trace
+    another program than the saving process's, with the same numbers. A
+    weakly typed template filled with the value (``lax.full_like``) puts the
+    weak type back without touching the value.
+    """
+
+    def fix(leaf: Any, want: Any) -> Any:
+        if not want.weak_type or leaf.weak_type:
+            return leaf
+        assert leaf.ndim == 0, "only scalars are weakly typed in init's states"
+        zero = 0 if jnp.issubdtype(leaf.dtype, jnp.integer) else 0.0
+        template = jnp.asarray(zero)
+        assert template.dtype == leaf.dtype, (template.dtype, leaf.dtype)
+        return jax.device_put(jax.lax.full_like(template, leaf), leaf.sharding)
+
+    return jax.tree.map(fix, restored, target)
 
 
 def avals(tree: Any) -> dict[str, tuple[Any, ...]]:
@@ -300,7 +326,7 @@ def main(
     cases = {k: whole[k] for k in keys.split(",")}
     target = abstract_trees(cases)
     checkpointer = ocp.StandardCheckpointer()
-    restored = checkpointer.restore(checkpoint, target)
+    restored = with_weak_types(checkpointer.restore(checkpoint, target), target)
     # The restored tree must be the one init makes (structure, dtypes, weak
     # types), or the continued program is not the uninterrupted one.
     report = {
