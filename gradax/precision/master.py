@@ -195,7 +195,7 @@ class master_weights(GradientTransformation):
         refuse_float16(params, "master_weights")
         low = jax.tree.map(
             lambda p: (
-                jnp.zeros(jnp.shape(p), jnp.uint16) if is_half(p) else placeholder()
+                jnp.zeros_like(p, jnp.uint16) if is_half(p) else placeholder()
             ),
             params,
         )
