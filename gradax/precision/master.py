@@ -194,9 +194,7 @@ class master_weights(GradientTransformation):
     def init_state(self, params):
         refuse_float16(params, "master_weights")
         low = jax.tree.map(
-            lambda p: (
-                jnp.zeros_like(p, jnp.uint16) if is_half(p) else placeholder()
-            ),
+            lambda p: jnp.zeros_like(p, jnp.uint16) if is_half(p) else placeholder(),
             params,
         )
         return MasterWeightsState(low, self.tx.init(widen(params, params)))
