@@ -56,3 +56,12 @@ def shape_differences(a: Any, b: Any) -> list[str]:
             where = jax.tree_util.keystr(path) or "<root>"
             bad.append(f"{where}: {tuple(shape_x)} vs {tuple(shape_y)}")
     return bad
+
+
+def require_params(params: Any, owner: str) -> None:
+    """Refuse ``params=None`` for a transformation whose update reads them."""
+    if params is None:
+        raise ValueError(
+            f"{owner}.update needs the parameters: call "
+            "update(grads, state, params) (params=None was given)"
+        )

@@ -11,10 +11,10 @@ from .. import tree as gtree
 from .._declare import LEARNING_RATE, NONNEGATIVE, POSITIVE, hyper
 from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
+from .._treecheck import require_params
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
-from ._util import require_params
 
 
 class COCOBState(NamedTuple):

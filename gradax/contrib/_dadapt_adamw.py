@@ -11,7 +11,8 @@ from .. import tree as gtree
 from .._declare import LEARNING_RATE, NONNEGATIVE, POSITIVE, hyper
 from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, zero_count
-from ._util import DECAY_PAIR, require_params
+from .._treecheck import require_params
+from ._util import DECAY_PAIR
 
 
 class DAdaptAdamWState(NamedTuple):

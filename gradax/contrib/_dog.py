@@ -20,10 +20,10 @@ from .._numerics import real_dtype
 from .._protocol import Alias, GradientTransformation
 from .._pytree import Module, field, static_field
 from .._simple import identity
+from .._treecheck import require_params
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
-from ._util import require_params
 
 _INIT_STEP_KINDS = ("distance", "learning_rate", "heuristic")
 

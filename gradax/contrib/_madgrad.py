@@ -11,9 +11,9 @@ from .. import tree as gtree
 from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
+from .._treecheck import require_params
 from ..combinators.chain import chain
 from ..transforms.weight_decay import add_decayed_weights
-from ._util import require_params
 
 
 class MadgradState(NamedTuple):

@@ -16,7 +16,7 @@ from .._protocol import (
     transformation_field,
     zero_count,
 )
-from ._util import require_params
+from .._treecheck import require_params
 
 
 class MechanicState(NamedTuple):

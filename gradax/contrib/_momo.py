@@ -13,7 +13,8 @@ from .._declare import ANY, DECAY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
-from ._util import require_params, require_value
+from .._treecheck import require_params
+from ._util import require_value
 
 # Below this squared norm of the momentum the step is zero (float64's eps, as
 # in optax, whatever the dtype).

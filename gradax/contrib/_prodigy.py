@@ -12,7 +12,8 @@ from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, POSITIVE, hyper
 from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, zero_count
 from .._pytree import static_field
-from ._util import DECAY_PAIR, require_params
+from .._treecheck import require_params
+from ._util import DECAY_PAIR
 
 
 class ProdigyState(NamedTuple):

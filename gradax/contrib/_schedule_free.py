@@ -19,13 +19,13 @@ from .._protocol import (
     zero_count,
 )
 from .._pytree import static_field
+from .._treecheck import require_params
 from ..combinators.chain import chain
 from ..optimizers.sgd import sgd
 from ..schedules import warmup_constant_schedule
 from ..transforms.rms import scale_by_rms
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
-from ._util import require_params
 
 
 class ScheduleFreeState(NamedTuple):

@@ -27,10 +27,10 @@ from .._protocol import (
 )
 from .._pytree import static_field
 from .._state_guard import match_state
+from .._treecheck import require_params
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
-from ._util import require_params
 
 
 class HutchinsonState(NamedTuple):

@@ -36,12 +36,6 @@ DECAY_PAIR = OneOf(
 )
 
 
-def require_params(params: Any, name: str) -> None:
-    """Raise a ValueError saying that ``name`` needs ``params`` in update."""
-    if params is None:
-        raise ValueError(f"{name}.update needs the current params: pass params=.")
-
-
 def require_value(value: Any, name: str) -> None:
     """Raise a ValueError saying that ``name`` needs ``value=`` in update."""
     if value is None:

@@ -39,15 +39,6 @@ def widen(tree: Any, params: Any) -> Any:
     return jax.tree.map(one, tree, params, is_leaf=lambda x: x is None)
 
 
-def require_params(params: Any, owner: str) -> None:
-    """Refuse ``params=None``: the wrappers read the parameters they change."""
-    if params is None:
-        raise ValueError(
-            f"{owner}.update needs the parameters: call "
-            "update(grads, state, params) (params=None was given)"
-        )
-
-
 def bits_to_float(bits: jax.Array) -> jax.Array:
     """The float32 whose IEEE bits are the uint32 ``bits``."""
     return jax.lax.bitcast_convert_type(bits, jnp.float32)

@@ -12,6 +12,7 @@ from .._protocol import (
     TransformationLike,
     transformation_field,
 )
+from .._treecheck import require_params
 from .._updates import apply_updates
 from ._common import (
     bits_to_float,
@@ -19,7 +20,6 @@ from ._common import (
     is_half,
     placeholder,
     refuse_float16,
-    require_params,
     step_to,
     widen,
 )

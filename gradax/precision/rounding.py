@@ -13,12 +13,12 @@ from .._protocol import (
     TransformationLike,
     transformation_field,
 )
+from .._treecheck import require_params
 from .._updates import apply_updates
 from ._common import (
     bits_to_float,
     float_to_bits,
     is_half,
-    require_params,
     step_to,
     widen,
 )

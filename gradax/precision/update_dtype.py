@@ -13,7 +13,7 @@ from .._protocol import (
     TransformationLike,
     transformation_field,
 )
-from ._common import require_params
+from .._treecheck import require_params
 
 TARGETS = ("grads", "params", "promote")
 
