@@ -70,6 +70,72 @@ def avals(tree):
     )
 
 
+# The dtypes of the state-type check; complex64 only where the entry says
+# it handles complex parameters.
+CONTROL_FLOW_DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64")
+
+
+def control_flow_dtypes(complex_ok: bool) -> list[str]:
+    return [d for d in CONTROL_FLOW_DTYPES if d != "complex64" or complex_ok]
+
+
+def state_type_problems(build, dtypes, grads_of, extra_of) -> list[str]:
+    """Where ``update``'s state or updates change type, for each dtype.
+
+    For each dtype: ``build()`` is initialised on ``make_params(dtype)`` and
+    stepped inside ``lax.scan`` with ``grads_of(params)`` and the keyword
+    arguments ``extra_of(params, value)``, where ``value`` (an objective's
+    value) deliberately has another precision than the parameters.
+
+    Tracing is the check, nothing is compiled. ``lax.cond``, ``while_loop``
+    and ``scan`` all require a step to return its state with the types it
+    was given (the LBFGS bug: float16 parameters, a float32 value, and a
+    state leaf that became float32 broke ``cond``); ``scan`` raises on a
+    changed dtype, and the comparison of the traced types, weak types
+    included, catches what it would promote silently. The updates must keep
+    the gradients' dtypes.
+    """
+    problems = []
+    for dtype in dtypes:
+        with jax.enable_x64(dtype == "float64"):
+            params = make_params(jnp.dtype(dtype))
+            value = jnp.asarray(1.0, jnp.float16 if dtype == "float32" else jnp.float32)
+            grads = grads_of(params)
+            tx = build()
+
+            def body(state, _, tx=tx, params=params, grads=grads, value=value):
+                updates, state = tx.update(
+                    grads, state, params, **extra_of(params, value)
+                )
+                return state, updates
+
+            def steps(state, body=body):
+                return jax.lax.scan(body, state, None, length=1)
+
+            try:
+                state = jax.eval_shape(tx.init, params)
+                new_state, updates = jax.eval_shape(steps, state)
+            except Exception as exc:  # noqa: BLE001 - reported with its dtype
+                problems.append(f"{dtype}: {type(exc).__name__}: {exc}"[:2000])
+                continue
+            changed = [
+                f"{jax.tree_util.keystr(path)}: {avals(before)} -> {avals(after)}"
+                for (path, before), after in zip(
+                    jax.tree_util.tree_flatten_with_path(state)[0],
+                    jax.tree.leaves(new_state),
+                    strict=True,
+                )
+                if avals(before) != avals(after)
+            ]
+            if changed:
+                problems.append(f"{dtype}: state types changed: {changed}")
+            want = jax.tree.map(lambda g: g.dtype, grads)
+            got = jax.tree.map(lambda u: u.dtype, updates)
+            if got != want:
+                problems.append(f"{dtype}: updates {got}, gradients {want}")
+    return problems
+
+
 # Entries built on matrix functions: Newton-Schulz (the Muon family, Scion),
 # inverse roots and eigenvectors (Shampoo, SOAP, Kron), QR and the SVD (Dion,
 # GaLore).

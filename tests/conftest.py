@@ -17,8 +17,9 @@ _add_xla_flag("--xla_force_host_platform_device_count=8")
 
 # Compile fast. The suite compiles thousands of tiny programs, and XLA's CPU
 # fusion emitters and LLVM's optimization passes cost far more than those
-# programs ever run: ``tests/conformance/test_conformance.py -k adam`` takes 87 s of CPU
-# with these options against 203 s without. What the tests check (numbers against
+# programs ever run: ``tests/conformance/test_conformance.py -k adam`` took
+# 87 s of CPU with the first two options below against 203 s without. What
+# the tests check (numbers against
 # optax and the papers, state types, sharding, bit-identical skips and
 # resumes) does not depend on how well a program is optimized, and every
 # comparison is made between programs compiled with the same options; a
@@ -76,6 +77,11 @@ def _add_xla_flag_if_known(flag: str) -> None:
 if os.environ.get("GRADAX_TEST_XLA", "fast") != "default":
     _add_xla_flag_if_known("--xla_backend_optimization_level=0")
     _add_xla_flag_if_known("--xla_cpu_use_fusion_emitters=false")
+    # One LLVM module per program, not several compiled on threads: the
+    # workers already keep every core busy, and splitting costs CPU time
+    # (35% of the compile time of tests/conformance/test_faults.py's programs,
+    # measured with time.process_time on the 2-core development machine).
+    _add_xla_flag_if_known("--xla_cpu_parallel_codegen_split_count=1")
 
 import hypothesis  # noqa: E402
 

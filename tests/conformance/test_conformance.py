@@ -3,9 +3,8 @@
 CI time is spent compiling, so each group of checks that can share programs
 is one test: the numbers (optax, a constant schedule, inject_hyperparams) come
 from one compiled program per entry, the protocol checks from two, and the
-state-type checks under ``cond``/``while_loop``/``scan`` from tracing alone
-(those primitives reject a state whose types change when they are traced, so
-nothing needs compiling to see it).
+state-type checks (what ``cond``/``while_loop``/``scan`` require) from tracing
+alone, one trace per dtype (conformance_base.state_type_problems).
 """
 
 from __future__ import annotations
@@ -18,12 +17,14 @@ import numpy as np
 import pytest
 from conformance_base import (
     avals,
+    control_flow_dtypes,
     make_params,
     matrix_function_atol,
     meshes_and_shardings,
     quadratic_grads,
     run_history,
     sharding_params,
+    state_type_problems,
 )
 from registry import ENTRIES, Entry, entry_id
 
@@ -42,16 +43,6 @@ def over(entries):
 
 ALL = over(SAMPLED)
 OPTIMIZERS = over(e for e in SAMPLED if e.optimizer)
-DTYPES = ["float16", "bfloat16", "float32", "float64", "complex64"]
-ENTRY_DTYPES = pytest.mark.parametrize(
-    "entry, dtype",
-    [
-        pytest.param(e, d, id=f"{d}-{entry_id(e)}")
-        for e in SAMPLED
-        for d in DTYPES
-        if d != "complex64" or e.complex_ok
-    ],
-)
 
 
 def _assert_trees_close(actual, expected, what, entry, *, rtol):
@@ -226,36 +217,18 @@ def test_protocol(entry: Entry):
     assert len(traces) == 1, "the step recompiled"
 
 
-@ENTRY_DTYPES
-def test_state_stable_under_control_flow(entry: Entry, dtype: str):
-    with jax.enable_x64(dtype == "float64"):
-        params = make_params(jnp.dtype(dtype))
-        # The objective's value deliberately has another precision.
-        value = jnp.asarray(1.0, jnp.float16 if dtype == "float32" else jnp.float32)
-        tx = entry.build()
-        grads = quadratic_grads(params, 1.0)
-
-        def step(s):
-            return tx.update(grads, s, params, value=value)[1]
-
-        def every_use(s):
-            updates, new_state = tx.update(grads, s, params, value=value)
-            jax.lax.cond(True, step, lambda s: s, s)
-            jax.lax.while_loop(
-                lambda c: c[0] < 2, lambda c: (c[0] + 1, step(c[1])), (0, s)
-            )
-            jax.lax.scan(lambda s, _: (step(s), None), s, None, length=2)
-            return updates, new_state
-
-        # Tracing is the check: cond, while_loop and scan reject a step whose
-        # state types differ from its input's, and eval_shape reports the
-        # types ``update`` returns, weak types included.
-        state = jax.eval_shape(tx.init, params)
-        updates, new_state = jax.eval_shape(every_use, state)
-        assert avals(new_state) == avals(state)
-        assert jax.tree.map(lambda u: u.dtype, updates) == jax.tree.map(
-            lambda g: g.dtype, grads
-        )
+@ALL
+def test_state_stable_under_control_flow(entry: Entry):
+    """The state keeps its types through ``update`` (so ``lax.cond``,
+    ``while_loop`` and ``scan`` accept it) for float16, bfloat16, float32,
+    float64 and, where the entry handles it, complex64 parameters."""
+    problems = state_type_problems(
+        entry.build,
+        control_flow_dtypes(entry.complex_ok),
+        lambda params: quadratic_grads(params, 1.0),
+        lambda params, value: {"value": value},
+    )
+    assert not problems, "\n".join(problems)
 
 
 @ALL

@@ -19,9 +19,11 @@ import numpy as np
 import pytest
 from conformance_base import (
     avals,
+    control_flow_dtypes,
     make_params,
     meshes_and_shardings,
     sharding_params,
+    state_type_problems,
 )
 from registry import EXTRA_ARG_CASES
 from registry_base import grad_fn, loss_fn
@@ -109,48 +111,17 @@ def test_reduce_on_plateau_really_reduces():
     assert scales[-1] < 0.2, scales
 
 
-DTYPES = ["float16", "bfloat16", "float32", "float64", "complex64"]
-
-
-@pytest.mark.parametrize(
-    "case, dtype",
-    [
-        pytest.param(c, d, id=f"{d}-{c.name}")
-        for c in CASES
-        for d in DTYPES
-        if d != "complex64" or c.complex_ok
-    ],
-)
-def test_state_stable_under_control_flow(case, dtype):
-    with jax.enable_x64(dtype == "float64"):
-        params = make_params(jnp.dtype(dtype))
-        # The loss value deliberately has another precision than the params.
-        value = jnp.asarray(1.0, jnp.float16 if dtype == "float32" else jnp.float32)
-        tx = case.make()
-        grads = jax.grad(loss_fn)(params)
-        extra = case.extra(params, value)
-
-        def step(s):
-            return tx.update(grads, s, params, **extra)[1]
-
-        def every_use(s):
-            out = tx.update(grads, s, params, **extra)
-            jax.lax.cond(True, step, lambda s: s, s)
-            jax.lax.while_loop(
-                lambda c: c[0] < 2, lambda c: (c[0] + 1, step(c[1])), (0, s)
-            )
-            jax.lax.scan(lambda s, _: (step(s), None), s, None, length=2)
-            return out
-
-        # Tracing is the check (see test_conformance): cond, while_loop and
-        # scan reject a state whose types change, and eval_shape reports the
-        # types update returns, weak types included.
-        state = jax.eval_shape(tx.init, params)
-        updates, new_state = jax.eval_shape(every_use, state)
-        assert avals(new_state) == avals(state)
-        assert jax.tree.map(lambda u: u.dtype, updates) == jax.tree.map(
-            lambda g: g.dtype, grads
-        )
+@over_cases
+def test_state_stable_under_control_flow(case):
+    """As test_conformance's: the state keeps its types through ``update``
+    with the case's extra arguments, for every parameter dtype."""
+    problems = state_type_problems(
+        case.make,
+        control_flow_dtypes(case.complex_ok),
+        jax.grad(loss_fn),
+        case.extra,
+    )
+    assert not problems, "\n".join(problems)
 
 
 @over_cases
