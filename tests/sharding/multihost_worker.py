@@ -16,7 +16,11 @@ process_id, num_processes, port, out_file = (
     sys.argv[4],
 )
 local_devices = 8 // num_processes
-os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={local_devices}"
+# After the suite's compile options (tests/subprocess_env.py).
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "")
+    + f" --xla_force_host_platform_device_count={local_devices}"
+)
 
 import jax  # noqa: E402
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+from subprocess_env import without_device_count
 
 WORKER = Path(__file__).with_name("multihost_worker.py")
 
@@ -21,7 +21,7 @@ def _free_port() -> int:
 
 def _run(num_processes: int, out: Path) -> None:
     port = str(_free_port())
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = without_device_count()
     procs = [
         subprocess.Popen(
             [sys.executable, str(WORKER), str(i), str(num_processes), port, str(out)],

@@ -8,7 +8,6 @@ two processes, and resuming from orbax in a fresh process.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
@@ -21,6 +20,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 import zero1_worker as worker
+from subprocess_env import without_device_count
 
 import gradax
 from gradax.sharding import zero_spec
@@ -280,7 +280,7 @@ def _free_port() -> int:
 
 def _processes(num_processes: int, out: Path) -> None:
     port = str(_free_port())
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = without_device_count()
     procs = [
         subprocess.Popen(
             [sys.executable, str(WORKER), "multihost"]

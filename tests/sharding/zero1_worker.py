@@ -139,7 +139,11 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "multihost":
         devices = 8 // int(sys.argv[3])
-        os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+        # After the suite's compile options (tests/subprocess_env.py).
+        os.environ["XLA_FLAGS"] = (
+            os.environ.get("XLA_FLAGS", "")
+            + f" --xla_force_host_platform_device_count={devices}"
+        )
         multihost(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
     else:
         resume(sys.argv[2], sys.argv[3])
