@@ -178,17 +178,23 @@ def sharding_params():
     }
 
 
+def mesh_and_shardings(axis_type: str):
+    """A (4, 2) mesh with ``axis_type`` ("Auto" or "Explicit") axes, and the
+    shardings of sharding_params() on it."""
+    spec = jax.sharding.PartitionSpec
+    kind = getattr(jax.sharding.AxisType, axis_type)
+    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
+    shardings = {
+        "s": jax.NamedSharding(mesh, spec()),
+        "v": jax.NamedSharding(mesh, spec("a")),
+        "m": jax.NamedSharding(mesh, spec("a", None)),
+        "t": jax.NamedSharding(mesh, spec(None, None, "b")),
+    }
+    return mesh, shardings
+
+
 def meshes_and_shardings():
     """``(axis_type, mesh, shardings of sharding_params())`` for Auto and
     Explicit axes."""
-    spec = jax.sharding.PartitionSpec
     for axis_type in ("Auto", "Explicit"):
-        kind = getattr(jax.sharding.AxisType, axis_type)
-        mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
-        shardings = {
-            "s": jax.NamedSharding(mesh, spec()),
-            "v": jax.NamedSharding(mesh, spec("a")),
-            "m": jax.NamedSharding(mesh, spec("a", None)),
-            "t": jax.NamedSharding(mesh, spec(None, None, "b")),
-        }
-        yield axis_type, mesh, shardings
+        yield (axis_type, *mesh_and_shardings(axis_type))

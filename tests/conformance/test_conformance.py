@@ -20,7 +20,7 @@ from conformance_base import (
     control_flow_dtypes,
     make_params,
     matrix_function_atol,
-    meshes_and_shardings,
+    mesh_and_shardings,
     quadratic_grads,
     run_history,
     sharding_params,
@@ -70,15 +70,39 @@ OPTAX_STEPS = 20
 FORM_STEPS = 5
 
 
-@ALL
-def test_same_numbers_in_every_form(entry: Entry):
+def _forms_in_turn():
+    """Every entry against optax's twin in CI. A constant schedule and
+    inject_hyperparams go through the factory's hyperparameter handling, which
+    the kwargs do not change: in CI on the first entry of each name, and on
+    every entry without an optax twin; on the rest with -m slow."""
+    seen, params = set(), []
+    for e in SAMPLED:
+        first = e.name not in seen
+        seen.add(e.name)
+        if first or e.optax_name == "":
+            params.append(pytest.param(e, ALL_FORMS, id=entry_id(e)))
+        else:
+            params += [
+                pytest.param(e, ("optax",), id=entry_id(e)),
+                pytest.param(e, HYPER_FORMS, id=f"forms-{entry_id(e)}", marks=SLOW),
+            ]
+    return params
+
+
+HYPER_FORMS = ("scheduled", "injected")
+ALL_FORMS = ("optax", *HYPER_FORMS)
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("entry, which", _forms_in_turn())
+def test_same_numbers_in_every_form(entry: Entry, which: tuple[str, ...]):
     """Equal to optax's twin; a constant schedule and inject_hyperparams equal
     the plain transformation. One compiled program for all of them."""
     params = make_params()
     forms = {"plain": (entry.build(), OPTAX_STEPS)}
-    if entry.optax_name != "":
+    if entry.optax_name != "" and "optax" in which:
         forms["optax"] = (entry.build_optax(), OPTAX_STEPS)
-    if entry.schedule_arg:
+    if entry.schedule_arg and "scheduled" in which:
         value = entry.kwargs.get(entry.schedule_arg)
         if value is None:
             value = getattr(entry.build(), entry.schedule_arg)
@@ -91,7 +115,7 @@ def test_same_numbers_in_every_form(entry: Entry):
         # (test_optax_state_trees.py checks the trees).
         scheduled = entry.build(**{entry.schedule_arg: constant})
         forms["scheduled"] = (scheduled, FORM_STEPS)
-    if entry.injectable:
+    if entry.injectable and "injected" in which:
         injected = gradax.inject_hyperparams(entry.build_fn or entry.factory)(
             **entry.kwargs
         )
@@ -231,8 +255,28 @@ def test_state_stable_under_control_flow(entry: Entry):
     assert not problems, "\n".join(problems)
 
 
-@ALL
-def test_sharded_equals_unsharded(entry: Entry):
+# Each entry on one kind of mesh axes in CI, Explicit and Auto in turn down
+# the registry (each kind sees half of every registry file); the other kind
+# with -m slow. Each kind is its own compile, and the two kinds exercise
+# different mechanisms (sharding in the types, the init wrapper's tie).
+AXIS_TYPES = ("Explicit", "Auto")
+SHARDED = pytest.mark.parametrize(
+    "entry, axis_type",
+    [
+        pytest.param(
+            e,
+            axis_type,
+            id=f"{axis_type}-{entry_id(e)}",
+            marks=() if (i + k) % 2 == 0 else pytest.mark.slow,
+        )
+        for i, e in enumerate(SAMPLED)
+        for k, axis_type in enumerate(AXIS_TYPES)
+    ],
+)
+
+
+@SHARDED
+def test_sharded_equals_unsharded(entry: Entry, axis_type: str):
     params = sharding_params()
     grads = quadratic_grads(params, 0.0)
     tx = entry.build()
@@ -243,25 +287,20 @@ def test_sharded_equals_unsharded(entry: Entry):
         return tx.update(g, state, p)[0], state
 
     single, _ = first_step(grads, params)
+    mesh, shardings = mesh_and_shardings(axis_type)
+    with jax.set_mesh(mesh):
+        sharded_params = jax.device_put(params, shardings)
+        sharded_grads = jax.device_put(grads, shardings)
+        updates, state = first_step(sharded_grads, sharded_params)
+        # State shaped like a parameter carries its sharding: from the types
+        # under Explicit axes, from the init wrapper's tie to the parameter
+        # under Auto.
+        for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
+            key = getattr(path[-1], "key", None)
+            if key in params and leaf.shape == params[key].shape and leaf.ndim:
+                sharding = shardings[key]
+                assert leaf.sharding.is_equivalent_to(sharding, leaf.ndim), path
     # Sharded sums add in another order: see matrix_function_atol (seen up
     # to 5e-6 absolute on Shampoo's and Dion2's leaves of size ~0.1).
-    for axis_type, mesh, shardings in meshes_and_shardings():
-        with jax.set_mesh(mesh):
-            sharded_params = jax.device_put(params, shardings)
-            sharded_grads = jax.device_put(grads, shardings)
-            updates, state = first_step(sharded_grads, sharded_params)
-            # State shaped like a parameter carries its sharding: from the
-            # types under Explicit axes, from the init wrapper's tie to the
-            # parameter under Auto.
-            for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
-                key = getattr(path[-1], "key", None)
-                if key in params and leaf.shape == params[key].shape and leaf.ndim:
-                    sharding = shardings[key]
-                    assert leaf.sharding.is_equivalent_to(sharding, leaf.ndim), (
-                        axis_type,
-                        path,
-                    )
-        for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(updates), strict=True):
-            np.testing.assert_allclose(
-                a, b, rtol=1e-5, atol=matrix_function_atol(entry, a), err_msg=axis_type
-            )
+    for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(updates), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=matrix_function_atol(entry, a))

@@ -1,13 +1,13 @@
 """A NaN or an infinite gradient on one step leaves no trace.
 
 For every registry entry (and the contrib optimizers whose update needs
-extra arguments), under ``apply_if_finite`` and under ``MultiSteps`` with
-``skip_not_finite``: a step whose gradients hold a NaN, and later one that
-holds an infinity, leave the parameters and every leaf of the inner
-optimizer's state bit-identical, and each following finite step gives
-exactly what a run that never saw the bad steps gives. The reference run,
-and the two guarded runs, are three scans in one compiled program per entry.
-"""
+extra arguments), under ``apply_if_finite`` or under ``MultiSteps`` with
+``skip_not_finite`` (each entry under one of them in CI, under both with
+``-m slow``): a step whose gradients hold a NaN, and later one that holds an
+infinity, leave the parameters and every leaf of the inner optimizer's state
+bit-identical, and each following finite step gives exactly what a run that
+never saw the bad steps gives. The guarded run and the reference run are
+one scan in one compiled program per entry and guard."""
 
 from __future__ import annotations
 
@@ -130,27 +130,31 @@ def _only(name: str) -> dict[str, Any]:
     return {name: GUARDS[name]}
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=entry_id)
+# In CI each entry is checked under one guard: every MULTI_STEPS_STRIDE-th
+# entry (spread over the registry modules) under MultiSteps, the others under
+# apply_if_finite; each under the other guard with -m slow. Each check is a
+# compile of its own.
+MULTI_STEPS_STRIDE = 6
+SLOW = pytest.mark.slow
+
+
+def _guarded_entries(multi_steps: bool):
+    return [
+        pytest.param(
+            e,
+            id=entry_id(e),
+            marks=() if (i % MULTI_STEPS_STRIDE == 0) == multi_steps else SLOW,
+        )
+        for i, e in enumerate(ENTRIES)
+    ]
+
+
+@pytest.mark.parametrize("entry", _guarded_entries(multi_steps=False))
 def test_apply_if_finite_skips_a_bad_step_without_a_trace(entry):
     _check(entry.build, _no_extra, _only("apply_if_finite"))
 
 
-# Every MULTI_STEPS_STRIDE-th entry in CI (spread over the registry modules),
-# the others with -m slow: each check is a compile of its own.
-MULTI_STEPS_STRIDE = 6
-
-
-@pytest.mark.parametrize(
-    "entry",
-    [
-        pytest.param(
-            e,
-            id=entry_id(e),
-            marks=() if i % MULTI_STEPS_STRIDE == 0 else pytest.mark.slow,
-        )
-        for i, e in enumerate(ENTRIES)
-    ],
-)
+@pytest.mark.parametrize("entry", _guarded_entries(multi_steps=True))
 def test_skip_not_finite_skips_a_bad_step_without_a_trace(entry):
     _check(entry.build, _no_extra, _only("MultiSteps(skip_not_finite)"))
 
