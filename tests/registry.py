@@ -24,7 +24,16 @@ from types import ModuleType
 
 from registry_base import Entry, ExtraArgCase, entry_id
 
-__all__ = ["ENTRIES", "EXTRA_ARG_CASES", "NOT_IN_REGISTRY", "Entry", "entry_id"]
+__all__ = [
+    "CANONICAL",
+    "ENTRIES",
+    "EXTRA_ARG_CASES",
+    "NOT_IN_REGISTRY",
+    "VARIANTS",
+    "Entry",
+    "entry_id",
+    "is_variant",
+]
 
 TESTS = Path(__file__).resolve().parent
 
@@ -52,6 +61,33 @@ def _load(path: Path) -> ModuleType:
 MODULES = [_load(path) for path in sorted(TESTS.glob("*/registry_*.py"))]
 
 ENTRIES: list[Entry] = [entry for m in MODULES for entry in m.ENTRIES]
+
+
+# The first entry of each name is its canonical configuration; the entries
+# after it vary its kwargs (a dtype, nesterov, a mask). CI runs every check
+# on the canonical entries, and on the variants the checks whose outcome the
+# kwargs decide: the numbers against optax and the state types under control
+# flow. The checks of a mechanism the kwargs pass through (no recompile,
+# sharding, fault guards, resume, convergence of what already equals optax)
+# run on the variants with -m slow: each is a compile per entry.
+def _first_of_each_name(entries: list[Entry]) -> list[Entry]:
+    seen: set[str] = set()
+    first = []
+    for entry in entries:
+        if entry.name not in seen:
+            seen.add(entry.name)
+            first.append(entry)
+    return first
+
+
+CANONICAL: list[Entry] = _first_of_each_name(ENTRIES)
+_CANONICAL_IDS = {id(e) for e in CANONICAL}
+VARIANTS: list[Entry] = [e for e in ENTRIES if id(e) not in _CANONICAL_IDS]
+
+
+def is_variant(entry: Entry) -> bool:
+    return id(entry) not in _CANONICAL_IDS
+
 
 # Entries whose update needs the objective's value, function or gradient
 # (contrib/test_contrib_extra_args.py runs the checks on them with it).

@@ -36,7 +36,13 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import orbax.checkpoint as ocp  # noqa: E402
 from conformance_base import make_params, quadratic_grads  # noqa: E402
-from registry import ENTRIES, EXTRA_ARG_CASES, entry_id  # noqa: E402
+from registry import (  # noqa: E402
+    CANONICAL,
+    ENTRIES,
+    EXTRA_ARG_CASES,
+    VARIANTS,
+    entry_id,
+)
 from registry_base import loss_fn  # noqa: E402
 
 import gradax  # noqa: E402
@@ -185,18 +191,20 @@ def _injected_cases(stride: int) -> list[Case]:
 def suite(name: str) -> list[Case]:
     """The cases of a suite: ``"fast"`` (in CI) or ``"slow"`` (``-m slow``).
 
-    fast: every registry entry as registered, the contrib optimizers whose
-    update needs extra arguments, the Muon family with its AdamW group,
-    MultiSteps saved mid-accumulation, and a spread of entries with their
-    schedulable argument given as a schedule and wrapped in
-    inject_hyperparams. slow: every schedulable entry scheduled and every
+    fast: every canonical registry entry (registry.CANONICAL) as
+    registered, the contrib optimizers whose update needs extra arguments,
+    the Muon family with its AdamW group, MultiSteps saved
+    mid-accumulation, and a spread of entries with their schedulable
+    argument given as a schedule and wrapped in inject_hyperparams. slow:
+    the kwargs variants, every schedulable entry scheduled and every
     injectable entry injected.
     """
     if name == "slow":
-        return _scheduled_cases(1) + _injected_cases(1)
+        variants = [Case(entry_id(e), e.build) for e in VARIANTS]
+        return variants + _scheduled_cases(1) + _injected_cases(1)
     if name != "fast":
         raise ValueError(f"suite must be 'fast' or 'slow', got {name!r}")
-    cases = [Case(entry_id(e), e.build) for e in ENTRIES]
+    cases = [Case(entry_id(e), e.build) for e in CANONICAL]
     cases += [Case(c.name, c.make, _extra_args(c)) for c in EXTRA_ARG_CASES]
     cases += [_muon_family(name) for name in MUON_FAMILY]
     cases += MULTI_STEPS

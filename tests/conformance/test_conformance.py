@@ -26,7 +26,7 @@ from conformance_base import (
     sharding_params,
     state_type_problems,
 )
-from registry import ENTRIES, Entry, entry_id
+from registry import ENTRIES, Entry, entry_id, is_variant
 
 import gradax
 
@@ -36,13 +36,30 @@ SAMPLE = max(1, int(os.environ.get("GRADAX_TEST_SAMPLE", "1")))
 SAMPLED = ENTRIES[::SAMPLE]
 
 
-def over(entries):
-    """Parametrize a check over the registry entries it applies to."""
-    return pytest.mark.parametrize("entry", list(entries), ids=entry_id)
+SLOW = pytest.mark.slow
 
 
-ALL = over(SAMPLED)
-OPTIMIZERS = over(e for e in SAMPLED if e.optimizer)
+def over(entries, *, variants_in_ci: bool):
+    """Parametrize a check over the registry entries it applies to; the kwargs
+    variants (registry.VARIANTS) with -m slow unless ``variants_in_ci``."""
+    return pytest.mark.parametrize(
+        "entry",
+        [
+            pytest.param(
+                e,
+                id=entry_id(e),
+                marks=SLOW if is_variant(e) and not variants_in_ci else (),
+            )
+            for e in entries
+        ],
+    )
+
+
+# Where the kwargs decide the outcome: every entry in CI.
+ALL = over(SAMPLED, variants_in_ci=True)
+# A mechanism the kwargs pass through: the variants with -m slow.
+CANONICAL = over(SAMPLED, variants_in_ci=False)
+OPTIMIZERS = over((e for e in SAMPLED if e.optimizer), variants_in_ci=False)
 
 
 def _assert_trees_close(actual, expected, what, entry, *, rtol):
@@ -73,13 +90,11 @@ FORM_STEPS = 5
 def _forms_in_turn():
     """Every entry against optax's twin in CI. A constant schedule and
     inject_hyperparams go through the factory's hyperparameter handling, which
-    the kwargs do not change: in CI on the first entry of each name, and on
-    every entry without an optax twin; on the rest with -m slow."""
-    seen, params = set(), []
+    the kwargs do not change: in CI on the canonical entries and on every
+    entry without an optax twin; on the other variants with -m slow."""
+    params = []
     for e in SAMPLED:
-        first = e.name not in seen
-        seen.add(e.name)
-        if first or e.optax_name == "":
+        if not is_variant(e) or e.optax_name == "":
             params.append(pytest.param(e, ALL_FORMS, id=entry_id(e)))
         else:
             params += [
@@ -91,7 +106,6 @@ def _forms_in_turn():
 
 HYPER_FORMS = ("scheduled", "injected")
 ALL_FORMS = ("optax", *HYPER_FORMS)
-SLOW = pytest.mark.slow
 
 
 @pytest.mark.parametrize("entry, which", _forms_in_turn())
@@ -203,7 +217,7 @@ def test_converges(entry: Entry):
         assert _rosenbrock(final["rosenbrock"]) < 1e-3, final["rosenbrock"]
 
 
-@ALL
+@CANONICAL
 def test_protocol(entry: Entry):
     """No device work at construction; a pytree that compares equal; ``init``
     on abstract arrays; built in one trace and used in another as a ``jit``
@@ -255,24 +269,32 @@ def test_state_stable_under_control_flow(entry: Entry):
     assert not problems, "\n".join(problems)
 
 
-# Each entry on one kind of mesh axes in CI, Explicit and Auto in turn down
-# the registry (each kind sees half of every registry file); the other kind
-# with -m slow. Each kind is its own compile, and the two kinds exercise
-# different mechanisms (sharding in the types, the init wrapper's tie).
+# Each canonical entry on one kind of mesh axes in CI, Explicit and Auto in
+# turn down the registry (each kind sees half of every registry file); the
+# other kind, and the variants, with -m slow. Each kind is its own compile,
+# and the two kinds exercise different mechanisms (sharding in the types,
+# the init wrapper's tie).
 AXIS_TYPES = ("Explicit", "Auto")
-SHARDED = pytest.mark.parametrize(
-    "entry, axis_type",
-    [
-        pytest.param(
-            e,
-            axis_type,
-            id=f"{axis_type}-{entry_id(e)}",
-            marks=() if (i + k) % 2 == 0 else pytest.mark.slow,
-        )
-        for i, e in enumerate(SAMPLED)
-        for k, axis_type in enumerate(AXIS_TYPES)
-    ],
-)
+
+
+def _sharded_in_turn():
+    params, turn = [], 0
+    for e in SAMPLED:
+        for k, axis_type in enumerate(AXIS_TYPES):
+            in_ci = not is_variant(e) and (turn + k) % 2 == 0
+            params.append(
+                pytest.param(
+                    e,
+                    axis_type,
+                    id=f"{axis_type}-{entry_id(e)}",
+                    marks=() if in_ci else SLOW,
+                )
+            )
+        turn += not is_variant(e)
+    return params
+
+
+SHARDED = pytest.mark.parametrize("entry, axis_type", _sharded_in_turn())
 
 
 @SHARDED

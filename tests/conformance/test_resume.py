@@ -1,8 +1,9 @@
 """Resuming from an orbax checkpoint in a fresh process is bit-identical.
 
-For every case of ``resume_worker.suite`` (every registry entry, plus
-scheduled hyperparameters, inject_hyperparams, MultiSteps saved
-mid-accumulation and the Muon family with its AdamW group): train a few
+For every case of ``resume_worker.suite`` (every registry entry, the kwargs
+variants with -m slow, plus scheduled hyperparameters, inject_hyperparams,
+MultiSteps saved mid-accumulation and the Muon family with its AdamW
+group): train a few
 steps, save params and optimizer state, and train on. A fresh Python process
 (``resume_worker.py``) restores the checkpoint against ``init``'s abstract
 tree and continues; its params and every state leaf must equal the
@@ -151,5 +152,5 @@ def test_resume_in_a_fresh_process_is_bit_identical(index, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("index", range(rw.N_GROUPS))
-def test_resume_every_schedule_and_injection(index, tmp_path):
+def test_resume_variants_and_every_schedule_and_injection(index, tmp_path):
     _check_group("slow", index, tmp_path)
