@@ -4,8 +4,9 @@ tests/conformance/test_conformance.py runs this check on every registry entry; t
 below need more than gradients (the objective's value, its gradient and
 function, a pair of parameters) and are listed in NOT_IN_REGISTRY
 (tests/core/test_package_structure.py). Each runs two steps under ``jit`` on one
-device and on a 4x2 mesh with Auto and with Explicit axes: the same numbers,
-and state shaped like a parameter carries that parameter's sharding.
+device and on a 4x2 mesh with Auto or with Explicit axes (one kind each in CI,
+in turn; the other with -m slow): the same numbers, and state shaped like a
+parameter carries that parameter's sharding.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conformance_base import meshes_and_shardings, sharding_params
+from conformance_base import mesh_and_shardings, sharding_params
 
 import gradax
 
@@ -141,37 +142,54 @@ def _param_key(path, params) -> str | None:
     return key if key in params else None
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_sharded_equals_unsharded(name):
+# Each case on one kind of mesh axes in CI, Explicit and Auto in turn; on
+# the other with -m slow (as tests/conformance/test_conformance.py does).
+AXIS_TYPES = ("Explicit", "Auto")
+
+
+@pytest.mark.parametrize(
+    "name, axis_type",
+    [
+        pytest.param(
+            name,
+            axis_type,
+            id=f"{axis_type}-{name}",
+            marks=() if (i + k) % 2 == 0 else pytest.mark.slow,
+        )
+        for i, name in enumerate(CASES)
+        for k, axis_type in enumerate(AXIS_TYPES)
+    ],
+)
+def test_sharded_equals_unsharded(name, axis_type):
     case = CASES[name]
     tx = case.build()
     run = _two_steps(case, tx)
     params = sharding_params()
     single, _, _ = run(params)
-    for axis_type, mesh, shardings in meshes_and_shardings():
-        with jax.set_mesh(mesh):
-            sharded, first_state, state = run(jax.device_put(params, shardings))
-        for leaves in (first_state, state):
-            for path, leaf in jax.tree_util.tree_flatten_with_path(leaves)[0]:
-                key = _param_key(path, params)
-                if key is None or not leaf.ndim:
-                    continue
-                spec = shardings[key].spec
-                if leaf.shape == params[key].shape:
-                    expected = shardings[key]
-                elif leaf.shape[1:] == params[key].shape:
-                    # A memory of past values, stacked (L-BFGS).
-                    expected = jax.NamedSharding(mesh, jax.P(None, *spec))
-                else:
-                    continue
-                assert leaf.sharding.is_equivalent_to(expected, leaf.ndim), (
-                    axis_type,
-                    jax.tree_util.keystr(path),
-                    leaf.sharding,
-                )
-        for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(sharded), strict=True):
-            # Sharded sums add in another order (float32, values ~1).
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=axis_type)
+    mesh, shardings = mesh_and_shardings(axis_type)
+    with jax.set_mesh(mesh):
+        sharded, first_state, state = run(jax.device_put(params, shardings))
+    for leaves in (first_state, state):
+        for path, leaf in jax.tree_util.tree_flatten_with_path(leaves)[0]:
+            key = _param_key(path, params)
+            if key is None or not leaf.ndim:
+                continue
+            spec = shardings[key].spec
+            if leaf.shape == params[key].shape:
+                expected = shardings[key]
+            elif leaf.shape[1:] == params[key].shape:
+                # A memory of past values, stacked (L-BFGS).
+                expected = jax.NamedSharding(mesh, jax.P(None, *spec))
+            else:
+                continue
+            assert leaf.sharding.is_equivalent_to(expected, leaf.ndim), (
+                axis_type,
+                jax.tree_util.keystr(path),
+                leaf.sharding,
+            )
+    for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(sharded), strict=True):
+        # Sharded sums add in another order (float32, values ~1).
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=axis_type)
 
 
 def test_every_transformation_outside_the_registry_is_checked_here():
