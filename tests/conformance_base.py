@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from registry_base import Entry
 
 import gradax
@@ -193,8 +194,33 @@ def mesh_and_shardings(axis_type: str):
     return mesh, shardings
 
 
+AXIS_TYPES = ("Explicit", "Auto")
+
+
 def meshes_and_shardings():
-    """``(axis_type, mesh, shardings of sharding_params())`` for Auto and
-    Explicit axes."""
-    for axis_type in ("Auto", "Explicit"):
+    """``(axis_type, mesh, shardings of sharding_params())`` for each kind of
+    mesh axes."""
+    for axis_type in AXIS_TYPES:
         yield (axis_type, *mesh_and_shardings(axis_type))
+
+
+def one_axis_type_in_turn(cases, name_of, in_ci=lambda case: True):
+    """``(case, axis_type)`` test parameters: each case that runs in CI does
+    so on one kind of mesh axes, Explicit and Auto in turn down the list; the
+    other kind, and the cases ``in_ci`` rejects, are marked slow. Each kind
+    is a compile of its own, and the two exercise different mechanisms
+    (sharding in the types, the init wrapper's tie to the parameter)."""
+    params, turn = [], 0
+    for case in cases:
+        ci = in_ci(case)
+        for k, axis_type in enumerate(AXIS_TYPES):
+            params.append(
+                pytest.param(
+                    case,
+                    axis_type,
+                    id=f"{axis_type}-{name_of(case)}",
+                    marks=() if ci and (turn + k) % 2 == 0 else pytest.mark.slow,
+                )
+            )
+        turn += ci
+    return params

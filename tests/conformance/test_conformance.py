@@ -21,6 +21,7 @@ from conformance_base import (
     make_params,
     matrix_function_atol,
     mesh_and_shardings,
+    one_axis_type_in_turn,
     quadratic_grads,
     run_history,
     sharding_params,
@@ -269,32 +270,13 @@ def test_state_stable_under_control_flow(entry: Entry):
     assert not problems, "\n".join(problems)
 
 
-# Each canonical entry on one kind of mesh axes in CI, Explicit and Auto in
-# turn down the registry (each kind sees half of every registry file); the
-# other kind, and the variants, with -m slow. Each kind is its own compile,
-# and the two kinds exercise different mechanisms (sharding in the types,
-# the init wrapper's tie).
-AXIS_TYPES = ("Explicit", "Auto")
-
-
-def _sharded_in_turn():
-    params, turn = [], 0
-    for e in SAMPLED:
-        for k, axis_type in enumerate(AXIS_TYPES):
-            in_ci = not is_variant(e) and (turn + k) % 2 == 0
-            params.append(
-                pytest.param(
-                    e,
-                    axis_type,
-                    id=f"{axis_type}-{entry_id(e)}",
-                    marks=() if in_ci else SLOW,
-                )
-            )
-        turn += not is_variant(e)
-    return params
-
-
-SHARDED = pytest.mark.parametrize("entry, axis_type", _sharded_in_turn())
+# Each canonical entry on one kind of mesh axes in CI, in turn (each kind
+# sees half of every registry file); the other kind, and the variants, with
+# -m slow.
+SHARDED = pytest.mark.parametrize(
+    "entry, axis_type",
+    one_axis_type_in_turn(SAMPLED, entry_id, lambda e: not is_variant(e)),
+)
 
 
 @SHARDED

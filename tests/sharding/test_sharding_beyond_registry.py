@@ -19,7 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conformance_base import mesh_and_shardings, sharding_params
+from conformance_base import (
+    mesh_and_shardings,
+    one_axis_type_in_turn,
+    sharding_params,
+)
 
 import gradax
 
@@ -142,23 +146,10 @@ def _param_key(path, params) -> str | None:
     return key if key in params else None
 
 
-# Each case on one kind of mesh axes in CI, Explicit and Auto in turn; on
-# the other with -m slow (as tests/conformance/test_conformance.py does).
-AXIS_TYPES = ("Explicit", "Auto")
-
-
+# Each case on one kind of mesh axes in CI, in turn; the other with -m slow
+# (as tests/conformance/test_conformance.py does).
 @pytest.mark.parametrize(
-    "name, axis_type",
-    [
-        pytest.param(
-            name,
-            axis_type,
-            id=f"{axis_type}-{name}",
-            marks=() if (i + k) % 2 == 0 else pytest.mark.slow,
-        )
-        for i, name in enumerate(CASES)
-        for k, axis_type in enumerate(AXIS_TYPES)
-    ],
+    "name, axis_type", one_axis_type_in_turn(list(CASES), lambda name: name)
 )
 def test_sharded_equals_unsharded(name, axis_type):
     case = CASES[name]
