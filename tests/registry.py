@@ -68,8 +68,8 @@ ENTRIES: list[Entry] = [entry for m in MODULES for entry in m.ENTRIES]
 # on the canonical entries, and on the variants the checks whose outcome the
 # kwargs decide: the numbers against optax and the state types under control
 # flow. The checks of a mechanism the kwargs pass through (no recompile,
-# sharding, fault guards, resume, convergence of what already equals optax)
-# run on the variants with -m slow: each is a compile per entry.
+# sharding, fault guards, resume) and convergence run on the variants with
+# -m slow: each is a compile per entry.
 def _first_of_each_name(entries: list[Entry]) -> list[Entry]:
     seen: set[str] = set()
     first = []
