@@ -5,6 +5,11 @@ Kept so code written against ``optax.tree_utils`` runs unchanged; new code
 should use :mod:`gradax.tree`.
 """
 
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any
+
 from .tree import NamedTupleKey as NamedTupleKey
 from .tree import add as tree_add
 from .tree import add_scale as tree_add_scale
@@ -80,3 +85,47 @@ __all__ = [
     "tree_where",
     "tree_zeros_like",
 ]
+
+
+# Names optax 0.2.8 still serves from ``optax.tree_utils`` with a
+# DeprecationWarning on each access (its module ``__getattr__``). Each entry:
+# the message (it names the replacement) and what the name returns, which
+# computes what optax's does.
+def _deprecated_names() -> dict[str, tuple[str, Callable[..., Any]]]:
+    inf_norm = functools.partial(tree_norm, ord="inf")
+    return {
+        "tree_scalar_mul": (
+            "gradax.tree_utils.tree_scalar_mul is deprecated: use"
+            " gradax.tree_utils.tree_scale (gradax.tree.scale).",
+            tree_scale,
+        ),
+        "tree_add_scalar_mul": (
+            "gradax.tree_utils.tree_add_scalar_mul is deprecated: use"
+            " gradax.tree_utils.tree_add_scale (gradax.tree.add_scale).",
+            tree_add_scale,
+        ),
+        "tree_l1_norm": (
+            "gradax.tree_utils.tree_l1_norm is deprecated: use"
+            " gradax.tree_utils.tree_norm(..., ord=1).",
+            functools.partial(tree_norm, ord=1),
+        ),
+        "tree_l2_norm": (
+            "gradax.tree_utils.tree_l2_norm is deprecated: use"
+            " gradax.tree_utils.tree_norm (ord=2 is its default).",
+            functools.partial(tree_norm, ord=2),
+        ),
+        "tree_linf_norm": (
+            "gradax.tree_utils.tree_linf_norm is deprecated: use"
+            " gradax.tree_utils.tree_norm(..., ord=jnp.inf).",
+            inf_norm,
+        ),
+    }
+
+
+def __getattr__(name: str) -> object:
+    entry = _deprecated_names().get(name)
+    if entry is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    message, function = entry
+    warnings.warn(message, DeprecationWarning, stacklevel=2)
+    return function
