@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from .._protocol import GradientTransformation, TransformationLike, as_transformation
@@ -51,11 +53,13 @@ class chain(GradientTransformation):
 class named_chain(GradientTransformation):
     """Like :func:`chain`, but each transformation has a name.
 
-    The state is a dict from name to inner state, so
+    The state is an ``OrderedDict`` from name to inner state, in the order
+    of the pairs (optax's container, so checkpoints match), and
     ``gradax.tree.get(state, name)`` finds a part.
 
     Args:
-      *transforms: ``(name, transformation)`` pairs, applied in order.
+      *transforms: ``(name, transformation)`` pairs (tuples or lists),
+        applied in order.
     """
 
     names: tuple[str, ...] = static_field(converter=lambda v, name: tuple(v))
@@ -66,7 +70,11 @@ class named_chain(GradientTransformation):
 
     def __init__(self, *transforms: tuple[str, TransformationLike]):
         for i, pair in enumerate(transforms):
-            if not (isinstance(pair, tuple) and len(pair) == 2):
+            if not (
+                isinstance(pair, Sequence)
+                and not isinstance(pair, str)
+                and len(pair) == 2
+            ):
                 raise TypeError(
                     f"named_chain argument {i} must be a (name, transformation) "
                     f"pair, got {pair!r}"
@@ -92,13 +100,13 @@ class named_chain(GradientTransformation):
         return f"named_chain({', '.join(parts)})"
 
     def init_state(self, params):
-        return {
-            n: tx.init(params)
+        return OrderedDict(
+            (n, tx.init(params))
             for n, tx in zip(self.names, self.transforms, strict=True)
-        }
+        )
 
     def update_state(self, updates, state, params=None, **extra_args):
-        new_state = {}
+        new_state = OrderedDict()
         for name, tx in zip(self.names, self.transforms, strict=True):
             updates, new_state[name] = tx.update(
                 updates, state[name], params, **extra_args

@@ -8,7 +8,7 @@ import jax
 
 from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._hyper import Schedule, is_schedule
-from .._protocol import Alias, EmptyState, GradientTransformation
+from .._protocol import Alias, EmptyState, GradientTransformation, WeightDecaySchedule
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -22,6 +22,10 @@ class _add_scaled_params(GradientTransformation):
     """
 
     factor: Any = hyper(valid=ANY)  # Fromage's is negative
+
+    # optax builds this stage with add_decayed_weights: a scheduled factor's
+    # count is kept under that transformation's state class.
+    _count_state = WeightDecaySchedule
 
     def init_state(self, params):
         del params

@@ -23,14 +23,29 @@ import gradax
 
 
 def layout(tree):
-    """The state's tree as comparable data: field names, nesting, avals."""
+    """The state's tree as comparable data: node types, nesting, avals.
+
+    Each container carries its type's name, because a checkpoint's tree
+    (and ``jax.tree.structure``) tells ``dict`` from ``OrderedDict``, a
+    tuple from a list, and one NamedTuple class from another. NamedTuple
+    classes are gradax's own, so their names and fields are compared, not
+    their identity. An ``OrderedDict`` keeps its order (its treedef does);
+    a ``dict``'s keys are sorted (as jax sorts them).
+    """
+    kind = type(tree).__name__
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):
         fields = tuple(tree._fields)
-        return ("namedtuple", fields, tuple(layout(getattr(tree, f)) for f in fields))
+        return (
+            "namedtuple",
+            kind,
+            fields,
+            tuple(layout(getattr(tree, f)) for f in fields),
+        )
     if isinstance(tree, (tuple, list)):
-        return (type(tree).__name__, tuple(layout(t) for t in tree))
+        return (kind, tuple(layout(t) for t in tree))
     if isinstance(tree, dict):
-        return ("dict", tuple((k, layout(v)) for k, v in sorted(tree.items())))
+        items = tree.items() if kind == "OrderedDict" else sorted(tree.items())
+        return (kind, tuple((k, layout(v)) for k, v in items))
     if tree is None:
         return None
     return (tuple(tree.shape), str(tree.dtype), bool(getattr(tree, "weak_type", 0)))
