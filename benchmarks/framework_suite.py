@@ -178,12 +178,16 @@ def run_child(name, config, library, root, scratch, timeout) -> dict:
     command += ["--out", str(out)]
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONHASHSEED="0")
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, env=env
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
     if not out.exists():
         tail = (done.stderr or done.stdout).strip().splitlines()
-        return {"error": f"process exited {done.returncode}: {tail[-1] if tail else ''}"}
+        return {
+            "error": f"process exited {done.returncode}: {tail[-1] if tail else ''}"
+        }
     with open(out, "rb") as f:
         return pickle.load(f)
 
@@ -201,7 +205,9 @@ def differences(a, b, where: str, out: list[str]) -> None:
             out.append(f"{where}: node {a[1]} with optax, {b[1]} with gradax")
         keys_a, keys_b = [k for k, _ in a[2]], [k for k, _ in b[2]]
         if keys_a != keys_b:
-            out.append(f"{where or 'root'}: keys {keys_a} with optax, {keys_b} with gradax")
+            out.append(
+                f"{where or 'root'}: keys {keys_a} with optax, {keys_b} with gradax"
+            )
             return
         for (key, child_a), (_, child_b) in zip(a[2], b[2], strict=True):
             differences(child_a, child_b, where + key, out)
@@ -216,7 +222,9 @@ def differences(a, b, where: str, out: list[str]) -> None:
                 gap = np.nanmax(np.abs(x64 - y64)) if x.size else 0.0
                 out.append(f"{where}: values differ (max abs difference {gap:.3g})")
         elif not np.array_equal(x, y):
-            out.append(f"{where}: values {x.tolist()} with optax, {y.tolist()} with gradax")
+            out.append(
+                f"{where}: values {x.tolist()} with optax, {y.tolist()} with gradax"
+            )
     elif a[1] != b[1]:
         out.append(f"{where}: {a[1]} with optax, {b[1]} with gradax")
 
@@ -231,8 +239,11 @@ def _what(d) -> str:
 
 def compare(optax_record: dict, gradax_record: dict) -> list[str]:
     out: list[str] = []
-    differences(optax_record["state 0"], gradax_record["state 0"], "state after init ", out)
-    for i, (a, b) in enumerate(zip(optax_record["steps"], gradax_record["steps"]), 1):
+    differences(
+        optax_record["state 0"], gradax_record["state 0"], "state after init ", out
+    )
+    steps = zip(optax_record["steps"], gradax_record["steps"], strict=True)
+    for i, (a, b) in enumerate(steps, 1):
         for part in ("params", "state", "probe"):
             if part in a or part in b:
                 if part not in a or part not in b:
@@ -258,9 +269,14 @@ def judge(name, config, runs: dict) -> Result:
     base, new = runs["optax"], runs["gradax"]
     tracebacks = {lib: r["traceback"] for lib, r in runs.items() if "traceback" in r}
     if "error" in base:
-        return Result(name, config, "fails with optax (not counted)", base["error"], tracebacks)
+        return Result(
+            name, config, "fails with optax (not counted)", base["error"], tracebacks
+        )
     if "error" in new:
         return Result(name, config, "fails with gradax", new["error"], tracebacks)
+    names = (base["record"]["optax is"], new["record"]["optax is"])
+    if names != LIBRARIES:
+        raise RuntimeError(f"{name} {config}: optax was {names}, not {LIBRARIES}")
     found = compare(base["record"], new["record"])
     if not found:
         return Result(name, config, "same")
@@ -279,7 +295,9 @@ def table(results: list[Result]) -> str:
     counted = [r for r in results if not r.verdict.startswith("fails with optax")]
     same = sum(r.verdict == "same" for r in counted)
     rows.append("")
-    rows.append(f"{same} of {len(counted)} configurations that run with optax are the same")
+    rows.append(
+        f"{same} of {len(counted)} configurations that run with optax are the same"
+    )
     return "\n".join(rows)
 
 
@@ -290,7 +308,9 @@ def main() -> None:
     parser.add_argument("--fetch-dir", type=Path, help="where fetch put the snapshots")
     parser.add_argument("--only", help="comma-separated frameworks (default: all)")
     parser.add_argument("--json", type=Path, help="write the full results here")
-    parser.add_argument("--scratch", type=Path, help="scratch folder (default: a temp dir)")
+    parser.add_argument(
+        "--scratch", type=Path, help="scratch folder (default: a temp dir)"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="child processes at once")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per child")
     parser.add_argument("--ref", action="append", default=[], help="NAME=REF")
@@ -315,7 +335,9 @@ def main() -> None:
             checkouts[name] = checkout(name, args.fetch_dir, scratch / "src", refs)
         except (OSError, subprocess.CalledProcessError) as error:
             checkouts[name] = {"error": str(error)}
-            results.append(Result(name, "(checkout)", "fails with optax (not counted)", str(error)))
+            results.append(
+                Result(name, "(checkout)", "fails with optax (not counted)", str(error))
+            )
             continue
         for config in framework(name).CONFIGS:
             for library in LIBRARIES:

@@ -221,7 +221,9 @@ def run(case: Case) -> dict:
         step = jax.jit(step)
     grads = case.grads or gradients
     state = init(p)
-    record = {"state 0": describe(state), "steps": []}
+    # Which library ``optax`` named in this process, for the parent to check.
+    record = {"optax is": sys.modules["optax"].__name__}
+    record.update({"state 0": describe(state), "steps": []})
     for i in range(1, STEPS + 1):
         p, state = step(p, grads(i, p), state)
         seen = {"params": describe(p), "state": describe(state)}
@@ -242,7 +244,9 @@ def describe(tree) -> Any:
     import jax
     import numpy as np
 
-    children = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: x is not tree)
+    children = jax.tree_util.tree_flatten_with_path(
+        tree, is_leaf=lambda x: x is not tree
+    )
     pairs, treedef = children
     if treedef.num_nodes > 1 or treedef.num_leaves == 0:
         items = [(jax.tree_util.keystr(path), describe(child)) for path, child in pairs]
