@@ -255,4 +255,6 @@ def describe(tree) -> Any:
         kind = "jax" if isinstance(tree, jax.Array) else type(tree).__name__
         value = np.asarray(tree)
         return ("leaf", kind, str(value.dtype), value.shape, value)
+    if isinstance(tree, str):
+        return ("object", f"str {tree!r}")
     return ("object", type(tree).__name__)

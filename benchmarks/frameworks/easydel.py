@@ -54,7 +54,9 @@ def _stage_local():
     # The pipeline-parallel path: eformer's own leafwise AdamW reading the
     # chain's state (clip, adamw, weight decay) by position and type.
     def step(params, grads, state):
-        return tx.apply_gradients_stage_local(params=params, grads=grads, opt_state=state)
+        return tx.apply_gradients_stage_local(
+            params=params, grads=grads, opt_state=state
+        )
 
     return Case(init=tx.init, step=step, jit=False)
 
