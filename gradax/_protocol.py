@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from collections.abc import Callable, Iterator
+import operator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import jax
@@ -56,7 +57,7 @@ from ._declare import (
 from ._declare import transformation_field as transformation_field
 from ._hyper import as_hyperparameter, is_schedule, resolve
 from ._numerics import safe_increment
-from ._pytree import Module
+from ._pytree import Module, ModuleMeta
 from ._quantized import load_state
 from ._sharding import shard_state_like_params
 from ._state_guard import (
@@ -191,7 +192,53 @@ def call_update_fn(
     return fn(updates, state, params, **extra_args)
 
 
-class GradientTransformation(Module):
+# What makes a subclass of GradientTransformation gradax's kind (an immutable
+# pytree with hooks and declared fields) rather than optax's (a NamedTuple of
+# two functions): see _TransformationMeta.
+_HOOKS = ("init_state", "update_state")
+
+
+def _is_gradax_kind_body(namespace: dict[str, Any]) -> bool:
+    """Whether a class body writes a hook, declares a field or says abstract."""
+    if any(name in namespace for name in _HOOKS) or namespace.get("_abstract"):
+        return True
+    annotations = namespace.get("__annotations__", {})
+    # An annotated name given a value is a dataclass field; an annotation
+    # alone is also what a NamedTuple subclass may write (kauldron's
+    # ``loss_to_optimizer: dict[...]``), so it does not decide.
+    return any(name in namespace for name in annotations)
+
+
+class _TransformationMeta(ModuleMeta):
+    """Tells a user's optax-style subclass from a gradax one, at class creation.
+
+    optax's ``GradientTransformation`` is a NamedTuple, and frameworks extend
+    it: ``class Staged(optax.GradientTransformation)`` with an extra method,
+    built as ``Staged(init, update)``. A direct subclass whose body writes no
+    hook (``init_state``/``update_state``), declares no field (an annotated
+    name with a value) and does not set ``_abstract = True`` is that kind: its
+    base becomes :class:`NamedTupleTransformation`, which behaves as optax's
+    NamedTuple does. Every other subclass is gradax's kind.
+    """
+
+    def __new__(mcls, name: str, bases: tuple[type, ...], namespace: dict, **kwargs):
+        base = globals().get("GradientTransformation")
+        if (
+            base is not None
+            and base in bases
+            and not _is_gradax_kind_body(namespace)
+            and all(
+                b is base
+                or not isinstance(b, ModuleMeta)
+                or getattr(b, "_tuple_kind", False)
+                for b in bases
+            )
+        ):
+            bases = tuple(NamedTupleTransformation if b is base else b for b in bases)
+        return super().__new__(mcls, name, bases, namespace, **kwargs)
+
+
+class GradientTransformation(Module, metaclass=_TransformationMeta):
     """Base class of gradax transformations (the optax init/update protocol).
 
     Subclasses are frozen dataclasses whose numeric hyperparameters are fields
@@ -202,7 +249,9 @@ class GradientTransformation(Module):
     module's documentation.
 
     Called directly, as optax users do, ``GradientTransformation(init_fn,
-    update_fn)`` builds a :class:`FunctionTransformation`.
+    update_fn)`` builds a :class:`FunctionTransformation`. A subclass that
+    writes no hook and declares no field is optax's kind instead, a
+    NamedTuple of ``(init, update)`` (see :class:`NamedTupleTransformation`).
     """
 
     # False for transformations whose fields are resolved by what they build
@@ -226,6 +275,8 @@ class GradientTransformation(Module):
     # The state a stateless subclass keeps while a field holds a schedule
     # (optax names it per transformation; the tree is the same).
     _count_state: ClassVar[type] = ScaleByScheduleState
+    # True for optax's kind of subclass: a NamedTuple of two functions.
+    _tuple_kind: ClassVar[bool] = False
 
     if not TYPE_CHECKING:
         # Hidden from static tools, which would otherwise stop at this
@@ -238,6 +289,11 @@ class GradientTransformation(Module):
             return object.__new__(cls)
 
     def __init_subclass__(cls, **kwargs: Any):
+        if cls._tuple_kind:
+            # optax's kind is a tuple, not a dataclass pytree: JAX flattens it
+            # as a NamedTuple, as it does optax's. Module's setup is skipped.
+            super(Module, cls).__init_subclass__(**kwargs)
+            return
         super().__init_subclass__(**kwargs)
         schedulable = []
         if cls._resolves_schedules:
@@ -398,10 +454,12 @@ class GradientTransformation(Module):
             if state is not None or isinstance(error, UpdateError):
                 raise
             # optax's tests pass None to stateless transformations, which
-            # works; one that keeps state fails on it somewhere inside.
+            # works; one that keeps state fails on it somewhere inside. The
+            # error met is named too: it may have another cause.
             raise UpdateError(
                 f"{self._public_name()}.update was given state=None: pass the "
-                "state its init(params) returned"
+                f"state its init(params) returned (the error met: "
+                f"{type(error).__name__}: {error})"
             ) from error
         finally:
             _update_depth.reset(depth)
@@ -418,6 +476,88 @@ class GradientTransformation(Module):
 GradientTransformationExtraArgs = GradientTransformation
 """optax's name for a transformation whose ``update`` takes extra keyword
 arguments; every gradax transformation does."""
+
+
+# A tuple first, so its __getitem__, __iter__, __eq__ and __hash__ are the
+# NamedTuple's, not the base's (which only reads as a pair).
+class NamedTupleTransformation(tuple, GradientTransformation):  # type: ignore[inconsistent-inheritance]  # noqa: SLOT001
+    """optax's kind of transformation: a NamedTuple of ``(init, update)``.
+
+    A user's subclass of :class:`GradientTransformation` (or
+    ``GradientTransformationExtraArgs``) that writes no hook and declares no
+    field gets this class as its base, so it behaves as a subclass of optax's
+    NamedTuple: built as ``Cls(init, update)``, ``Cls(init=..., update=...)``
+    or ``super().__new__(cls, init, update)``; unpacked, indexed,
+    ``_replace``-d and ``_asdict``-ed; extra methods; attributes set on the
+    instance; and ``isinstance(tx, GradientTransformation)``. ``init`` and
+    ``update`` are the functions themselves, called as they are (no gradax
+    checks), as in optax. Inside a gradax combinator it is wrapped like any
+    optax transformation (:class:`Foreign`).
+
+    Example:
+      >>> import jax.numpy as jnp, gradax
+      >>> class Staged(gradax.GradientTransformation):
+      ...     def stages(self):
+      ...         return 1
+      >>> tx = Staged(lambda params: (), lambda u, s, p=None: (2 * u, s))
+      >>> init, update = tx
+      >>> update(jnp.ones(2), init(jnp.ones(2)))[0]
+      Array([2., 2.], dtype=float32)
+    """
+
+    _tuple_kind = True
+    _fields: ClassVar[tuple[str, str]] = ("init", "update")
+    _field_defaults: ClassVar[dict[str, Any]] = {}
+
+    if not TYPE_CHECKING:
+        init = property(operator.itemgetter(0), doc="``init(params) -> state``.")
+        update = property(
+            operator.itemgetter(1),
+            doc="``update(updates, state, params=None, **extra_args)``.",
+        )
+
+    def __new__(cls, init: Callable, update: Callable):
+        return tuple.__new__(cls, (init, update))
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        # Everything was set by __new__ (a subclass's own __new__ may take
+        # more arguments, as a NamedTuple subclass's may).
+        del args, kwargs
+
+    # Instances take attributes, as a NamedTuple subclass's do (it has a
+    # __dict__); the fields themselves stay read-only properties.
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+
+    def _finish_init(self) -> None:
+        # No declared fields to convert or check.
+        pass
+
+    @classmethod
+    def _make(cls, iterable: Iterable[Any]) -> Any:
+        """A new instance from two items (``NamedTuple._make``)."""
+        result = tuple.__new__(cls, iterable)
+        if len(result) != 2:
+            raise TypeError(f"Expected 2 arguments, got {len(result)}")
+        return result
+
+    def _replace(self, **changes: Any) -> Any:
+        """A copy with ``init`` and/or ``update`` replaced (``NamedTuple._replace``)."""
+        unknown = set(changes) - set(self._fields)
+        if unknown:
+            raise ValueError(f"Got unexpected field names: {sorted(unknown)!r}")
+        pairs = zip(self._fields, self, strict=True)
+        return self._make(changes.get(name, value) for name, value in pairs)
+
+    def _asdict(self) -> dict[str, Any]:
+        """``{"init": ..., "update": ...}`` (``NamedTuple._asdict``)."""
+        return dict(zip(self._fields, self, strict=True))
+
+    def __getnewargs__(self) -> tuple[Any, ...]:
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(init={self[0]!r}, update={self[1]!r})"
 
 
 class FunctionTransformation(GradientTransformation):
@@ -490,9 +630,13 @@ class Alias(GradientTransformation):
 
 
 def is_foreign_transformation(value: Any) -> bool:
-    """Whether ``value`` is a transformation from another library (optax)."""
+    """Whether ``value`` is a transformation from another library (optax).
+
+    A user's optax-style subclass (:class:`NamedTupleTransformation`) counts:
+    its functions carry none of gradax's guarantees.
+    """
     return (
-        not isinstance(value, Module)
+        (not isinstance(value, Module) or isinstance(value, NamedTupleTransformation))
         and callable(getattr(value, "init", None))
         and callable(getattr(value, "update", None))
     )
@@ -539,7 +683,7 @@ class TransformationLike(Protocol):
 
 def as_transformation(value: Any, name: str = "transformation") -> Any:
     """``value`` as a gradax transformation; optax ones are wrapped."""
-    if isinstance(value, GradientTransformation):
+    if isinstance(value, GradientTransformation) and not value._tuple_kind:
         return value
     if is_foreign_transformation(value):
         return Foreign(value)

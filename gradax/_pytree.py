@@ -37,7 +37,7 @@ from ._declare import (
     validate,
 )
 
-__all__ = ["AbstractField", "Module", "field", "static_field"]
+__all__ = ["AbstractField", "Module", "ModuleMeta", "field", "static_field"]
 
 
 def _fields_of(obj: Any) -> tuple[dataclasses.Field, ...]:
@@ -289,7 +289,7 @@ class AbstractField:
             )
 
 
-class _ModuleMeta(type):
+class ModuleMeta(type):
     """Finishes every construction in one place, whatever ``__init__`` ran.
 
     Calling a class runs its ``__init__`` (the dataclass one, or a class's
@@ -332,7 +332,7 @@ class _ModuleMeta(type):
         transformation_field,
     ),
 )
-class Module(metaclass=_ModuleMeta):
+class Module(metaclass=ModuleMeta):
     """Base of all gradax objects: a frozen dataclass registered as a pytree.
 
     Subclasses declare fields with annotations (static tools see the

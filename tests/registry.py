@@ -102,6 +102,10 @@ NOT_IN_REGISTRY = {
     "GradientTransformationExtraArgs": "optax's name for the base class",
     "Alias": "a base class for compositions",
     "FunctionTransformation": "wraps user functions; core/test_protocol.py",
+    "NamedTupleTransformation": (
+        "the base of optax-style user subclasses, a NamedTuple of two user "
+        "functions with no guarantees of its own; core/test_optax_subclasses.py"
+    ),
     "lbfgs": "needs value, grad and value_fn; linesearch/test_lbfgs.py",
     "scale_by_lbfgs": "as lbfgs; linesearch/test_lbfgs.py",
     "scale_by_zoom_linesearch": "as lbfgs; linesearch/test_linesearch.py",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
@@ -33,6 +34,11 @@ class InjectStatefulHyperparamsState(NamedTuple):
     inner_state: Any
 
 
+# optax 0.2.8 keeps an older class of this name that its inject_hyperparams no
+# longer returns, so ``isinstance(state, optax.InjectHyperparamsState)`` is
+# False there. Code written for the older optax (learning-rate loggers and
+# setters in public trainers) tests exactly that; here it holds, as its
+# authors meant (docs/differences-from-optax.md).
 InjectHyperparamsState = InjectStatefulHyperparamsState
 
 
@@ -185,6 +191,48 @@ class InjectHyperparams(GradientTransformation):
         )
 
 
+# A factory that branches on a hyperparameter's value (``if b1 > 0``) cannot
+# be built with an abstract one; optax never tries, so neither does the check.
+_NEEDS_A_VALUE = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
+
+
+def _check_factory(
+    factory: Callable[..., Any],
+    numeric: dict[str, Any],
+    schedules: dict[str, Any],
+    others: dict[str, Any],
+) -> None:
+    """Build the inner transformation once, abstractly, so bad arguments fail now.
+
+    optax calls the factory only inside ``init`` and ``update``, with each
+    hyperparameter's value (an array), so a factory may compute with it
+    (``scale(-learning_rate)``, ``learning_rate / peak``). The check does the
+    same with each schedule's value as an abstract float32 scalar, under
+    ``jax.eval_shape`` (no device is touched), and the numbers as given: a
+    bad static argument or an out-of-range number is reported at
+    construction. The warnings of that build are passed on at the user's line.
+    """
+
+    def build(values: dict[str, Any]) -> int:
+        as_transformation(factory(**others, **numeric, **values), "inner_factory()")
+        return 0
+
+    abstract = {name: jax.ShapeDtypeStruct((), jnp.float32) for name in schedules}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            jax.eval_shape(build, abstract)
+        except _NEEDS_A_VALUE:
+            pass
+    for warning in caught:
+        # stacklevel 3: past this function and inject_hyperparams' builder.
+        warnings.warn(warning.message, warning.category, stacklevel=3)
+
+
 def inject_stateful_hyperparams(
     inner_factory: Callable[..., Any],
     static_args: str | Iterable[str] = (),
@@ -198,6 +246,12 @@ def inject_stateful_hyperparams(
     every update and their values stored there too. Booleans, the names in
     ``static_args`` and, for gradax factories, every argument the factory
     declares static (masks, dtypes, flags) are passed through unchanged.
+
+    As in optax, ``inner_factory`` is called inside ``init`` and ``update``
+    with each hyperparameter's current value (an array), so it may compute
+    with them (``scale(-learning_rate)``, ``learning_rate / peak``). At
+    construction it is built once abstractly (under ``jax.eval_shape``) so
+    bad arguments fail at the user's line.
 
     Differences from optax: optax treats every callable argument as a schedule
     (so a callable ``mask`` breaks); gradax only does so for arguments that
@@ -248,8 +302,7 @@ def inject_stateful_hyperparams(
                 numeric[name] = value
             else:
                 others[name] = value
-        # Build once now so bad arguments fail here, not inside a trace.
-        inner_factory(**bound.arguments)
+        _check_factory(inner_factory, numeric, schedules, others)
         return InjectHyperparams(
             inner_factory, numeric, schedules, others, hyperparam_dtype
         )

@@ -69,6 +69,10 @@ class Aggregator(GradientTransformation):
       Array([2., 3.], dtype=float32)
     """
 
+    # A base whose subclasses write the hooks: gradax's kind, not a
+    # NamedTuple of two functions (see GradientTransformation).
+    _abstract = True
+
     def __new__(cls, *args: Any, **kwargs: Any) -> Aggregator:
         # ``Aggregator(init, update)`` itself builds the function-backed kind;
         # subclasses are built as usual.
