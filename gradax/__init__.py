@@ -20,11 +20,11 @@ from ._numerics import safe_root_mean_squares as safe_root_mean_squares
 from ._protocol import Alias as Alias
 from ._protocol import EmptyState as EmptyState
 from ._protocol import FunctionTransformation as FunctionTransformation
-from ._protocol import NamedTupleTransformation as NamedTupleTransformation
 from ._protocol import GradientTransformation as GradientTransformation
 from ._protocol import (
     GradientTransformationExtraArgs as GradientTransformationExtraArgs,
 )
+from ._protocol import NamedTupleTransformation as NamedTupleTransformation
 from ._protocol import OptState as OptState
 from ._protocol import Params as Params
 from ._protocol import ScheduleState as ScheduleState
