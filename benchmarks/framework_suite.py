@@ -73,6 +73,7 @@ import io
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tarfile
@@ -97,6 +98,7 @@ FRAMEWORKS = (
 )
 RTOL, ATOL = 1e-5, 1e-6
 LIBRARIES = ("optax", "gradax")
+LOADED_FROM: set[str] = set()  # the two libraries' __init__ files, as the runs saw
 
 
 def framework(name: str):
@@ -155,6 +157,8 @@ def child(args) -> None:
     from frameworks import _harness
 
     if args.library == "gradax":
+        if args.gradax:
+            sys.path.insert(0, args.gradax)
         _harness.use_gradax_for_optax()
     module = framework(args.framework)
     module.prepare(Path(args.root))
@@ -171,11 +175,14 @@ def child(args) -> None:
         pickle.dump(result, f)
 
 
-def run_child(name, config, library, root, scratch, timeout) -> dict:
-    out = scratch / f"{name}.{config}.{library}.pkl"
+def run_child(name, config, library, root, scratch, args) -> dict:
+    out = scratch / (re.sub(r"\W+", "_", f"{name} {config} {library}") + ".pkl")
     out.unlink(missing_ok=True)
     command = [sys.executable, __file__, "--child", name, config, library, root]
     command += ["--out", str(out)]
+    if args.gradax:
+        command += ["--gradax", str(args.gradax)]
+    timeout = args.timeout
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONHASHSEED="0")
     try:
         done = subprocess.run(
@@ -278,6 +285,7 @@ def judge(name, config, runs: dict) -> Result:
     if names != LIBRARIES:
         raise RuntimeError(f"{name} {config}: optax was {names}, not {LIBRARIES}")
     found = compare(base["record"], new["record"])
+    LOADED_FROM.update(r["record"]["optax file"] for r in runs.values())
     if not found:
         return Result(name, config, "same")
     more = f"; {len(found) - 3} more" if len(found) > 3 else ""
@@ -314,6 +322,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="child processes at once")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per child")
     parser.add_argument("--ref", action="append", default=[], help="NAME=REF")
+    parser.add_argument(
+        "--gradax",
+        type=Path,
+        help="a folder holding the gradax package to use (default: the installed)",
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -346,9 +359,11 @@ def main() -> None:
     runs: dict = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = {
-            pool.submit(
-                run_child, n, c, lib, checkouts[n]["root"], scratch, args.timeout
-            ): (n, c, lib)
+            pool.submit(run_child, n, c, lib, checkouts[n]["root"], scratch, args): (
+                n,
+                c,
+                lib,
+            )
             for n, c, lib in jobs
         }
         for future in concurrent.futures.as_completed(futures):
@@ -365,6 +380,8 @@ def main() -> None:
     for name in names:
         for repo, info in checkouts[name].get("repos", {}).items():
             print(f"{name}: {repo} {info['commit'][:12]} ({info['date']})")
+    for path in sorted(LOADED_FROM):
+        print(f"loaded {path}")
     print(f"({time.time() - started:.0f} s)")
     if args.json:
         payload = {

@@ -222,7 +222,8 @@ def run(case: Case) -> dict:
     grads = case.grads or gradients
     state = init(p)
     # Which library ``optax`` named in this process, for the parent to check.
-    record = {"optax is": sys.modules["optax"].__name__}
+    optax = sys.modules["optax"]
+    record = {"optax is": optax.__name__, "optax file": optax.__file__}
     record.update({"state 0": describe(state), "steps": []})
     for i in range(1, STEPS + 1):
         p, state = step(p, grads(i, p), state)
