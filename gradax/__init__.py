@@ -442,3 +442,10 @@ def __getattr__(name: str) -> object:
 
         return importlib.import_module("gradax._src")
     raise AttributeError(f"module 'gradax' has no attribute {name!r}")
+
+
+# optax's private module paths (``optax.contrib._muon``, ...): a finder that
+# builds each compatibility module on first import (gradax/_optax_paths.py).
+from ._optax_paths import install as _install_optax_paths  # noqa: E402
+
+_install_optax_paths()

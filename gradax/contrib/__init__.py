@@ -4,6 +4,7 @@ Every name here is also exported at the top level (``gradax.prodigy`` is
 ``gradax.contrib.prodigy``).
 """
 
+from .._optax_paths import package_getattr
 from ..optimizers.adam import ScaleByAdamState as ScaleByAdamState
 from ..orthogonal.dimensions import MuonDimensionNumbers as MuonDimensionNumbers
 from ..orthogonal.muon import MuonState as MuonState
@@ -76,3 +77,6 @@ from ._sophia import (
 )
 from ._sophia import scale_by_sophia as scale_by_sophia
 from ._sophia import sophia as sophia
+
+# optax's private module paths (``optax.contrib._muon``) load on first access.
+__getattr__ = package_getattr(__name__)

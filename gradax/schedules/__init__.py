@@ -6,6 +6,7 @@ changes are static.
 """
 
 from .._lazy import reexport_lazily
+from .._optax_paths import package_getattr
 from ._basic import constant_schedule as constant_schedule
 from ._basic import exponential_decay as exponential_decay
 from ._basic import linear_schedule as linear_schedule
@@ -27,7 +28,7 @@ from ._wsd import warmup_stable_decay_schedule as warmup_stable_decay_schedule
 # The other ``optax.schedules`` names (``inject_hyperparams`` and the schedule
 # types), resolved lazily from the top-level package: the combinators that
 # define them import this package.
-__getattr__, __dir__ = reexport_lazily(
+_reexported, __dir__ = reexport_lazily(
     __name__,
     (
         "InjectHyperparamsState",
@@ -39,3 +40,6 @@ __getattr__, __dir__ = reexport_lazily(
         "inject_stateful_hyperparams",
     ),
 )
+
+# optax's private module paths (``optax.schedules._inject``) load on first access.
+__getattr__ = package_getattr(__name__, _reexported)

@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from .._lazy import reexport_lazily
+from .._optax_paths import package_getattr
 
 if TYPE_CHECKING:
     # The same names, for static tools (pyrefly, IDEs), which do not run the
@@ -151,7 +152,7 @@ if TYPE_CHECKING:
 # after ``import gradax as optax``. They are resolved lazily from the top-level
 # package: importing the combinators here would be circular (they import
 # building blocks from this package).
-__getattr__, __dir__ = reexport_lazily(
+_reexported, __dir__ = reexport_lazily(
     __name__,
     (
         "AddNoiseState",
@@ -202,3 +203,6 @@ __getattr__, __dir__ = reexport_lazily(
         "zero_nans",
     ),
 )
+
+# optax's private module paths (``optax.transforms._masking``) load on first access.
+__getattr__ = package_getattr(__name__, _reexported)
