@@ -158,7 +158,7 @@ def child(args) -> None:
 
     if args.library == "gradax":
         if args.gradax:
-            sys.path.insert(0, args.gradax)
+            sys.path.insert(0, str(args.gradax))
         _harness.use_gradax_for_optax()
     module = framework(args.framework)
     module.prepare(Path(args.root))
