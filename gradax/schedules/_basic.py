@@ -12,13 +12,15 @@ from .._declare import (
     ANY,
     NONNEGATIVE,
     OneOf,
-    Range,
     Spec,
     hyper,
     validate,
 )
 from .._pytree import field, static_field
 from ._util import (
+    DECAY_RATE,
+    POWER,
+    STEPS,
     ScheduleBase,
     concrete_scalar,
     hull,
@@ -27,10 +29,6 @@ from ._util import (
     select,
     step_number,
 )
-
-# A step count or step that optax also accepts when non-positive (the schedule
-# is then constant, or starts at 0), with a logged note.
-ANY_STEP = Range(integer=True)
 
 # --------------------------------------------------------------------------
 # Formulas, shared with the composite schedules of the other files.
@@ -86,6 +84,8 @@ def exponential_bounds(init_value, steps, rate, end_value):
     if known is None or (end_value is not None and end is None):
         return None
     init, rate = known
+    if rate < 0 and steps > 0:
+        return None  # alternates in sign, or is NaN between whole periods
     if steps <= 0 or rate == 0:
         return hull(init)  # constant (end_value is not applied, as in optax)
     if rate == 1:
@@ -246,9 +246,9 @@ class polynomial_schedule(ScheduleBase):
     init_value: Any = hyper(valid=ANY, schedule=False)
     end_value: Any = hyper(valid=ANY, schedule=False)
     # (1 - progress) ** power stays in [0, 1]: the values stay between the two.
-    power: Any = hyper(valid=NONNEGATIVE, schedule=False)
-    transition_steps: int = hyper(valid=ANY_STEP, static=True)
-    transition_begin: int = hyper(default=0, valid=ANY_STEP, static=True)
+    power: Any = hyper(valid=POWER, schedule=False)
+    transition_steps: int = hyper(valid=STEPS, static=True)
+    transition_begin: int = hyper(default=0, valid=STEPS, static=True)
 
     def __check_init__(self):
         # Accepted, as in optax, with a note on how they are read.
@@ -269,6 +269,8 @@ class polynomial_schedule(ScheduleBase):
         if known is None:
             return None
         init, end, power = known
+        if power < 0 and self.transition_steps > 0:
+            return None  # grows without bound towards the end
         return polynomial_bounds(init, end, power, self.transition_steps)
 
 
@@ -302,8 +304,8 @@ class linear_schedule(ScheduleBase):
 
     init_value: Any = hyper(valid=ANY, schedule=False)
     end_value: Any = hyper(valid=ANY, schedule=False)
-    transition_steps: int = hyper(valid=ANY_STEP, static=True)
-    transition_begin: int = hyper(default=0, valid=ANY_STEP, static=True)
+    transition_steps: int = hyper(valid=STEPS, static=True)
+    transition_begin: int = hyper(default=0, valid=STEPS, static=True)
 
     def __check_init__(self):
         # Accepted, as in optax, with a note on how they are read.
@@ -495,10 +497,10 @@ class exponential_decay(ScheduleBase):
     """
 
     init_value: Any = hyper(valid=ANY, schedule=False)
-    transition_steps: int = hyper(valid=ANY_STEP, static=True)
+    transition_steps: int = hyper(valid=STEPS, static=True)
     # A negative rate has no real fractional powers.
-    decay_rate: Any = hyper(valid=NONNEGATIVE, schedule=False)
-    transition_begin: int = hyper(default=0, valid=ANY_STEP, static=True)
+    decay_rate: Any = hyper(valid=DECAY_RATE, schedule=False)
+    transition_begin: int = hyper(default=0, valid=STEPS, static=True)
     staircase: bool = static_field(default=False)
     end_value: Any = hyper(default=None, valid=ANY, schedule=False)
 

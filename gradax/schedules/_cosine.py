@@ -7,10 +7,13 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .._declare import ANY, NONNEGATIVE, NONNEGATIVE_INT, POSITIVE_INT, hyper
+from .._declare import ANY, hyper
 from .._pytree import field
 from ._basic import polynomial_bounds, polynomial_value
 from ._util import (
+    PERIOD_STEPS,
+    POWER,
+    WARMUP_STEPS,
     ScheduleBase,
     concrete_scalar,
     hull,
@@ -83,10 +86,10 @@ class cosine_decay_schedule(ScheduleBase):
     """
 
     init_value: Any = hyper(valid=ANY, schedule=False)
-    decay_steps: int = hyper(valid=POSITIVE_INT, static=True)
+    decay_steps: int = hyper(valid=PERIOD_STEPS, static=True)
     alpha: Any = hyper(default=0.0, valid=ANY, schedule=False)
     # The cosine factor is in [0, 1]; a negative power would divide by 0.
-    exponent: Any = hyper(default=1.0, valid=NONNEGATIVE, schedule=False)
+    exponent: Any = hyper(default=1.0, valid=POWER, schedule=False)
 
     def _evaluate(self, count):
         return cosine_value(
@@ -95,7 +98,9 @@ class cosine_decay_schedule(ScheduleBase):
 
     def bounds(self):
         known = known_numbers(self.init_value, self.alpha, self.exponent)
-        return None if known is None else cosine_bounds(*known)
+        if known is None or known[2] < 0:
+            return None  # a negative exponent grows without bound
+        return cosine_bounds(*known)
 
 
 class warmup_cosine_decay_schedule(ScheduleBase):
@@ -137,10 +142,10 @@ class warmup_cosine_decay_schedule(ScheduleBase):
 
     init_value: Any = hyper(valid=ANY, schedule=False)
     peak_value: Any = hyper(valid=ANY, schedule=False)
-    warmup_steps: int = hyper(valid=NONNEGATIVE_INT, static=True)
-    decay_steps: int = hyper(valid=POSITIVE_INT, static=True)
+    warmup_steps: int = hyper(valid=WARMUP_STEPS, static=True)
+    decay_steps: int = hyper(valid=PERIOD_STEPS, static=True)
     end_value: Any = hyper(default=0.0, valid=ANY, schedule=False)
-    exponent: Any = hyper(default=1.0, valid=NONNEGATIVE, schedule=False)
+    exponent: Any = hyper(default=1.0, valid=POWER, schedule=False)
 
     def __check_init__(self):
         if not self.decay_steps - self.warmup_steps > 0:
@@ -177,6 +182,8 @@ class warmup_cosine_decay_schedule(ScheduleBase):
         if known is None:
             return None
         init, peak, end, exponent = known
+        if exponent < 0:
+            return None  # grows without bound
         # The decay runs from peak_value to alpha * peak_value (all 0 when
         # peak_value is 0, see _end_fraction); the warmup only when W > 0.
         alpha = 0.0 if peak == 0 else end / peak

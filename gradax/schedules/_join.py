@@ -5,17 +5,29 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._declare import ANY, NONNEGATIVE, NONNEGATIVE_INT, hyper
+import jax
+import numpy as np
+
+from .._declare import ANY, hyper
 from .._hyper import Schedule, as_hyperparameter
 from .._pytree import field, static_field
 from ._basic import (
-    ANY_STEP,
     exponential_bounds,
     exponential_value,
     polynomial_bounds,
     polynomial_value,
 )
-from ._util import ScheduleBase, hull, hull_of_bounds, join, known_numbers, step_number
+from ._util import (
+    DECAY_RATE,
+    STEPS,
+    WARMUP_STEPS,
+    ScheduleBase,
+    hull,
+    hull_of_bounds,
+    join,
+    known_numbers,
+    step_number,
+)
 
 
 def _as_schedules(value: Any, name: str) -> tuple:
@@ -33,7 +45,13 @@ def _as_schedules(value: Any, name: str) -> tuple:
 
 
 def _as_steps(value: Any, name: str) -> tuple:
-    """Converter of ``boundaries``: a tuple of plain step numbers."""
+    """Converter of ``boundaries``: a tuple of plain step numbers.
+
+    A sequence, or a one-dimensional NumPy or JAX array (read once, here:
+    the boundaries are static), as optax iterates over either.
+    """
+    if isinstance(value, (np.ndarray, jax.Array)) and np.ndim(value) == 1:
+        value = list(np.asarray(value))
     if not isinstance(value, Sequence) or isinstance(value, str):
         raise ValueError(f"{name} must be a sequence of steps, got {value!r}")
     return tuple(step_number(f"{name}[{i}]", b) for i, b in enumerate(value))
@@ -54,7 +72,10 @@ class join_schedules(ScheduleBase):
         pytrees (their numbers are leaves); other callables (optax schedules,
         functions) are wrapped as static functions.
       boundaries: the :math:`n - 1` steps at which the next schedule takes
-        over. They are static.
+        over. They are static. As in optax, ``boundaries[i]`` starts
+        ``schedules[i + 1]``: a boundary beyond the last schedule is ignored
+        (``n`` boundaries, as some training stacks pass, work) and a
+        schedule without a boundary never runs; either warns.
 
     Returns:
       A schedule, called with the step count.
@@ -74,19 +95,45 @@ class join_schedules(ScheduleBase):
     def __check_init__(self):
         if not self.schedules:
             raise ValueError("schedules must hold at least one schedule, got none")
-        if len(self.boundaries) != len(self.schedules) - 1:
-            raise ValueError(
-                "boundaries must hold one step fewer than schedules has "
-                f"schedules: got {len(self.schedules)} schedules and "
-                f"{len(self.boundaries)} boundaries"
+
+    def _used(self) -> tuple[tuple, tuple]:
+        """The schedules that run and their boundaries (optax's pairing)."""
+        n = min(len(self.boundaries), len(self.schedules) - 1)
+        return tuple(self.schedules[: n + 1]), tuple(self.boundaries[:n])
+
+    def _unusual_values(self) -> list[tuple[str, str]]:
+        notes = super()._unusual_values()
+        extra = len(self.boundaries) - (len(self.schedules) - 1)
+        if extra > 0:
+            ignored = list(self.boundaries[len(self.boundaries) - extra :])
+            notes.append(
+                (
+                    f"boundaries={list(self.boundaries)!r} for "
+                    f"{len(self.schedules)} schedules",
+                    f"boundaries[i] starts schedules[i + 1], so {ignored!r} "
+                    "(beyond the last schedule) is ignored, as in optax; "
+                    "pass one boundary fewer than schedules",
+                )
             )
+        elif extra < 0:
+            notes.append(
+                (
+                    f"boundaries={list(self.boundaries)!r} for "
+                    f"{len(self.schedules)} schedules",
+                    f"schedules[{len(self.boundaries) + 1}:] never run (no "
+                    "boundary starts them), as in optax; pass one boundary "
+                    "per schedule after the first",
+                )
+            )
+        return notes
 
     def _evaluate(self, count):
-        return join(count, self.schedules, self.boundaries)
+        schedules, boundaries = self._used()
+        return join(count, schedules, boundaries)
 
     def bounds(self):
         # Each part's bounds hold whatever stretch of it runs.
-        return hull_of_bounds(self.schedules)
+        return hull_of_bounds(self._used()[0])
 
 
 class warmup_constant_schedule(ScheduleBase):
@@ -115,7 +162,7 @@ class warmup_constant_schedule(ScheduleBase):
 
     init_value: Any = hyper(valid=ANY, schedule=False)
     peak_value: Any = hyper(valid=ANY, schedule=False)
-    warmup_steps: int = hyper(valid=NONNEGATIVE_INT, static=True)
+    warmup_steps: int = hyper(valid=WARMUP_STEPS, static=True)
 
     def _evaluate(self, count):
         return polynomial_value(
@@ -170,10 +217,10 @@ class warmup_exponential_decay_schedule(ScheduleBase):
 
     init_value: Any = hyper(valid=ANY, schedule=False)
     peak_value: Any = hyper(valid=ANY, schedule=False)
-    warmup_steps: int = hyper(valid=NONNEGATIVE_INT, static=True)
-    transition_steps: int = hyper(valid=ANY_STEP, static=True)
-    decay_rate: Any = hyper(valid=NONNEGATIVE, schedule=False)
-    transition_begin: int = hyper(default=0, valid=ANY_STEP, static=True)
+    warmup_steps: int = hyper(valid=WARMUP_STEPS, static=True)
+    transition_steps: int = hyper(valid=STEPS, static=True)
+    decay_rate: Any = hyper(valid=DECAY_RATE, schedule=False)
+    transition_begin: int = hyper(default=0, valid=STEPS, static=True)
     staircase: bool = static_field(default=False)
     end_value: Any = hyper(default=None, valid=ANY, schedule=False)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import ANY, POSITIVE, POSITIVE_INT, UNIT, hyper
+from .._declare import ANY, POSITIVE, hyper
 from ._basic import piecewise_interpolate_bounds, piecewise_interpolate_value
-from ._util import ScheduleBase, known_numbers
+from ._util import FRACTION, PERIOD_STEPS, ScheduleBase, known_numbers
 
 
 def _merged(pairs):
@@ -68,10 +68,10 @@ class linear_onecycle_schedule(ScheduleBase):
       Networks Using Large Learning Rates, 2017 (arXiv:1708.07120).
     """
 
-    transition_steps: int = hyper(valid=POSITIVE_INT, static=True)
+    transition_steps: int = hyper(valid=PERIOD_STEPS, static=True)
     peak_value: Any = hyper(valid=ANY, schedule=False)
-    pct_start: float = hyper(default=0.3, valid=UNIT, static=True)
-    pct_final: float = hyper(default=0.85, valid=UNIT, static=True)
+    pct_start: float = hyper(default=0.3, valid=FRACTION, static=True)
+    pct_final: float = hyper(default=0.85, valid=FRACTION, static=True)
     div_factor: Any = hyper(default=25.0, valid=POSITIVE, schedule=False)
     final_div_factor: Any = hyper(default=10000.0, valid=POSITIVE, schedule=False)
 
@@ -129,9 +129,9 @@ class cosine_onecycle_schedule(ScheduleBase):
       Networks Using Large Learning Rates, 2017 (arXiv:1708.07120).
     """
 
-    transition_steps: int = hyper(valid=POSITIVE_INT, static=True)
+    transition_steps: int = hyper(valid=PERIOD_STEPS, static=True)
     peak_value: Any = hyper(valid=ANY, schedule=False)
-    pct_start: float = hyper(default=0.3, valid=UNIT, static=True)
+    pct_start: float = hyper(default=0.3, valid=FRACTION, static=True)
     div_factor: Any = hyper(default=25.0, valid=POSITIVE, schedule=False)
     final_div_factor: Any = hyper(default=10000.0, valid=POSITIVE, schedule=False)
 

@@ -7,6 +7,7 @@ pytree leaves, so they may be arrays or tracers.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import numbers
 from typing import Any
@@ -61,6 +62,71 @@ def concrete_scalar(value: Any) -> Any | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class Tolerated(Range):
+    """Values optax takes (the range itself), and the ``usual`` ones among them.
+
+    A schedule's argument declared with it accepts every value in the range,
+    as optax does, and building the schedule warns (a
+    :class:`~gradax.declare.HyperparameterWarning` naming the argument) for
+    a known value outside ``usual``: a fractional step count, a negative
+    warmup, a percentage above 1. ``note`` says what the value does.
+    """
+
+    usual: Range = Range()
+    note: str = ""
+
+
+def tolerated(usual: Range, note: str, **accepted: Any) -> Tolerated:
+    """A :class:`Tolerated` range: ``accepted`` bounds, ``usual`` values."""
+    return Tolerated(usual=usual, note=note, **accepted)
+
+
+def _known_numbers_of(value: Any) -> np.ndarray | None:
+    """The numbers of a host value or a concrete array, else None."""
+    if isinstance(value, (bool, np.bool_)) or value is None:
+        return None
+    if isinstance(value, (int, float, np.number, np.ndarray)):
+        return np.asarray(value, dtype=float)
+    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
+        if getattr(value, "is_fully_addressable", True):
+            return np.asarray(value, dtype=float)
+    return None
+
+
+def outside_usual(name: str, value: Any, valid: Tolerated) -> tuple[str, str] | None:
+    """``(what, why)`` when ``value`` is accepted but not ``valid.usual``."""
+    known = _known_numbers_of(value)
+    if known is None:
+        return None
+    usual = valid.usual
+    fractional = usual.integer and not np.all(np.equal(np.mod(known, 1), 0))
+    if not fractional and usual.contains(known):
+        return None
+    what = "an integer" if usual.integer else "a number"
+    bounds = usual.describe()
+    expected = bounds if bounds.startswith("an integer") else f"{what} {bounds}"
+    why = f"usually {expected}"
+    return f"{name}={value!r}", f"{why}; {valid.note}" if valid.note else why
+
+
+_AS_OPTAX = "used as given, with optax's numbers"
+
+STEPS = tolerated(Range(integer=True), _AS_OPTAX)
+"""A step count or offset: any real, as optax takes it; a fraction warns."""
+POWER = tolerated(Range(0.0), _AS_OPTAX)
+"""An exponent (of a polynomial or a cosine factor): a negative one warns."""
+DECAY_RATE = tolerated(Range(0.0), _AS_OPTAX)
+"""A factor per period: a negative one warns (the value alternates in sign)."""
+WARMUP_STEPS = tolerated(Range(0, integer=True), _AS_OPTAX)
+"""A warmup length: any real; a fraction or a negative length warns."""
+PERIOD_STEPS = tolerated(Range(1, integer=True), _AS_OPTAX, low=0.0, low_open=True)
+"""A length optax needs positive (decay_steps): a fraction in (0, 1) or above
+1 warns."""
+FRACTION = tolerated(Range(0.0, 1.0), _AS_OPTAX)
+"""A fraction of the steps: any real; one outside [0, 1] warns."""
+
+
 def select(pred: Any, on_true: Any, on_false: Any) -> Any:
     """``on_true if pred else on_false``, also when ``pred`` is traced."""
     if concrete_scalar(pred) is not None:
@@ -84,10 +150,22 @@ class ScheduleBase(Schedule):
         if not is_static(field) or spec is None or not isinstance(spec.valid, Range):
             return value
         value = canonical_step(field.name, value)
+        integer = spec.valid.integer or (
+            isinstance(spec.valid, Tolerated) and spec.valid.usual.integer
+        )
         # A whole float (``1e4``, which optax accepts) counts as that step.
-        if spec.valid.integer and isinstance(value, float) and value.is_integer():
+        if integer and isinstance(value, float) and value.is_integer():
             value = int(value)
         return value
+
+    def _unusual_values(self) -> list[tuple[str, str]]:
+        notes = super()._unusual_values()
+        for name, spec in self._declared:
+            if isinstance(spec.valid, Tolerated):
+                note = outside_usual(name, getattr(self, name), spec.valid)
+                if note is not None:
+                    notes.append(note)
+        return notes
 
     def __call__(self, count: Any) -> Any:
         with jax.numpy_dtype_promotion("standard"):

@@ -172,7 +172,9 @@ def test_the_mistakes_users_made_get_errors_at_construction():
         gradax.adam("1e-3")
     with pytest.raises(gradax.HyperparameterError, match="weight_decay.*list"):
         gradax.adamw(1e-3, weight_decay=[0.1])
-    with pytest.raises(gradax.HyperparameterError, match="warmup_steps"):
+    # optax accepts a negative warmup (the decay then starts before step 0):
+    # accepted with its numbers, and a warning naming the argument.
+    with pytest.warns(HyperparameterWarning, match="warmup_steps=-5"):
         gradax.warmup_cosine_decay_schedule(0.0, 1e-3, -5, 100)
     # A schedule whose values leave the range is refused when that is known.
     with pytest.raises(gradax.HyperparameterError, match="b1"):

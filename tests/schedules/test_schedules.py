@@ -360,7 +360,6 @@ _BAD = [
     ("sgdr_schedule", ([],), "cosine_kwargs", False),
     ("sgdr_schedule", ([1.0],), r"cosine_kwargs\[0\]", False),
     ("join_schedules", ([], []), "schedules", False),
-    ("join_schedules", ([lambda c: c, lambda c: c], [1, 2]), "boundaries", False),
     ("join_schedules", ([lambda c: c, 3.0], [1]), r"schedules\[1\]", False),
     ("linear_schedule", (1.0, 0.0, "10"), "transition_steps", False),
 ]
@@ -608,11 +607,5 @@ def test_whole_float_step_counts_are_steps():
     ref = optax.linear_schedule(1.0, 0.0, 1e4, transition_begin=2.0)
     for step in (0, 3, 5000, 20_000):
         np.testing.assert_allclose(schedule(step), ref(step), rtol=RTOL)
-    with pytest.raises(gradax.HyperparameterError, match="transition_steps"):
-        gradax.linear_schedule(1.0, 0.0, 10.5)
-    with pytest.raises(gradax.HyperparameterError, match="warmup_steps"):
-        gradax.warmup_constant_schedule(0.0, 1.0, -1)
-    with pytest.raises(gradax.HyperparameterError, match="pct_start"):
-        gradax.cosine_onecycle_schedule(10, 1.0, pct_start=1.5)
-    with pytest.raises(gradax.HyperparameterError, match="decay_rate"):
-        gradax.exponential_decay(1.0, 10, -0.5)
+    # Fractional steps, negative warmups, rates and exponents are accepted as
+    # optax accepts them, with a warning: test_optax_tolerated_calls.py.
