@@ -9,6 +9,7 @@ node types, leaves, parameters after every step) for the parent to compare.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import importlib.abc
@@ -199,6 +200,7 @@ class Case:
     grads: Callable | None = None
     probe: Callable | None = None
     jit: bool = True
+    context: Callable | None = None  # e.g. a device mesh the framework expects
 
 
 def _default_step(tx):
@@ -212,6 +214,11 @@ def _default_step(tx):
 
 
 def run(case: Case) -> dict:
+    with case.context() if case.context else contextlib.nullcontext():
+        return _run(case)
+
+
+def _run(case: Case) -> dict:
     import jax
 
     p = case.params if case.params is not None else params()

@@ -80,7 +80,9 @@ def _case(config, trainer_clip=False) -> Case:
 CONFIGS = {
     "adamw (base config)": lambda: _case(_config()),
     "adamw, global-norm and value clipping": lambda: _case(
-        _config(opt_enable_grad_global_norm_clipping=True, opt_enable_grad_clipping=True)
+        _config(
+            opt_enable_grad_global_norm_clipping=True, opt_enable_grad_clipping=True
+        )
     ),
     "trainer: clip_by_global_norm().update(grad, train_state)": lambda: _case(
         _config(), trainer_clip=True
