@@ -83,10 +83,9 @@ def _linear_params():
 
 
 def _muon() -> Case:
-    from levanter.optim import MuonConfig
-
     import jax
     import numpy as np
+    from levanter.optim import MuonConfig
 
     config = MuonConfig(**_schedule(lr=2e-2, adam_lr=1e-2, weight_decay=0.1))
     # Its Newton-Schulz step constrains sharding to the ("data", "model") mesh
