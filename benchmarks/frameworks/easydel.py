@@ -8,6 +8,9 @@ returns a ``StageLocalGradientTransformation`` (a NamedTuple subclass of
 ``optax.GradientTransformation``) whose ``apply_gradients_stage_local`` reads
 the optax state by hand for pipeline-parallel training.
 
+The stage-local Muon kernel is left out: it unpacks the ``optax.contrib.muon``
+state of a later optax and raises NotImplementedError with optax 0.2.8 itself.
+
 EasyDeL's ``training_configurations.py`` imports most of EasyDeL, so the suite
 makes the same call itself; only eformer's ``optimizers`` package is archived.
 """

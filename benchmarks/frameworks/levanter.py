@@ -99,5 +99,8 @@ CONFIGS = {
     "AdamConfig (default)": _adam,
     "AdamConfig, skip_bad_steps (spike at step 4)": _skip_bad_steps,
     "AdamConfig, adamc_weight_decay": lambda: _adam(adamc_weight_decay=True),
+    # Clips each block's update RMS between two norm-logging passthroughs
+    # (optax.tree_utils.tree_l2_norm of the updates).
+    "AdamConfig, update_rms_clipping": lambda: _adam(update_rms_clipping=1.0),
     "MuonConfig (haliax Linear)": _muon,
 }
