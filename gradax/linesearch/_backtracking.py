@@ -81,7 +81,7 @@ class scale_by_backtracking_linesearch(GradientTransformation):
       rtol: :math:`\delta \ge 0`, relative tolerance of the criterion.
       store_grad: also compute and keep the gradient at the accepted point
         (for :func:`value_and_grad_from_state`).
-      verbose: print diagnostics when a search fails.
+      verbose: print optax's diagnostic lines when a search fails.
 
     Returns:
       A transformation whose state is a
@@ -192,18 +192,26 @@ class scale_by_backtracking_linesearch(GradientTransformation):
         # A non-finite objective at every trial: make no step at all.
         lr = jnp.where(jnp.isinf(final.decrease_error), 0.0, final.learning_rate)
         if self.verbose:
-            jax.lax.cond(
+            # optax 0.2.8's lines, word for word (its spelling and comma too),
+            # so logs and the tools that read them match. The step printed
+            # is the last one tried, before a non-finite search falls to 0.
+            common.print_if(
                 final.decrease_error > atol,
-                lambda: jax.debug.print(
-                    "gradax.scale_by_backtracking_linesearch: no step decreased "
-                    "the objective enough (value {v}, slope {s}, decrease error "
-                    "{d}); using step size {t}.",
-                    v=value0,
-                    s=slope,
-                    d=final.decrease_error,
-                    t=lr,
-                ),
-                lambda: None,
+                "INFO: optax.scale_by_backtracking_linesearch:\n"
+                "Backtracking linesearch failed to find a stepsize ensuring "
+                "sufficent decrease.\n"
+                "Value at current params: {value},\n"
+                "Slope along update direction: {slope}\n"
+                "Stepsize: {stepsize}\n"
+                "Decrease Error: {decrease_error}",
+                value=value0,
+                slope=slope,
+                stepsize=final.learning_rate,
+                decrease_error=final.decrease_error,
+            )
+            common.print_if(
+                jnp.isinf(final.decrease_error),
+                "Using a stepsize of 0 to avoid infinite or nan values.",
             )
         new_state = ScaleByBacktrackingLinesearchState(
             learning_rate=lr,

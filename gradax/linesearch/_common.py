@@ -191,3 +191,12 @@ def value_and_grad_from_state(
         )
 
     return value_and_grad
+
+
+def print_if(pred: jax.Array, message: str, **values: Any) -> None:
+    """``jax.debug.print(message)`` when ``pred`` holds, also under ``jit``."""
+    jax.lax.cond(
+        pred,
+        lambda: jax.debug.print(message, **values, ordered=True),
+        lambda: None,
+    )

@@ -85,6 +85,109 @@ def _quadratic_minimizer(a, fa, fpa, b, fb):
     return a - fpa / (2.0 * curvature)
 
 
+# What ``verbose=True`` prints, line for line as optax 0.2.8 prints it, so
+# logs and the tools that read them match.
+_HEADER = (
+    "INFO: optax.scale_by_zoom_linesearch:\n"
+    "Value at current params: {value_init}\n"
+    "Slope along update direction: {slope_init}\n"
+    "Stepsize reached: {stepsize}\n"
+    "Decrease Error: {decrease_error}\n"
+    "Curvature Error: {curvature_error}"
+)
+_NO_INTERVAL = (
+    "No interval satisfying curvature condition. "
+    "Consider increasing maximal possible stepsize of the linesearch."
+)
+_ONLY_DECREASE = (
+    "Returning stepsize with sufficient decrease but curvature condition not satisfied."
+)
+
+
+def _report_no_interval(pred, value0, slope0, t, decrease, curvature) -> None:
+    """The largest step was reached before any bracket: said as optax says it."""
+    common.print_if(
+        pred,
+        # optax joins the header and the first flag without a line break.
+        _HEADER + _NO_INTERVAL + "\n" + _ONLY_DECREASE,
+        value_init=value0,
+        slope_init=slope0,
+        stepsize=t,
+        decrease_error=decrease,
+        curvature_error=curvature,
+    )
+
+
+def _report_failure(
+    value0, slope0, t, decrease, curvature, interval, safe_t, precision
+):
+    """The search ran out of trials: what was reached, and why, as optax says."""
+    values = dict(
+        value_init=value0,
+        slope_init=slope0,
+        stepsize=t,
+        decrease_error=decrease,
+        curvature_error=curvature,
+    )
+    jax.debug.print(_HEADER, **values, ordered=True)
+    common.print_if(
+        interval <= precision,
+        "Length of searched interval has been reduced below threshold. "
+        "Interval length: {interval_length}.",
+        interval_length=interval,
+    )
+    common.print_if(
+        safe_t > 0.0,
+        _ONLY_DECREASE + " Stepsize ensuring sufficient decrease: {safe_stepsize}.",
+        safe_stepsize=safe_t,
+    )
+    no_safe = ~(safe_t > 0.0)
+    common.print_if(
+        no_safe,
+        "Linesearch failed, no stepsize satisfying sufficient decrease found.",
+    )
+    descent = slope0 < 0.0
+    common.print_if(
+        no_safe & ~descent,
+        "The linesearch failed because the provided direction is not a "
+        "descent direction. The slope (={slope_init}) at stepsize=0 should "
+        "be negative",
+        slope_init=slope0,
+    )
+    common.print_if(
+        no_safe & descent,
+        "Consider augmenting the maximal number of linesearch iterations.",
+    )
+    eps = jnp.finfo(jnp.float32).eps
+    common.print_if(
+        no_safe & descent & (t < eps),
+        "Computed stepsize (={stepsize}) is below machine precision (={eps}), "
+        "consider passing to higher precision like x64, using "
+        "jax.config.update('jax_enable_x64', True).",
+        stepsize=t,
+        eps=eps,
+    )
+    common.print_if(
+        no_safe & descent & (jnp.abs(slope0) > 1e16),
+        "Very large absolute slope at stepsize=0. (|slope|={abs_slope_init}). "
+        "The objective is badly conditioned. Consider reparameterizing "
+        "objective (e.g., normalizing parameters) or finding a better guess "
+        "for the initial parameters for the solver.",
+        abs_slope_init=jnp.abs(slope0),
+    )
+    stuck = jnp.isinf(decrease)
+    common.print_if(
+        no_safe & stuck,
+        "Cannot even make a step without getting Inf or Nan. The linesearch "
+        "won't make a step and the optimizer is stuck.",
+    )
+    common.print_if(
+        no_safe & ~stuck,
+        "Making an unsafe step, not decreasing enough the objective. "
+        "Convergence of the solver is compromised as it does not reduce values.",
+    )
+
+
 def _zoom_point(s: _Search, precision: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Next trial inside the bracket: cubic, else quadratic, else bisection."""
     delta = jnp.abs(s.high - s.low)
@@ -158,7 +261,7 @@ class scale_by_zoom_linesearch(GradientTransformation):
         step.
       initial_guess_strategy: ``"one"`` (start every search at 1, best for
         quasi-Newton directions) or ``"keep"`` (start at the last step size).
-      verbose: print diagnostics when a search fails.
+      verbose: print optax's diagnostic lines when a search fails.
 
     Returns:
       A transformation whose state is a :class:`ScaleByZoomLinesearchState`.
@@ -311,6 +414,25 @@ class scale_by_zoom_linesearch(GradientTransformation):
             ref = gtree.where(found, z_ref, new_low[:2])
             done = jnp.where(found, good, b_done)
             failed = jnp.where(found, last | z_stuck, last) & ~done
+            if self.verbose:
+                _report_no_interval(
+                    ~found & reached & ~b_found, value0, slope0, t, decrease, curvature
+                )
+                interval = jnp.abs(new_low[0] - new_high[0])
+                jax.lax.cond(
+                    failed,
+                    lambda: _report_failure(
+                        value0,
+                        slope0,
+                        t,
+                        decrease,
+                        curvature,
+                        interval,
+                        safe[0],
+                        precision,
+                    ),  # fmt: skip
+                    lambda: None,
+                )
 
             # On failure fall back to the safe step, or to no step at all when
             # the objective was not finite at the last trial.
@@ -330,20 +452,4 @@ class scale_by_zoom_linesearch(GradientTransformation):
             zero, value0, slope0, zero, value0, slope0, zero, value0,
             zero, value0, grad0,
         )  # fmt: skip
-        final = jax.lax.while_loop(lambda s: ~(s.done | s.failed), body, init)
-        if self.verbose:
-            jax.lax.cond(
-                final.failed,
-                lambda: jax.debug.print(
-                    "gradax.scale_by_zoom_linesearch: no step met both criteria "
-                    "after {n} evaluations (decrease error {d}, curvature error "
-                    "{c}, slope at 0 {s}); using step size {t}.",
-                    n=final.count,
-                    d=final.decrease_error,
-                    c=final.curvature_error,
-                    s=slope0,
-                    t=final.stepsize,
-                ),
-                lambda: None,
-            )
-        return final
+        return jax.lax.while_loop(lambda s: ~(s.done | s.failed), body, init)

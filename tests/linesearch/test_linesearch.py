@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -280,10 +282,67 @@ def test_value_and_grad_from_state():
         value_and_grad(x, 2.0, state=no_grad.init(x))
 
 
-def test_verbose_reports_a_failed_search(capfd):
-    x = jnp.array([1.0, -2.0])
-    fun = lambda x: jnp.sum(x**2)  # noqa: E731
-    tx = gradax.scale_by_zoom_linesearch(3, verbose=True)
-    _one_search(tx, fun, x, jax.grad(fun)(x))
+_NUMBER = re.compile(r"-?(?:\d+\.?\d*(?:e[-+]?\d+)?|inf|nan)")
+
+# Failed searches of each kind optax 0.2.8 reports: no step with sufficient
+# decrease along an ascent direction, a step with sufficient decrease but
+# too much curvature (the safe step), and the largest step reached before
+# any bracket.
+VERBOSE_CASES = {
+    "ascent": (rosenbrock, jnp.array([-1.2, 1.0]), 0.1, {"max_linesearch_steps": 3}),
+    "safe_step": (
+        lambda x: jnp.sum(x**2),
+        jnp.array([1.0, -2.0, 3.0]),
+        -0.01,
+        {"max_linesearch_steps": 1},
+    ),
+    "no_interval": (
+        rosenbrock,
+        jnp.array([-1.2, 1.0]),
+        -1e-4,
+        {"max_linesearch_steps": 10, "max_learning_rate": 0.5},
+    ),
+}
+
+
+def _printed(lib, case, capfd):
+    fun, x, scale, kwargs = VERBOSE_CASES[case]
+    tx = lib.scale_by_zoom_linesearch(verbose=True, **kwargs)
+    value, grad = jax.value_and_grad(fun)(x)
+    capfd.readouterr()
+    tx.update(scale * grad, tx.init(x), x, value=value, grad=grad, value_fn=fun)
     jax.effects_barrier()
-    assert "no step met both criteria" in capfd.readouterr().out
+    return capfd.readouterr().out
+
+
+@pytest.mark.parametrize("case", sorted(VERBOSE_CASES))
+def test_verbose_prints_optax_lines(case, capfd):
+    ours, theirs = _printed(gradax, case, capfd), _printed(optax, case, capfd)
+    assert theirs  # each case is a failure optax reports
+    # The same lines, word for word, with the numbers in the same places.
+    assert _NUMBER.sub("#", ours) == _NUMBER.sub("#", theirs)
+    got = np.array([float(n) for n in _NUMBER.findall(ours)])
+    want = np.array([float(n) for n in _NUMBER.findall(theirs)])
+    # The numbers are the search's: values, slopes (dot products over at most
+    # 3 float32 terms) and the curvature error |slope| - c2 |slope0|, whose
+    # rounding is absolute, at the scale of the slopes. 8 float32 ulps of the
+    # largest finite number printed bound it.
+    scale = np.max(np.abs(want[np.isfinite(want)]))
+    eps = float(np.finfo(np.float32).eps)
+    np.testing.assert_allclose(got, want, rtol=8 * eps, atol=8 * eps * scale)
+
+
+def test_backtracking_verbose_prints_optax_lines(capfd):
+    x = jnp.array([-1.2, 1.0])
+    value, grad = jax.value_and_grad(rosenbrock)(x)
+    out = []
+    for lib in (gradax, optax):
+        tx = lib.scale_by_backtracking_linesearch(2, verbose=True)
+        capfd.readouterr()
+        tx.update(grad, tx.init(x), x, value=value, grad=grad, value_fn=rosenbrock)
+        jax.effects_barrier()
+        out.append(capfd.readouterr().out)
+    assert "failed to find a stepsize" in out[1]
+    # Both evaluate the same float32 expressions on a 2-vector for the
+    # numbers printed; the text is the same word for word.
+    assert out[0] == out[1]
