@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
-from .._declare import NONNEGATIVE_INT, hyper
+from .._declare import Range, hyper
 from .._numerics import safe_increment
 from .._protocol import (
     GradientTransformation,
@@ -163,6 +163,15 @@ class ApplyIfFiniteState(NamedTuple):
     inner_state: Any
 
 
+# Any number, as optax takes it (it is only compared with the count).
+_MAX_ERRORS = Range(
+    warn_below=0.0,
+    warning=(
+        "a negative count skips no update: every non-finite one is applied, as in optax"
+    ),
+)
+
+
 class apply_if_finite(GradientTransformation):
     """Skips updates holding a NaN or an infinity, up to a number in a row.
 
@@ -174,7 +183,9 @@ class apply_if_finite(GradientTransformation):
     Args:
       inner: the inner transformation (gradax or optax).
       max_consecutive_errors: how many non-finite updates in a row to skip,
-        an integer >= 0.
+        usually an integer >= 0. As in optax, any number is compared with
+        the count (``2.5`` skips 2 in a row), and a negative one skips none;
+        a negative one warns.
 
     Returns:
       A transformation with state :class:`ApplyIfFiniteState`.
@@ -190,7 +201,7 @@ class apply_if_finite(GradientTransformation):
 
     inner: TransformationLike = transformation_field()
     # A count compared with a counter in the state, not a schedule.
-    max_consecutive_errors: Any = hyper(valid=NONNEGATIVE_INT, schedule=False)
+    max_consecutive_errors: Any = hyper(valid=_MAX_ERRORS, schedule=False)
 
     def init_state(self, params):
         return ApplyIfFiniteState(

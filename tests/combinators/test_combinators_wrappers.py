@@ -788,14 +788,11 @@ def test_wrappers_pass_per_example_gradients_to_the_part_that_takes_them():
 @pytest.mark.parametrize(
     "build, name",
     [
-        (lambda: gradax.MultiSteps(gradax.sgd(0.1), 0), "every_k_schedule"),
         (lambda: gradax.MultiSteps(gradax.sgd(0.1), 2.5), "every_k_schedule"),
         (lambda: gradax.MultiSteps(gradax.sgd(0.1), True), "every_k_schedule"),
         (lambda: gradax.lookahead(gradax.sgd(0.1), 0, 0.5), "sync_period"),
         (lambda: gradax.lookahead(gradax.sgd(0.1), 2, 1.5), "slow_step_size"),
         (lambda: gradax.lookahead(gradax.sgd(0.1), 2, -0.1), "slow_step_size"),
-        (lambda: gradax.apply_if_finite(gradax.sgd(0.1), -1), "max_consecutive"),
-        (lambda: gradax.apply_every(0), "k"),
         (lambda: gradax.freeze({"w": "yes"}), "mask"),
     ],
 )
