@@ -272,9 +272,12 @@ def compare(optax_record: dict, gradax_record: dict) -> list[str]:
 class Result:
     framework: str
     config: str
-    verdict: str  # same, different, fails with gradax, fails with optax
+    # same, different, fails with gradax, fails with optax (not counted), not
+    # run (no checkout), suite error (the switch to gradax did not happen)
+    verdict: str
     detail: str = ""
     tracebacks: dict = dataclasses.field(default_factory=dict)
+    differences: list = dataclasses.field(default_factory=list)  # all, for --json
 
     def cell(self) -> str:
         return f"{self.verdict} ({self.detail})" if self.detail else self.verdict
@@ -297,7 +300,8 @@ def judge(name, config, runs: dict) -> Result:
     if not found:
         return Result(name, config, "same")
     more = f"; {len(found) - 3} more" if len(found) > 3 else ""
-    return Result(name, config, "different", "; ".join(found[:3]) + more, tracebacks)
+    detail = "; ".join(found[:3]) + more
+    return Result(name, config, "different", detail, tracebacks, found)
 
 
 # ------------------------------------------------------------ the report
@@ -308,7 +312,9 @@ def table(results: list[Result]) -> str:
     for r in results:
         cell = r.cell().replace("|", "\\|")
         rows.append(f"| {r.framework} | {r.config} | {cell} |")
-    counted = [r for r in results if not r.verdict.startswith("fails with optax")]
+    counted = [
+        r for r in results if r.verdict in ("same", "different", "fails with gradax")
+    ]
     same = sum(r.verdict == "same" for r in counted)
     rows.append("")
     rows.append(
@@ -359,9 +365,7 @@ def main() -> None:
             checkouts[name] = checkout(name, args.fetch_dir, scratch / "src", refs)
         except (OSError, subprocess.CalledProcessError) as error:
             checkouts[name] = {"error": str(error)}
-            results.append(
-                Result(name, "(checkout)", "fails with optax (not counted)", str(error))
-            )
+            results.append(Result(name, "(checkout)", "not run", str(error)))
             continue
         for config in framework(name).CONFIGS:
             for library in LIBRARIES:
