@@ -42,18 +42,28 @@ What it reports
 
 Checkouts
   ``--fetch-dir`` takes the git snapshots the ``fetch`` tool makes
-  (``<dir>/<owner>+<name>/repo``; fetch ``github:<owner>/<name>`` for each
-  repository in ``FRAMEWORKS`` below). The suite archives the framework's
-  optimizer modules (and nothing else) from the snapshot's HEAD into a scratch
-  folder with ``git archive`` and imports them from there; no framework code
-  is kept in this repository. ``--ref NAME=REF`` archives another commit.
+  (``<dir>/<owner>+<name>/repo``). Fetch ``github:<owner>/<name>`` for::
+
+    google/maxtext  stanford-crfm/levanter  stanford-crfm/haliax
+    google-research/kauldron  google-research/big_vision  google-research/t5x
+    erfanzar/eformer  google-research/scenic  AI-Hypercomputer/maxdiffusion
+    young-geng/EasyLM
+
+  (EasyDeL's optimizers are eformer's; haliax is levanter's named-tensor
+  library, at the version levanter's snapshot expects.) The suite archives
+  each framework's optimizer modules (and nothing else) from the snapshot's
+  HEAD into a scratch folder with ``git archive`` and imports them from there;
+  no framework code is kept in this repository. ``--ref NAME=REF`` archives
+  REF instead, for every repository framework NAME uses. The table ends with
+  the commit of each checkout.
 
 Environment
-  A virtual environment of its own beside the project's, e.g.::
+  A virtual environment of its own beside the project's (jax, numpy, optax
+  and flax at the project's versions), e.g.::
 
     python -m venv /work/fwenv
     /work/fwenv/bin/pip install -e . optax==0.2.8 flax chex ml_collections \\
-        absl-py equinox draccus haliax einops
+        absl-py equinox draccus jaxtyping
 
 Run
   /work/fwenv/bin/python benchmarks/framework_suite.py --fetch-dir /work/.mirror
