@@ -295,6 +295,9 @@ from .orthogonal.scion import ScionState as ScionState
 from .orthogonal.scion import scale_by_scion as scale_by_scion
 from .orthogonal.scion import scion as scion
 from .orthogonal.scion import scion_lmos as scion_lmos
+from .orthogonal.via_newton_schulz import (
+    orthogonalize_via_newton_schulz as orthogonalize_via_newton_schulz,
+)
 from .precision.master import MasterWeightsState as MasterWeightsState
 from .precision.master import master_weights as master_weights
 from .precision.rounding import StochasticRoundingState as StochasticRoundingState

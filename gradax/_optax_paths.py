@@ -40,7 +40,8 @@ PATHS: dict[str, tuple[str, str]] = {
     ),
     "gradax.contrib._muon": (
         "gradax.contrib",
-        "MuonDimensionNumbers MuonState muon scale_by_muon gradax:scale_by_shape",
+        "MuonDimensionNumbers MuonState muon orthogonalize_via_newton_schulz"
+        " scale_by_muon gradax:scale_by_shape",
     ),
     # optax.transforms
     "gradax.transforms._accumulation": (

@@ -10,6 +10,9 @@ from ..orthogonal.dimensions import MuonDimensionNumbers as MuonDimensionNumbers
 from ..orthogonal.muon import MuonState as MuonState
 from ..orthogonal.muon import muon as muon
 from ..orthogonal.muon import scale_by_muon as scale_by_muon
+from ..orthogonal.via_newton_schulz import (
+    orthogonalize_via_newton_schulz as orthogonalize_via_newton_schulz,
+)
 from ._acprop import acprop as acprop
 from ._acprop import scale_by_acprop as scale_by_acprop
 from ._ademamix import ScaleByAdemamixState as ScaleByAdemamixState

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -75,9 +76,17 @@ def _combine(*terms):
     """
     dtype = terms[0][1].dtype
     wide = jnp.promote_types(dtype, jnp.float32)
-    products = [coef * arr.astype(wide) for coef, arr in terms]
+    products = [_coefficient(coef, wide) * arr.astype(wide) for coef, arr in terms]
     total = functools.reduce(operator.add, products)
     return total.astype(dtype)
+
+
+def _coefficient(coef, wide):
+    """A Python number as it is; an array (traced coefficients) in ``wide``'s
+    real dtype, so that it neither widens nor narrows the iteration."""
+    if isinstance(coef, (int, float)):
+        return coef
+    return jnp.asarray(coef).astype(jnp.finfo(wide).dtype)
 
 
 def _plain_ns(x, table, precondition, eps, mm):
@@ -176,6 +185,38 @@ def orthogonalize(
     """
     check_options(normalization, precondition, method, precision)
     table, norm_factor = resolve_coefficients(coefficients, steps)
+    return orthogonalize_rows(
+        x,
+        [tuple(float(v) for v in row) for row in table],
+        eps=eps,
+        normalization=normalization,
+        norm_factor=norm_factor,
+        precondition=precondition,
+        method=method,
+        precision=precision,
+    )
+
+
+def orthogonalize_rows(
+    x: Any,
+    rows: Sequence[Sequence[Any]],
+    *,
+    eps: Any,
+    normalization: str,
+    norm_factor: float,
+    precondition: str | None,
+    method: str,
+    precision: str | None,
+) -> jax.Array:
+    """:func:`orthogonalize` with its options resolved: one ``(a, b, c)`` a step.
+
+    The iteration every entry point runs. ``rows`` holds Python floats
+    (compile-time constants: :func:`orthogonalize`) or scalar arrays, traced
+    ones included (``orthogonalize_via_newton_schulz`` given the coefficients
+    of optax's ``MuonState``); an empty ``rows`` only normalizes. The options
+    are those of :func:`orthogonalize`, already checked; ``norm_factor``
+    multiplies the Frobenius or spectral norm.
+    """
     x = jnp.asarray(x)
     if x.ndim < 2:
         raise ValueError(f"orthogonalize needs an array of rank >= 2, got {x.shape}")
@@ -200,7 +241,6 @@ def orthogonalize(
     x = _normalize(x.astype(work_dtype), normalization, norm_factor, eps)
     m, n = x.shape[-2:]
     use_gram = method == "gram" or (method == "auto" and n >= 2 * m)
-    rows = [tuple(float(v) for v in row) for row in table]
     if use_gram and m < n:
         x = _gram_ns(x, rows, precondition, eps, mm)
     else:
