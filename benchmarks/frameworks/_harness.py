@@ -53,6 +53,7 @@ class _OptaxIsGradax(importlib.abc.MetaPathFinder):
 
 
 def use_gradax_for_optax() -> None:
+    """From now on ``import optax`` (and ``optax.X``) in this process is gradax."""
     if "optax" in sys.modules:
         raise RuntimeError("optax was imported before the switch to gradax")
     sys.meta_path.insert(0, _OptaxIsGradax())
@@ -108,40 +109,27 @@ class _StandInModule(types.ModuleType):
 class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Serves a stand-in module for each listed name and everything below it."""
 
-    def __init__(self, names: Iterable[str], modules: dict[str, types.ModuleType]):
+    def __init__(self, names: Iterable[str]):
         self.names = tuple(names)
-        self.modules = modules
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname in self.modules or any(
-            fullname == n or fullname.startswith(n + ".") for n in self.names
-        ):
+        if any(fullname == n or fullname.startswith(n + ".") for n in self.names):
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
     def create_module(self, spec):
-        if spec.name in self.modules:
-            return self.modules[spec.name]
         module = _StandInModule(spec.name)
-        module.__path__ = []
+        module.__path__ = []  # a package, so its submodules import too
         return module
 
     def exec_module(self, module):
         pass
 
 
-def stand_in(names: Iterable[str] = (), modules: dict | None = None) -> None:
-    """Stand in for heavy imports: ``names`` get do-nothing modules, ``modules``
-    maps a module name to a small module written for this suite."""
-    sys.meta_path.insert(0, _StandInFinder(names, dict(modules or {})))
-
-
-def module_of(name: str, **attributes) -> types.ModuleType:
-    """A small module holding ``attributes``, to give ``stand_in(modules=...)``."""
-    module = types.ModuleType(name)
-    module.__path__ = []
-    module.__dict__.update(attributes)
-    return module
+def stand_in(names: Iterable[str]) -> None:
+    """Do-nothing modules for ``names`` (and their submodules), found before
+    any installed module of that name."""
+    sys.meta_path.insert(0, _StandInFinder(names))
 
 
 # ------------------------------------------------------------ the training run

@@ -11,7 +11,7 @@ data pipelines) never runs.
 import sys
 from pathlib import Path
 
-from ._harness import Case, gradients, stand_in
+from ._harness import Case, stand_in
 
 SOURCES = {
     "google-research/kauldron": [
@@ -97,7 +97,7 @@ def _multi_optimizer():
         total = jax.tree.map(lambda *u: sum(u), *updates)
         return optax.apply_updates(params, total), new_states
 
-    return Case(init=mgt.init, step=step, grads=gradients)
+    return Case(init=mgt.init, step=step)
 
 
 CONFIGS = {
