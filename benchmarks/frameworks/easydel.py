@@ -72,4 +72,6 @@ CONFIGS = {
     ),
     "adamw, apply_gradients_stage_local": _stage_local,
     "adafactor": lambda: Case(tx=_create("adafactor", clip_grad=None)),
+    "lion": lambda: Case(tx=_create("lion")),
+    "rmsprop": lambda: Case(tx=_create("rmsprop")),
 }

@@ -39,10 +39,14 @@ def _schedule(**overrides):
     return dict(learning_rate=1e-2, warmup=0.2, min_lr_ratio=0.1) | overrides
 
 
-def _adam(**overrides) -> Case:
-    from levanter.optim import AdamConfig
+def _build(name, **overrides) -> Case:
+    from levanter import optim
 
-    return Case(tx=AdamConfig(**_schedule(**overrides)).build(10))
+    return Case(tx=getattr(optim, name)(**_schedule(**overrides)).build(10))
+
+
+def _adam(**overrides) -> Case:
+    return _build("AdamConfig", **overrides)
 
 
 def _skip_bad_steps() -> Case:
@@ -103,4 +107,10 @@ CONFIGS = {
     # (optax.tree_utils.tree_l2_norm of the updates).
     "AdamConfig, update_rms_clipping": lambda: _adam(update_rms_clipping=1.0),
     "MuonConfig (haliax Linear)": _muon,
+    # levanter's own transformations on optax's building blocks (its Mars and
+    # RMSPropMomentum call jax.tree_map, gone from this jax: not run).
+    "LionConfig": lambda: _build("LionConfig"),
+    "AdoptConfig": lambda: _build("AdoptConfig"),
+    "CautiousConfig": lambda: _build("CautiousConfig"),
+    "MiniConfig (Adam-mini)": lambda: _build("MiniConfig"),
 }
