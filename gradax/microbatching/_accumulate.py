@@ -162,6 +162,10 @@ def _concat(num_microbatches: int | None) -> Accumulator:
 def _from_kind(kind: Any, num_microbatches: int | None) -> Accumulator:
     if isinstance(kind, Accumulator):
         return kind
+    if isinstance(kind, enum.Enum) and type(kind).__name__ == "AccumulationType":
+        # optax's enum member (code switching one call at a time) means the
+        # member of the same name here.
+        kind = AccumulationType.__members__.get(kind.name, kind)
     if kind is AccumulationType.MEAN:
         return _mean(num_microbatches)
     if kind is AccumulationType.SUM:
@@ -170,7 +174,11 @@ def _from_kind(kind: Any, num_microbatches: int | None) -> Accumulator:
         return _running_mean()
     if kind is AccumulationType.CONCAT:
         return _concat(num_microbatches)
-    raise ValueError(f"Unknown accumulator: {kind!r}")
+    raise ValueError(
+        f"Unknown accumulator: {kind!r}; accumulator must be an "
+        f"AccumulationType ({', '.join(AccumulationType.__members__)}) or an "
+        "Accumulator"
+    )
 
 
 def canonicalize(tree: Any, num_microbatches: int | None) -> Accumulator:

@@ -519,6 +519,21 @@ def test_microbatching_matches_optax():
         return fn(jnp.arange(8.0), jnp.arange(8.0) + 1)
 
     _assert_close(split(gradax), split(optax))
+    # optax's enum members work in gradax's functions (a switch one call at
+    # a time), each as the member of the same name.
+    mixed = gradax.microbatching.micro_grad(
+        loss,
+        batch_argnums=(1, 2),
+        accumulator=optax.microbatching.AccumulationType.MEAN,
+    )(jnp.ones(3), x, y)
+    _assert_close(
+        mixed,
+        optax.microbatching.micro_grad(
+            loss,
+            batch_argnums=(1, 2),
+            accumulator=optax.microbatching.AccumulationType.MEAN,
+        )(jnp.ones(3), x, y),
+    )
 
 
 def test_multi_normal_matches_optax():
