@@ -52,6 +52,9 @@ def _make(**overrides):
 
 CONFIGS = {
     "scale_by_adam, cosine, wd, clip (vit_i1k)": _make,
+    "scale_by_adam, mu_dtype 'bfloat16' (string)": lambda: _make(
+        optax=dict(mu_dtype="bfloat16")
+    ),
     "frozen all but head (schedule None)": lambda: _make(
         schedule=[
             ("head/.*", dict(warmup_steps=2, decay_type="cosine")),

@@ -44,6 +44,7 @@ def _case(**updates):
 
 CONFIGS = {
     "adamw (default)": _case,
+    "adamw, bf16_momentum": lambda: _case(adamw_optimizer=dict(bf16_momentum=True)),
     "adamw, accumulate_gradient_steps 2 (MultiSteps)": lambda: _case(
         accumulate_gradient_steps=2
     ),

@@ -80,6 +80,9 @@ CONFIGS = {
     "momentum (flax.optim style, wd)": lambda: _trainer_path(
         optimizer="momentum", optimizer_configs=dict(weight_decay=1e-4)
     ),
+    "adafactor, weight_decay_rate": lambda: _trainer_path(
+        optimizer_configs=dict(optimizer="adafactor", weight_decay_rate=1e-3)
+    ),
     "adam, freeze_params_reg_exp": lambda: _trainer_path(
         optimizer_configs=dict(optimizer="adam", freeze_params_reg_exp="embed")
     ),
