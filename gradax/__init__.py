@@ -444,6 +444,12 @@ def __getattr__(name: str) -> object:
         import importlib
 
         return importlib.import_module("gradax._src")
+    if name == "monte_carlo":
+        # optax 0.2.8 raises the same way: the module is gone there too.
+        raise AttributeError(
+            "optax.monte_carlo is deprecated (optax v0.2.7 or newer), and "
+            "gradax has no monte_carlo: use jax.random and jax.grad"
+        )
     raise AttributeError(f"module 'gradax' has no attribute {name!r}")
 
 

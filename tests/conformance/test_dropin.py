@@ -632,3 +632,9 @@ def test_deprecations_and_required_arguments_as_in_optax():
     params = jnp.ones(2)
     with pytest.raises(TypeError, match="value"):
         tx.update((params, params), tx.init(params), params)
+
+
+def test_a_module_optax_removed_fails_as_in_optax():
+    for lib in (optax, gradax):
+        with pytest.raises(AttributeError, match="monte_carlo is deprecated"):
+            lib.monte_carlo  # noqa: B018 - the access is the test
