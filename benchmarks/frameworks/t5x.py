@@ -6,7 +6,7 @@ Two things t5x reads back from the optax state are probed each step: the
 checkpoint dictionary (``Optimizer.state_dict``, flax serialization of the
 NamedTuples with empty states dropped) and the logical axes that
 ``OptaxStatePartitionRules`` derives by looking up each state's class in a
-table keyed by optax's state classes (``derive_logical_axes``).
+table keyed by optax's state classes (``derive_optax_logical_axes``).
 """
 
 import sys
