@@ -203,17 +203,28 @@ def package_getattr(
     return __getattr__
 
 
+# Packages given their attribute fallback here rather than in their own
+# ``__init__``: gradax.losses imports only JAX, NumPy and the standard library
+# (tests/losses), and gradax.tree_utils is a module.
+_EQUIPPED_HERE = ("gradax.tree_utils", "gradax.losses")
+
+
 def install() -> None:
-    """Append the finder to ``sys.meta_path`` (once) and equip tree_utils.
+    """Append the finder to ``sys.meta_path`` (once) and equip two packages.
 
     ``gradax.tree_utils`` is a module where optax's is a package: an empty
     ``__path__`` lets the import system look for its submodules (only the
-    finder has any) and a ``__getattr__`` serves the attribute path.
+    finder has any). It and ``gradax.losses`` get a ``__getattr__`` that
+    serves the attribute path (``gradax.losses._classification``).
     """
     if not any(isinstance(f, OptaxPathFinder) for f in sys.meta_path):
         sys.meta_path.append(OptaxPathFinder())
-    tree_utils = sys.modules.get("gradax.tree_utils")
-    if tree_utils is not None and not hasattr(tree_utils, "__path__"):
-        tree_utils.__path__ = []
-        own = vars(tree_utils).get("__getattr__")
-        vars(tree_utils)["__getattr__"] = package_getattr("gradax.tree_utils", own)
+    for name in _EQUIPPED_HERE:
+        module = sys.modules.get(name)
+        if module is None or getattr(module, "_optax_paths_equipped", False):
+            continue
+        if not hasattr(module, "__path__"):
+            module.__path__ = []
+        own = vars(module).get("__getattr__")
+        vars(module)["__getattr__"] = package_getattr(name, own)
+        vars(module)["_optax_paths_equipped"] = True

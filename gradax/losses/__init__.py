@@ -6,7 +6,6 @@ label 0) or another limit case, gradax returns the limit with finite
 gradients; each function's docstring lists its differences from optax.
 """
 
-from .._optax_paths import package_getattr
 from ._binary import hinge_loss as hinge_loss
 from ._binary import perceptron_loss as perceptron_loss
 from ._binary import sigmoid_binary_cross_entropy as sigmoid_binary_cross_entropy
@@ -51,6 +50,3 @@ from ._softmax import softmax_cross_entropy as softmax_cross_entropy
 from ._softmax import (
     softmax_cross_entropy_with_integer_labels as softmax_cross_entropy_with_integer_labels,  # noqa: E501
 )
-
-# optax's private module paths (``optax.losses._classification``) load on first access.
-__getattr__ = package_getattr(__name__)

@@ -123,6 +123,8 @@ CASES = {
 ELSEWHERE = {
     "shard_state": "splits state over a mesh axis, so it has no unsharded run "
     "here; tests/sharding/test_zero1*.py compare it with the unwrapped run",
+    "NamedTupleTransformation": "the base of a user's optax-style subclass: "
+    "two user functions, run as they are (tests/core/test_optax_subclasses.py)",
 }
 
 
