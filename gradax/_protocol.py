@@ -421,9 +421,12 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
                         f"{name}.update: Shape mismatch between updates and "
                         f"params (given vs expected) at {'; '.join(differences)}"
                     )
+        ignored: Any = None  # a stateless one's given state, handed back
         if outermost and not isinstance(self, (FunctionTransformation, Foreign)):
             if params is not None or not _has_per_example_updates(self):
-                check_state(self, updates, state, params, name)
+                stand_in = check_state(self, updates, state, params, name)
+                if stand_in is not None:
+                    ignored, state = state, stand_in
         holds_schedule = self.holds_schedule()
         rewrap: Any = None
         inner, count = state, self.schedule_count(state)
@@ -470,6 +473,8 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
             new_state = rewrap(count=safe_increment(count))
         else:
             new_state = new_inner
+        if ignored is not None:
+            new_state = ignored
         return match_dtypes(new_updates, updates), new_state
 
 

@@ -221,6 +221,12 @@ def expected_state(tx: Any, like: Any) -> Any:
     return None if expected is _FAILED else expected
 
 
+def _same_empty(expected: Any, state: Any) -> bool:
+    problems: list[_Problem] = []
+    _compare(expected, state, (), problems)
+    return not problems
+
+
 class _Problem(NamedTuple):
     kind: str  # "plain", "other", "keys", "shape"
     path: str
@@ -380,19 +386,29 @@ _HINTS = {
 }
 
 
-def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> None:
+def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> Any:
     """Raise :class:`UpdateError` where ``state`` is not what ``init`` makes.
 
     The state ``init`` makes is computed for ``params``, or, without params,
     for the updates (which then stand for the params); only shapes are
     compared, and classes by their field names (a state built by optax reads
     the same as gradax's).
+
+    Returns None, or, for a transformation whose ``init`` makes a state
+    without leaves (a stateless one) given another state, the state ``init``
+    makes: ``update`` runs on it and hands the given state back unchanged,
+    as optax's stateless transformations do (maxdiffusion passes its train
+    state to ``clip_by_global_norm(...).update``).
     """
     like = params if params is not None else updates
     expected = expected_state(tx, like)
     if expected is None:
-        return
-    if state is None and jax.tree_util.tree_leaves(expected):
+        return None
+    if not jax.tree_util.tree_leaves(expected):
+        if state is None or _same_empty(expected, state):
+            return None
+        return expected
+    if state is None:
         raise UpdateError(
             f"{owner}.update was given state=None: pass the state its "
             "init(params) returned"
@@ -400,7 +416,7 @@ def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> N
     problems: list[_Problem] = []
     _compare(expected, state, (), problems)
     if not problems:
-        return
+        return None
     against = "the params given" if params is not None else "the updates given"
     side = "these params" if params is not None else "these updates"
     shown = problems[:8]

@@ -249,3 +249,22 @@ def test_inner_parts_are_checked_once_by_the_outermost_update():
     bad = (state[0], gradax.sgd(0.1, momentum=0.9).init(PARAMS))
     with pytest.raises(gradax.UpdateError, match=r"(?s)adam\.update .*TraceState"):
         tx.update(PARAMS, bad, PARAMS)
+
+
+def test_a_stateless_transformation_hands_any_state_back_as_optax_does():
+    # maxdiffusion's trainers call clip_by_global_norm(...).update(grads,
+    # train_state, None): optax's stateless update never reads the state and
+    # returns it. gradax runs on its own empty state and hands the given one
+    # back, eagerly and under jit; a transformation with state still refuses.
+    grads = {"w": jnp.full((2,), 3.0)}
+    train_state = {"params": grads, "step": jnp.zeros([], jnp.int32)}
+    for lib in (optax, gradax):
+        clip = lib.clip_by_global_norm(1.0)
+        for run in (clip.update, jax.jit(clip.update)):
+            clipped, state = run(grads, train_state, None)
+            assert state is train_state or jax.tree.structure(state) == (
+                jax.tree.structure(train_state)
+            )
+            np.testing.assert_allclose(clipped["w"], np.full(2, 0.5**0.5), rtol=1e-6)
+    with pytest.raises(gradax.UpdateError, match="not the one its init makes"):
+        gradax.adam(0.1).update(grads, train_state, None)
