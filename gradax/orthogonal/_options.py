@@ -49,6 +49,12 @@ from .newton_schulz import METHODS, PRECISIONS, orthogonalize
 
 # optax's names of the preconditioning -> (normalization, preconditioner) of
 # :func:`gradax.orthogonalize`.
+# optax's AOL and Schatten-4 first steps floor their row sums and norms at
+# this constant: the family's ``eps`` is for the Frobenius and spectral norms
+# (with a small gradient and another eps, using eps there moved Muon's update
+# by 2e-2 from optax's).
+FIRST_STEP_EPS = 1e-8
+
 PRECONDITIONING = {
     "frobenius": ("frobenius", None),
     "spectral": ("spectral", None),
@@ -140,11 +146,14 @@ class NewtonSchulzSteps(Module):
         """
         coefficients, steps = newton_schulz_table(self.ns_coeffs, self.ns_steps)
         normalization, precondition = PRECONDITIONING[self.preconditioning]
+        eps = self.eps
+        if self.preconditioning in ("aol", "schatten"):
+            eps = FIRST_STEP_EPS
         return orthogonalize(
             matrices,
             coefficients=coefficients,
             steps=steps,
-            eps=self.eps,
+            eps=eps,
             normalization=normalization,
             precondition=precondition,
             method=self.method,

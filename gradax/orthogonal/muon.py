@@ -156,7 +156,9 @@ class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
       mu_dtype: dtype of the momentum buffers.
       nesterov: Nesterov momentum (both groups).
       adaptive: scale by the dual norm (arXiv:2409.20325).
-      preconditioning: 'frobenius', 'spectral', 'aol' or 'schatten'.
+      preconditioning: 'frobenius', 'spectral', 'aol' or 'schatten' (the
+        last two floor their first step's sums at 1e-8 whatever ``eps``,
+        as optax does).
       adam_b1, adam_b2, adam_eps_root, adam_weight_decay: AdamW group settings.
       adam_learning_rate: AdamW group learning rate (default: learning_rate).
       muon_weight_dimension_numbers: None (2-D leaves are matrices), "auto"

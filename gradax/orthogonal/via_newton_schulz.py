@@ -20,14 +20,10 @@ import jax
 import jax.numpy as jnp
 
 from .._matrices import MuonDimensionNumbers, is_dimension_numbers
-from ._options import PRECONDITIONING
+from ._options import FIRST_STEP_EPS, PRECONDITIONING
 from .blocks import matrix_blocks
 from .coefficients import coefficient_rows
 from .newton_schulz import orthogonalize_rows
-
-# optax's AOL and Schatten-4 first steps floor their row sums and norms at
-# this constant; the ``eps`` argument is for the Frobenius and spectral norms.
-_FIRST_STEP_EPS = 1e-8
 
 
 def _steps_from(ns_coeffs: Any, ns_steps: Any) -> Sequence[Sequence[Any]]:
@@ -149,7 +145,7 @@ def orthogonalize_via_newton_schulz(
     if preconditioning in ("aol", "schatten"):
         # Their scaling belongs to the first step: no step, no scaling.
         normalization = normalization if rows else "none"
-        eps = _FIRST_STEP_EPS
+        eps = FIRST_STEP_EPS
 
     def orthogonalize(matrices):
         return orthogonalize_rows(

@@ -95,6 +95,21 @@ def test_muon_equals_optax(options):
     close(ours, theirs, atol=2e-5)
 
 
+@pytest.mark.parametrize("preconditioning", ["aol", "schatten"])
+def test_first_step_floor_ignores_eps_as_optax_does(preconditioning):
+    # optax floors AOL's row sums and the Schatten-4 norm at 1e-8 whatever
+    # eps is; with gradients of 1e-5 an eps of 1e-3 there moved the update by
+    # 2e-2. One update each, same tolerance as above.
+    params = {"w": jax.random.normal(jax.random.key(0), (16, 24))}
+    grads = {"w": 1e-5 * jax.random.normal(jax.random.key(1), (16, 24))}
+
+    def first_update(lib):
+        tx = lib.contrib.muon(0.1, eps=1e-3, preconditioning=preconditioning)
+        return jax.jit(tx.update)(grads, tx.init(params), params)[0]
+
+    close(first_update(gradax), first_update(optax), atol=2e-5)
+
+
 def test_scale_by_muon_equals_optax_on_stacked_weights():
     dims = gradax.MuonDimensionNumbers(1, 2)
     params = {"t": jax.random.normal(jax.random.key(1), (3, 6, 10))}
