@@ -135,11 +135,14 @@ class scale_by_soap(GradientTransformation):
             numerator = drop_null_lines(numerator, frobenius(new_mu), n)
         new_nu = b2 * nu_m + (1 - b2) * jnp.abs(rotated) ** 2
         ratio = numerator / (jnp.sqrt(new_nu) + self.eps).astype(dtype)
-        d = scale * kron.rotate(ratio, *q, back=True)
+        d = kron.rotate(ratio, *q, back=True)
         if self.normalize_grads:
             axes = (-2, -1) if plan.factored else None
             rms = jnp.sqrt(jnp.mean(jnp.abs(d) ** 2, axis=axes, keepdims=True))
             d = d / (1e-30 + rms)
+        # The bias correction scales the step after any normalization, as in
+        # the authors' code (normalizing after it would cancel it).
+        d = scale * d
         if plan.factored:
             sides = ("left", "right")
             stats = tuple(

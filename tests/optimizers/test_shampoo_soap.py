@@ -240,6 +240,23 @@ def test_soap_first_update_is_zero_and_sets_bases():
         assert np.all(np.diff(np.diag(d)) <= 1e-5)
 
 
+@pytest.mark.parametrize("correct_bias", [True, False])
+def test_soap_normalized_step_keeps_the_bias_correction(correct_bias):
+    # The authors' SOAP normalizes each direction to RMS 1 and then steps
+    # with the corrected rate sqrt(1 - b2^s) / (1 - b1^s). At the first
+    # moved step (s = 1) with b1 = b2 = 0.95 that is 1 / sqrt(0.05) = 4.47.
+    # Normalizing after the correction cancelled it (RMS 1 either way).
+    params = _tree()
+    tx = gradax.scale_by_soap(b1=0.95, b2=0.95, normalize_grads=True)
+    tx = tx.replace(correct_bias=correct_bias)
+    state = tx.init(params)
+    for k in range(2):
+        updates, state = tx.update(_grads(params, float(k)), state, params)
+    expected = np.sqrt(1 - 0.95) / (1 - 0.95) if correct_bias else 1.0
+    w = np.asarray(updates["w"], np.float64)
+    np.testing.assert_allclose(np.sqrt(np.mean(w**2)), expected, rtol=1e-5)
+
+
 # --------------------------------------------------------------------------
 # Stacked weights and conv kernels are independent matrices.
 
