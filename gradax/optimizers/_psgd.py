@@ -16,6 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 MEMORY_SAVE_MODES = (None, "one_diag", "smart_one_diag", "all_diag")
+# The spectral-norm lower bounds the factor step can divide by: psgd-jax's
+# (two power steps) and gradax's earlier rule (one step).
+NORM_LOWER_BOUNDS = ("two_step", "one_step")
 HIGHEST = jax.lax.Precision.HIGHEST
 
 
@@ -119,24 +122,32 @@ def _gram(x: jax.Array, axis: int, diagonal: bool) -> jax.Array:
     return _mm(m, _ct(m))
 
 
-def norm_lower_bound(a: jax.Array) -> jax.Array:
+def norm_lower_bound(a: jax.Array, rule: str = "two_step") -> jax.Array:
     """A lower bound of the spectral norm of Hermitian ``a``, cheaply.
 
-    ``||a x|| / ||x||`` for ``x`` the column of ``a`` with the largest norm
-    (one power step from it), after scaling ``a`` by its largest entry so
-    that squares neither overflow nor underflow. 0 for a zero matrix.
+    From ``x``, the column of ``a`` with the largest norm: ``||a (a x)|| /
+    ||a x||`` (``rule="two_step"``, two power steps, as psgd-jax and
+    kron_torch compute it) or ``||a x|| / ||x||`` (``"one_step"``, which can
+    be lower by a few percent). ``a`` is first scaled by its largest entry
+    so that squares neither overflow nor underflow. 0 for a zero matrix.
     """
+    if rule not in NORM_LOWER_BOUNDS:
+        raise ValueError(f"norm lower bound rule must be one of {NORM_LOWER_BOUNDS}")
     top = jnp.max(jnp.abs(a))
     safe_top = jnp.where(top > 0, top, 1)
     b = a / safe_top.astype(a.dtype)
     column = jnp.argmax(jnp.sum(jnp.abs(b) ** 2, axis=0))
     x = b[:, column]
+    if rule == "two_step":
+        x = _mm(b, x)
     x_norm = jnp.linalg.norm(x)
     bound = jnp.linalg.norm(_mm(b, x)) / jnp.where(x_norm > 0, x_norm, 1)
     return jnp.where(top > 0, top * bound, 0.0)
 
 
-def update_factors(factors, g: jax.Array, v: jax.Array, lr) -> tuple[jax.Array, ...]:
+def update_factors(
+    factors, g: jax.Array, v: jax.Array, lr, norm_bound: str = "two_step"
+) -> tuple[jax.Array, ...]:
     """One step on each factor towards ``P = (E[g g^H])^{-1/2}``.
 
     With ``A = Q g`` and ``B = Q^{-H} v`` (``v`` standard normal), the
@@ -144,7 +155,8 @@ def update_factors(factors, g: jax.Array, v: jax.Array, lr) -> tuple[jax.Array, 
     matrices, the gradient ``triu(A_i A_i^H - B_i B_i^H) Q_i`` for axis ``i``
     (``A_i`` unfolded along it); each factor steps against it with the
     step size ``lr`` divided by a lower bound of
-    ``||A_i A_i^H + B_i B_i^H||`` (the largest entry, for a diagonal).
+    ``||A_i A_i^H + B_i B_i^H||`` (:func:`norm_lower_bound` by the rule
+    ``norm_bound``; the largest entry, for a diagonal).
     """
     a = apply_q(factors, g)
     b = solve_qh(factors, v)
@@ -157,7 +169,8 @@ def update_factors(factors, g: jax.Array, v: jax.Array, lr) -> tuple[jax.Array, 
             scale = lr / (jnp.max(jnp.abs(term1 + term2)) + tiny)
             q = q - (scale * (term1 - term2)).astype(q.dtype) * q
         else:
-            scale = lr / (norm_lower_bound(term1 + term2) + tiny)
+            bound = norm_lower_bound(term1 + term2, norm_bound)
+            scale = lr / (bound + tiny)
             step = jnp.triu(term1 - term2) * scale.astype(term1.dtype)
             q = q - _mm(step.astype(q.dtype), q)
         new.append(q)
