@@ -13,7 +13,7 @@ from .._numerics import canonical_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
-from ..transforms.cautious import caution, decayed_weights
+from ..transforms.cautious import MASK_SCALE, caution, decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
 
 
@@ -39,6 +39,8 @@ class scale_by_lion(GradientTransformation):
       smooth_beta: the slope of the ``"smooth"`` mode, >= 0. Keyword-only.
       cautious: cautious updates (keyword-only, not in optax; see
         :func:`gradax.transforms.cautious.caution`).
+      mask_scale: how ``cautious`` rescales the kept entries: ``"numel"``
+        (the default, C-Lion's rule) or ``"mean"`` (C-AdamW's). Keyword-only.
     """
 
     b1: Any = hyper(default=0.9, valid=UNIT)
@@ -52,6 +54,9 @@ class scale_by_lion(GradientTransformation):
     )
     smooth_beta: Any = hyper(default=1.0, valid=NONNEGATIVE, kw_only=True)
     cautious: bool = static_field(default=False, kw_only=True)
+    mask_scale: str = hyper(
+        default="numel", valid=MASK_SCALE, static=True, kw_only=True
+    )
 
     def init_state(self, params):
         dtype = canonical_dtype(self.mu_dtype)
@@ -73,7 +78,7 @@ class scale_by_lion(GradientTransformation):
         new_updates = jax.tree.map(direction, updates, state.mu)
         mu = gtree.update_moment(updates, state.mu, self.b2, 1)
         if self.cautious:
-            new_updates = caution(new_updates, updates)
+            new_updates = caution(new_updates, updates, mask_scale=self.mask_scale)
         return new_updates, ScaleByLionState(count=safe_increment(state.count), mu=mu)
 
 
@@ -88,8 +93,17 @@ class lion(Alias):
       u_t = -\eta_t (\mathrm{sign}(c_t) + \lambda \theta_{t-1}),\quad
       m_t = b_2 m_{t-1} + (1 - b_2) g_t.
 
+    With ``cautious=True``, :math:`\mathrm{sign}(c_t)` is kept only where it
+    agrees in sign with :math:`g_t`, scaled by :math:`n / (k + 1)` for a
+    leaf of :math:`n` entries of which :math:`k` are kept: the rule of the
+    authors' ``c_lion.py`` (github.com/kyleliang919/C-Optim, commit
+    2c0517c). ``mask_scale="mean"`` divides by :math:`\max(k / n, 10^{-3})`
+    instead, the rule of the same commit's ``c_adamw.py`` and of gradax's
+    Adam family; it takes steps :math:`(k + 1) / k` times larger.
+
     Differences from optax: the keyword-only arguments ``cautious``,
-    ``cautious_weight_decay`` are not in optax; the defaults give optax's numbers.
+    ``mask_scale`` and ``cautious_weight_decay`` are not in optax; the
+    defaults give optax's numbers.
 
     Args:
       learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule (Lion
@@ -101,6 +115,9 @@ class lion(Alias):
       mask: a tree of booleans like the params (or a function of the params
         returning one) selecting the leaves that decay.
       cautious: cautious updates, C-Lion (keyword-only, not in optax).
+      mask_scale: ``"numel"`` (the default, ``c_lion.py``'s rescaling) or
+        ``"mean"`` (``c_adamw.py``'s); used only with ``cautious``
+        (keyword-only, not in optax).
       cautious_weight_decay: decay only where :math:`\mathrm{sign}(c_t)` and
         :math:`\theta_{t-1}` agree in sign (keyword-only, not in optax; see
         :class:`add_cautious_decayed_weights`).
@@ -130,11 +147,20 @@ class lion(Alias):
     weight_decay: Any = hyper(default=0.001, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
     cautious: bool = static_field(default=False, kw_only=True)
+    mask_scale: str = hyper(
+        default="numel", valid=MASK_SCALE, static=True, kw_only=True
+    )
     cautious_weight_decay: bool = static_field(default=False, kw_only=True)
 
     def build(self):
         return chain(
-            scale_by_lion(self.b1, self.b2, self.mu_dtype, cautious=self.cautious),
+            scale_by_lion(
+                self.b1,
+                self.b2,
+                self.mu_dtype,
+                cautious=self.cautious,
+                mask_scale=self.mask_scale,
+            ),
             decayed_weights(
                 self.weight_decay, self.mask, cautious=self.cautious_weight_decay
             ),

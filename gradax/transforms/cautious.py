@@ -5,18 +5,24 @@ offers them (the Adam family and Lion):
 
 - cautious updates (Liang et al., 2024, arXiv:2411.16085): keep an entry of
   the update :math:`u` only where it agrees in sign with the gradient
-  :math:`g`, and rescale the kept entries so that the leaf keeps its average
-  magnitude,
+  :math:`g`, and rescale the kept entries of each leaf (each parameter
+  tensor). The authors' released code (github.com/kyleliang919/C-Optim,
+  commit 2c0517c) has two rescalings, chosen here by ``mask_scale``:
 
   .. math::
     \phi = \mathbb{1}[u \odot g > 0],\qquad
-    u \leftarrow \frac{u \odot \phi}{\max(\mathrm{mean}(\phi), 10^{-3})},
+    u \leftarrow \frac{u \odot \phi}{\max(\mathrm{mean}(\phi), 10^{-3})}
+    \ \ (\texttt{"mean"}),\qquad
+    u \leftarrow u \odot \phi\, \frac{n}{\textstyle\sum \phi + 1}
+    \ \ (\texttt{"numel"}),
 
-  with the mean taken over each leaf (each parameter tensor), as in the
-  authors' code. The paper's Algorithm 1 divides by
-  :math:`\mathrm{mean}(\phi) + \epsilon` instead; the floor :math:`10^{-3}`
-  is that of the authors' released code (C-Optim). Where no entry agrees, the
-  leaf's update is zero.
+  with :math:`n` the number of entries of the leaf. ``"mean"`` is the rule
+  of ``c_adamw.py`` at that commit (its comments call ``"numel"`` the
+  original implementation, replaced by the mean after timm found it more
+  favourable); ``"numel"`` is the rule of ``c_lion.py``, so gradax's Lion
+  uses it by default and the Adam family ``"mean"``. The paper's Algorithm 1
+  divides by :math:`\mathrm{mean}(\phi) + \epsilon` instead. Where no entry
+  agrees, the leaf's update is zero under either rule.
 - cautious weight decay (Chen et al., 2025, arXiv:2510.12402, Algorithm 1):
   decay a parameter entry only where the optimizer's update :math:`u` and the
   parameter :math:`x` agree in sign,
@@ -33,7 +39,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._declare import NONNEGATIVE, hyper
+from .._declare import NONNEGATIVE, OneOf, hyper
 from .._protocol import Alias, EmptyState, GradientTransformation
 from .._pytree import static_field
 from ..combinators.masked import masked
@@ -41,6 +47,11 @@ from .weight_decay import add_decayed_weights
 
 # Floor of the kept fraction: rescaling never multiplies by more than 1000.
 CAUTION_MIN_FRACTION = 1e-3
+
+# How caution rescales the kept entries (see the module docstring), declared
+# by every optimizer that offers ``mask_scale``.
+MASK_SCALES = ("mean", "numel")
+MASK_SCALE = OneOf(MASK_SCALES)
 
 
 def _alignment(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -50,23 +61,29 @@ def _alignment(a: jax.Array, b: jax.Array) -> jax.Array:
     return a * b
 
 
-def _caution_leaf(u: jax.Array, g: jax.Array) -> jax.Array:
+def _caution_leaf(u: jax.Array, g: jax.Array, mask_scale: str) -> jax.Array:
     keep = (_alignment(u, g) > 0).astype(jnp.real(u).dtype)
+    if mask_scale == "numel":
+        # C-Optim c_lion.py: mask * (numel / (sum(mask) + 1)).
+        return u * (keep * (keep.size / (jnp.sum(keep) + 1)))
     fraction = jnp.maximum(jnp.mean(keep), CAUTION_MIN_FRACTION)
     # A product, not a select: it keeps the update's sharding on any mesh.
     return u * (keep / fraction)
 
 
-def caution(updates: Any, grads: Any) -> Any:
+def caution(updates: Any, grads: Any, *, mask_scale: str = "mean") -> Any:
     """Cautious updates: zero where ``updates`` and ``grads`` disagree in sign.
 
-    Kept entries of each leaf are divided by the fraction of entries kept
-    (at least 1e-3), as in Liang et al. (2024); see the module docstring.
+    Kept entries of each leaf are rescaled as in Liang et al. (2024): divided
+    by the fraction of entries kept (at least 1e-3), or multiplied by
+    ``n / (kept + 1)``; see the module docstring.
 
     Args:
       updates: a tree of proposed updates (the direction, before the learning
         rate).
       grads: the gradients, same structure.
+      mask_scale: ``"mean"`` (C-Optim ``c_adamw.py``) or ``"numel"`` (C-Optim
+        ``c_lion.py``). Keyword-only.
 
     Returns:
       A tree like ``updates``.
@@ -76,9 +93,17 @@ def caution(updates: Any, grads: Any) -> Any:
       >>> from gradax.transforms.cautious import caution
       >>> caution(jnp.array([1.0, -2.0, 3.0, 4.0]), jnp.array([1.0, -1.0, 1.0, -1.0]))
       Array([ 1.3333334, -2.6666667,  4.       ,  0.       ], dtype=float32)
+      >>> caution(
+      ...     jnp.array([1.0, -2.0, 3.0, 4.0]),
+      ...     jnp.array([1.0, -1.0, 1.0, -1.0]),
+      ...     mask_scale="numel",
+      ... )
+      Array([ 1., -2.,  3.,  0.], dtype=float32)
     """
+    if mask_scale not in MASK_SCALES:
+        raise ValueError(f"mask_scale must be one of {MASK_SCALES}, got {mask_scale!r}")
     return jax.tree.map(
-        lambda u, g: None if u is None else _caution_leaf(u, g),
+        lambda u, g: None if u is None else _caution_leaf(u, g, mask_scale),
         updates,
         grads,
         is_leaf=lambda x: x is None,

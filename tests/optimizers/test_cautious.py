@@ -38,11 +38,22 @@ WITH_DECAY = ["adamw", "nadamw", "adamaxw", "lion"]
 # Caution, rendered in NumPy.
 
 
-def np_caution(u, g):
-    """Liang et al. (2024): keep u where u*g > 0, rescaled by 1/mean(kept)."""
+def np_caution(u, g, mask_scale="mean"):
+    """Liang et al. (2024): keep u where u*g > 0, rescaled.
+
+    C-Optim (github.com/kyleliang919/C-Optim, commit 2c0517c): c_adamw.py
+    divides by max(mean(kept), 1e-3) ("mean"), c_lion.py multiplies by
+    numel / (sum(kept) + 1) ("numel").
+    """
     u, g = np.asarray(u), np.asarray(g)
     keep = (np.real(np.conj(u) * g) > 0).astype(np.real(u).dtype)
+    if mask_scale == "numel":
+        return u * keep * (keep.size / (keep.sum() + 1))
     return u * keep / max(keep.mean(), 1e-3)
+
+
+# Each optimizer's default rescaling: Lion's is c_lion.py's.
+MASK_SCALE = {"lion": "numel"}
 
 
 def np_cautious_decay(u, p, wd):
@@ -104,7 +115,8 @@ def test_cautious_optimizer_masks_its_direction(name):
     for g, u_plain, u_careful in zip(grads, plain, careful, strict=True):
         for key in g:
             direction = np.asarray(u_plain[key]) / -lr
-            expected = -lr * np_caution(direction, g[key])
+            scale = MASK_SCALE.get(name, "mean")
+            expected = -lr * np_caution(direction, g[key], scale)
             np.testing.assert_allclose(u_careful[key], expected, rtol=2e-6, atol=1e-7)
             dropped += int(np.sum(np.asarray(u_careful[key]) == 0))
     assert dropped > 0, "the test never exercised the mask"
@@ -185,7 +197,7 @@ def test_cautious_adamw_trajectory_matches_numpy():
 
 
 def test_cautious_lion_trajectory_matches_numpy():
-    """C-Lion with cautious weight decay, written out in NumPy (float64)."""
+    """C-Lion (c_lion.py's rescaling) with cautious weight decay, in NumPy."""
     lr, b1, b2, wd, steps = 0.01, 0.9, 0.99, 0.5, 25
     rng = np.random.default_rng(1)
     target = rng.normal(size=10)
@@ -198,7 +210,7 @@ def test_cautious_lion_trajectory_matches_numpy():
     start, m = p.copy(), np.zeros(10)
     for t in range(steps):
         g = grad(p, t)
-        u = np_caution(np.sign((1 - b1) * g + b1 * m), g)
+        u = np_caution(np.sign((1 - b1) * g + b1 * m), g, "numel")
         m = b2 * m + (1 - b2) * g
         p = p - lr * np_cautious_decay(u, p, wd)
 
@@ -212,6 +224,56 @@ def test_cautious_lion_trajectory_matches_numpy():
             u, state = tx.update(jnp.asarray(grad(np.asarray(q), t)), state, q)
             q = gradax.apply_updates(q, u)
         np.testing.assert_allclose(q, p, rtol=1e-10, atol=1e-12)
+
+
+# Two steps on five entries: at the second, sign(c_2) agrees with g_2 at
+# k = 3 of n = 5 entries (c_2 = 0.9 * 0.01 * g_1 + 0.1 * g_2 for Lion).
+_G1 = np.ones(5, dtype=np.float32)
+_G2 = np.array([1.0, -0.01, -0.01, 1.0, -1.0], dtype=np.float32)
+_KEPT = np.array([1.0, 0.0, 0.0, 1.0, -1.0])
+
+
+def _second_step(tx):
+    p = jnp.zeros(5)
+    state = tx.init(p)
+    _, state = tx.update(jnp.asarray(_G1), state, p)
+    return np.asarray(tx.update(jnp.asarray(_G2), state, p)[0])
+
+
+def test_cautious_lion_step_is_c_lion_formula():
+    """c_lion.py (C-Optim, commit 2c0517c): mask * numel / (mask.sum() + 1).
+
+    The step is -lr * sign(c) * mask * 5 / (3 + 1); the mean rule (before
+    mask_scale) gave 5 / 3, (k + 1) / k = 4/3 times larger.
+    """
+    tx = gradax.lion(1.0, weight_decay=0.0, cautious=True)
+    np.testing.assert_allclose(_second_step(tx), -_KEPT * 5 / 4, rtol=1e-6)
+    mean = gradax.lion(1.0, weight_decay=0.0, cautious=True, mask_scale="mean")
+    np.testing.assert_allclose(_second_step(mean), -_KEPT * 5 / 3, rtol=1e-6)
+
+
+def test_cautious_adamw_step_is_c_adamw_formula():
+    """c_adamw.py (C-Optim, commit 2c0517c): mask / max(mask.mean(), 1e-3)."""
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    m = b1 * (1 - b1) * _G1 + (1 - b1) * _G2
+    v = b2 * (1 - b2) * _G1**2 + (1 - b2) * _G2**2
+    direction = (m / (1 - b1**2)) / (np.sqrt(v / (1 - b2**2)) + eps)
+    keep = np.abs(_KEPT)
+    expected = -direction * keep / (3 / 5)
+    tx = gradax.adamw(1.0, b1, b2, eps, weight_decay=0.0, cautious=True)
+    # float32 bias correction 1 - b2**2 = 2e-3 carries a relative error of
+    # about 2**-24 / 2e-3 ~ 3e-5 into the step.
+    np.testing.assert_allclose(_second_step(tx), expected, rtol=1e-4)
+    np.testing.assert_allclose(_second_step(tx), -direction * keep * 5 / 3, rtol=1e-4)
+    # The numel rule would give 5 / 4: the two rules are told apart.
+    assert not np.allclose(_second_step(tx)[0], -direction[0] * 5 / 4, rtol=1e-2)
+
+
+def test_caution_mask_scale_rejects_unknown_names():
+    with pytest.raises(ValueError, match="mask_scale"):
+        gradax.lion(0.1, mask_scale="sum")
+    with pytest.raises(ValueError, match="mask_scale"):
+        caution(jnp.ones(2), jnp.ones(2), mask_scale="sum")
 
 
 @pytest.mark.parametrize("name", CAUTIOUS)
