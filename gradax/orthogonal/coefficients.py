@@ -43,14 +43,30 @@ JIACHENG6 = tuple(
 
 POLAR_EXPRESS_CUSHION = 0.02407327424182761
 
+# The five fixed Polar Express rows of the Dion2 reference code
+# (microsoft/dion, dion/polar_express.py, ``_POLAR_EXPRESS_COEFFS``, commit
+# 0a059a4542e5aa74b40dcd1dce363836c7afcd48), used with a safety factor of
+# 1.02 on the Frobenius norm; that file says they match KellerJordan's and
+# karpathy's (modded-nanogpt, nanochat). They differ from gradax's generated
+# "polar_express" table (:func:`polar_express_coefficients`, safety 1.01).
+POLAR_EXPRESS_FIXED5 = (
+    (8.156554524902461, -22.48329292557795, 15.878769915207462),
+    (4.042929935166739, -2.808917465908714, 0.5000178451051316),
+    (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
+    (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
+    (2.3465413258596377, -1.7097828382687081, 0.42323551169305323),
+)
+
 # Presets: (table, default number of steps, factor on the Frobenius norm).
-# Polar Express normalizes by 1.01 * ||G||_F, matching its safety factor.
+# Polar Express normalizes by 1.01 * ||G||_F, matching its safety factor;
+# "polar_express_fixed5" by 1.02 * ||G||_F, as the Dion2 reference does.
 PRESETS: dict[str, tuple[tuple[tuple[float, ...], ...], int, float]] = {
     "keller": (KELLER, 5, 1.0),
     "standard": (KELLER, 5, 1.0),  # optax's name for the same scheme
     "you5": (YOU5, 5, 1.0),
     "dion": (YOU5, 5, 1.0),  # optax's name for You's table
     "jiacheng6": (JIACHENG6, 6, 1.0),
+    "polar_express_fixed5": (POLAR_EXPRESS_FIXED5, 5, 1.02),
 }
 
 
