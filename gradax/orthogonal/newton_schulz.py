@@ -144,7 +144,9 @@ def orthogonalize(
     Args:
       x: an array of shape ``(..., m, n)``; leading axes are batch axes.
       coefficients: a preset — ``"keller"`` (alias ``"standard"``), ``"you5"``
-        (alias ``"dion"``), ``"jiacheng6"``, ``"polar_express"`` — or an array
+        (alias ``"dion"``), ``"jiacheng6"``, ``"polar_express"``,
+        ``"polar_express_fixed5"`` (the five published rows, norm x 1.02:
+        Dion2's reference) — or an array
         of shape ``(3,)`` (used at every step) or ``(T, 3)`` (one row a step).
       steps: number of steps (default: the preset's; a ``(T, 3)`` table's T;
         5 for one row). A shorter table repeats its last row.
