@@ -175,6 +175,15 @@ POSITIVE_INT = Range(1, integer=True)
 """An integer ``>= 1``: a step count, a block size."""
 NONNEGATIVE_INT = Range(0, integer=True)
 """An integer ``>= 0``."""
+PERIOD = Range(
+    integer=True,
+    warn_below=1,
+    warning=(
+        "a period below 1 never applies an update (every update is zeros), as in optax"
+    ),
+)
+"""An integer, usually ``>= 1``: how many steps an update is accumulated
+over. optax also takes 0 or less (no update ever): accepted, with a warning."""
 LEARNING_RATE = Range(
     warn_below=0.0,
     warning=(

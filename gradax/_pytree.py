@@ -182,7 +182,7 @@ def _is_gradax_code(frame: Any) -> bool:
     return generated or module == "gradax" or module.startswith("gradax.")
 
 
-def _user_stacklevel() -> int | None:
+def user_stacklevel() -> int | None:
     """The ``stacklevel`` of the first caller outside gradax, for a warning.
 
     None while a gradax object's ``init`` or ``update`` runs: aliases
@@ -207,7 +207,7 @@ def _warn_at_construction(notes: list[tuple[str, str]]) -> None:
     """
     if not notes:
         return
-    level = _user_stacklevel()
+    level = user_stacklevel()
     if level is None:
         return
     # Arguments with the same reason share it: "learning_rate=-0.1,
@@ -430,7 +430,7 @@ class Module(metaclass=ModuleMeta):
         for check in self._check_inits:
             check(self)
         if self._deprecation:
-            level = _user_stacklevel()
+            level = user_stacklevel()
             if level is not None:
                 warnings.warn(self._deprecation, DeprecationWarning, stacklevel=level)
         _warn_at_construction(self._unusual_values())

@@ -6,11 +6,11 @@ should use :mod:`gradax.tree`.
 """
 
 import functools
-import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ._pytree import user_stacklevel
 from .tree import NamedTupleKey as NamedTupleKey
 from .tree import add as tree_add
 from .tree import add_scale as tree_add_scale
@@ -128,16 +128,9 @@ def __getattr__(name: str) -> object:
     if entry is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     message, function = entry
-    warnings.warn(message, DeprecationWarning, stacklevel=_user_stacklevel())
+    # The user's line, also when gradax wraps this __getattr__ (None: read
+    # from inside a gradax update, which the warning does not concern).
+    level = user_stacklevel()
+    if level is not None:
+        warnings.warn(message, DeprecationWarning, stacklevel=level)
     return function
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` (from ``__getattr__``) of the first frame outside
-    gradax: the user's line, also when gradax wraps this ``__getattr__``."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__", "").startswith(
-        "gradax"
-    ):
-        frame, level = frame.f_back, level + 1
-    return level

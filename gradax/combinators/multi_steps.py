@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import Range, hyper
+from .._declare import PERIOD, hyper
 from .._hyper import resolve
 from .._numerics import abs_sq, safe_increment
 from .._protocol import (
@@ -20,16 +20,6 @@ from .._protocol import (
 )
 from .._pytree import static_field
 from ._wrapping import cond_update
-
-# An integer; optax also takes 0 (or less), which never emits an update:
-# accepted with optax's numbers, and a warning.
-_EVERY_K = Range(
-    integer=True,
-    warn_below=1,
-    warning=(
-        "a period below 1 never applies an update (every update is zeros), as in optax"
-    ),
-)
 
 
 class ShouldSkipUpdateFunction(Protocol):
@@ -179,7 +169,7 @@ class MultiSteps(GradientTransformation):
     """
 
     opt: TransformationLike = transformation_field()
-    every_k_schedule: Any = hyper(valid=_EVERY_K)
+    every_k_schedule: Any = hyper(valid=PERIOD)
     use_grad_mean: bool = static_field(default=True)
     should_skip_update_fn: Callable[..., Any] | None = static_field(default=None)
     accumulator_dtype: Any = static_field(default=jnp.float32)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import Range, hyper
+from .._declare import PERIOD, hyper
 from .._numerics import safe_increment
 from .._protocol import (
     Alias,
@@ -42,17 +42,6 @@ def _from_vector(vector: jax.Array, like: Any) -> Any:
         treedef,
         [reshape_like(p, x) for p, x in zip(pieces, leaves, strict=True)],
     )
-
-
-# An integer; optax also takes 0 (or less), which never emits an update:
-# accepted with optax's numbers, and a warning.
-_PERIOD = Range(
-    integer=True,
-    warn_below=1,
-    warning=(
-        "a period below 1 never applies an update (every update is zeros), as in optax"
-    ),
-)
 
 
 class flatten(GradientTransformation):
@@ -232,7 +221,7 @@ class apply_every(GradientTransformation):
     """
 
     # A period, not a schedule: the state's count runs modulo it.
-    k: Any = hyper(default=1, valid=_PERIOD, schedule=False)
+    k: Any = hyper(default=1, valid=PERIOD, schedule=False)
 
     def init_state(self, params):
         return ApplyEvery(count=zero_count(), grad_acc=gtree.zeros_like(params))
