@@ -1,29 +1,29 @@
 """Declared hyperparameters: each field states its valid values once.
 
-A field written ``b1: float = hyper(default=0.9, valid=DECAY)`` is a numeric
-hyperparameter whose values must lie in ``[0, 1)``. :class:`gradax.Module`
+A field written `b1: float = hyper(default=0.9, valid=DECAY)` is a numeric
+hyperparameter whose values must lie in `[0, 1)`. :class:`gradax.Module`
 validates every declared field when a user builds the object, so an error
 names the user's argument (the field has the argument's name) and the valid
 range, and no class writes these checks by hand.
 
 What a declaration says:
 
-- ``valid``: a :class:`Range` (bounds, open or closed, integer or real) or a
+- `valid`: a :class:`Range` (bounds, open or closed, integer or real) or a
   :class:`OneOf` (a set of allowed values, e.g. preset names);
-- ``schedule``: whether a schedule (a callable of the step count) is accepted;
-- ``array``: whether an array (NumPy or JAX, any shape) is accepted;
-- ``static``: whether the value is part of the tree definition (step counts,
+- `schedule`: whether a schedule (a callable of the step count) is accepted;
+- `array`: whether an array (NumPy or JAX, any shape) is accepted;
+- `static`: whether the value is part of the tree definition (step counts,
   names) instead of a leaf.
 
 Plain numbers must be finite (NaN and inf are refused unless the range says
-``allow_inf``). Strings, lists, booleans and other non-numbers are refused.
+`allow_inf`). Strings, lists, booleans and other non-numbers are refused.
 Tracers are not checked (their values are unknown). A schedule is checked
-through its ``bounds()`` when it has one: gradax's own schedules know the
+through its `bounds()` when it has one: gradax's own schedules know the
 smallest and largest value they take from their arguments, without calling a
 device; a plain function is not called at construction.
 
 A range may also name values that are valid but usually a mistake
-(``warn_below``: a negative learning rate makes an optimizer ascend). Those
+(`warn_below`: a negative learning rate makes an optimizer ascend). Those
 are accepted, as optax accepts them, and the object's construction gives one
 :class:`HyperparameterWarning` naming the argument.
 """
@@ -63,8 +63,8 @@ class HyperparameterWarning(UserWarning):
 
     Issued once when a user builds the object, e.g. for a negative learning
     rate, which optax accepts and which makes the optimizer ascend. Silence it
-    where it is meant with ``warnings.filterwarnings("ignore",
-    category=gradax.declare.HyperparameterWarning)``.
+    where it is meant with `warnings.filterwarnings("ignore",
+    category=gradax.declare.HyperparameterWarning)`.
     """
 
     __module__ = "gradax.declare"
@@ -75,15 +75,15 @@ class Range:
     """Valid values: an interval of reals or integers.
 
     Args:
-      low: the lower bound (``-inf`` for none).
-      high: the upper bound (``inf`` for none).
-      low_open: exclude ``low`` itself.
-      high_open: exclude ``high`` itself.
+      low: the lower bound (`-inf` for none).
+      high: the upper bound (`inf` for none).
+      low_open: exclude `low` itself.
+      high_open: exclude `high` itself.
       integer: only integers.
-      allow_inf: accept ``inf`` (e.g. "no clipping"); NaN is never valid.
+      allow_inf: accept `inf` (e.g. "no clipping"); NaN is never valid.
       hint: a sentence added to the error message.
       warn_below: values below it are valid but usually a mistake: they are
-        accepted, and building the object warns (``-inf``: never).
+        accepted, and building the object warns (`-inf`: never).
       warning: what such a value does, for the warning's message.
     """
 
@@ -98,7 +98,7 @@ class Range:
     warning: str = ""
 
     def describe(self) -> str:
-        """The range as text, e.g. ``in [0, 1)`` or ``an integer >= 1``."""
+        """The range as text, e.g. `in [0, 1)` or `an integer >= 1`."""
         if self.integer:
             if math.isinf(self.low) and math.isinf(self.high):
                 return "an integer"
@@ -137,8 +137,8 @@ class OneOf:
     Args:
       values: the allowed values.
       also: a predicate accepting further values (e.g. tuples of numbers),
-        described by ``also_text``.
-      also_text: what ``also`` accepts, for the error message.
+        described by `also_text`.
+      also_text: what `also` accepts, for the error message.
     """
 
     values: tuple[Any, ...]
@@ -230,15 +230,15 @@ def hyper(
 ) -> Any:
     """Declare a hyperparameter field and its valid values.
 
-    Every argument is a keyword, so static tools (``dataclass_transform``)
-    read ``default`` as the field's default.
+    Every argument is a keyword, so static tools (`dataclass_transform`)
+    read `default` as the field's default.
 
     Args:
       default: the default value (omit for a required argument).
       valid: a :class:`Range` or :class:`OneOf`.
       schedule: accept a schedule (default: True for a numeric leaf, False
         for a static field).
-      array: accept an array (default: like ``schedule``).
+      array: accept an array (default: like `schedule`).
       static: keep the value in the tree definition (it shapes the program).
       allow_none: accept None (default: when the default is None).
       kw_only: a keyword-only argument.
@@ -273,8 +273,8 @@ def field(
       default: the default value (omit for a required argument).
       static: keep the value in the tree definition instead of the leaves.
       converter: see :data:`Converter`.
-      **kwargs: passed to :func:`dataclasses.field` (``kw_only``,
-        ``default_factory``, ``repr``).
+      **kwargs: passed to :func:`dataclasses.field` (`kw_only`,
+        `default_factory`, `repr`).
 
     Returns:
       A dataclass field.
@@ -305,9 +305,9 @@ def is_static(field: dataclasses.Field) -> bool:
 def transformation_field(*, default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
     """A field holding a transformation: an optax one is wrapped on the way in.
 
-    The conversion runs when the object is built and in ``replace``, so
-    ``chain(...).replace(transforms=(optax.scale(1.0),))`` holds the same as
-    ``chain(optax.scale(1.0))``.
+    The conversion runs when the object is built and in `replace`, so
+    `chain(...).replace(transforms=(optax.scale(1.0),))` holds the same as
+    `chain(optax.scale(1.0))`.
     """
     return field(default=default, converter=_as_transformation, **kwargs)
 
@@ -363,7 +363,7 @@ def _is_schedule_like(value: Any) -> bool:
 
 
 def _concrete_numbers(value: Any) -> np.ndarray | None:
-    """The numbers of ``value`` when they can be read without a trace."""
+    """The numbers of `value` when they can be read without a trace."""
     numbers = None
     if isinstance(value, (int, float, complex, np.number, np.ndarray)):
         numbers = np.asarray(value)
@@ -380,7 +380,7 @@ def _concrete_numbers(value: Any) -> np.ndarray | None:
 
 
 def validate(name: str, value: Any, spec: Spec) -> None:
-    """Raise :class:`HyperparameterError` unless ``value`` fits ``spec``."""
+    """Raise :class:`HyperparameterError` unless `value` fits `spec`."""
     if value is None:
         if not spec.allow_none:
             _fail(name, spec, value)
@@ -432,12 +432,12 @@ def validate(name: str, value: Any, spec: Spec) -> None:
 
 
 def unusual(name: str, value: Any, spec: Spec) -> tuple[str, str] | None:
-    """``(what, why)`` when a valid ``value`` lies below its ``warn_below``.
+    """`(what, why)` when a valid `value` lies below its `warn_below`.
 
-    ``what`` names the argument and its value, ``why`` is the range's
-    ``warning``. Only values known without touching a device are read:
+    `what` names the argument and its value, `why` is the range's
+    `warning`. Only values known without touching a device are read:
     numbers, arrays (read back as :func:`validate` does), and schedules with
-    ``bounds()``. A plain function is not called (it may compute on a
+    `bounds()`. A plain function is not called (it may compute on a
     device), so it gets no note; neither do tracers.
     """
     valid = spec.valid

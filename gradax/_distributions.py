@@ -11,11 +11,11 @@ from jax.scipy.stats import norm
 
 
 class MultiNormalDiagFromLogScale:
-    """A Gaussian with independent coordinates, mean ``loc``, std ``exp(log_scale)``.
+    """A Gaussian with independent coordinates, mean `loc`, std `exp(log_scale)`.
 
     Args:
       loc: the mean.
-      log_scale: the log of the standard deviation (broadcast with ``loc``).
+      log_scale: the log of the standard deviation (broadcast with `loc`).
     """
 
     def __init__(self, loc: Any, log_scale: Any):
@@ -27,12 +27,12 @@ class MultiNormalDiagFromLogScale:
         )
 
     def sample(self, shape: Sequence[int], key: jax.Array) -> jax.Array:
-        """``shape`` independent draws, each of the parameters' shape."""
+        """`shape` independent draws, each of the parameters' shape."""
         noise = jax.random.normal(key, (*shape, *self._param_shape))
         return noise * self._scale + self._mean
 
     def log_prob(self, x: Any) -> jax.Array:
-        """The log density of ``x``, summed over the parameters' axes."""
+        """The log density of `x`, summed over the parameters' axes."""
         per_coordinate = norm.logpdf(x, loc=self._mean, scale=self._scale)
         axes = tuple(-(i + 1) for i in range(len(self._param_shape)))
         return jnp.sum(per_coordinate, axis=axes)
@@ -44,20 +44,20 @@ class MultiNormalDiagFromLogScale:
 
     @property
     def params(self) -> list[jax.Array]:
-        """``[loc, log_scale]``."""
+        """`[loc, log_scale]`."""
         return [self._mean, self._log_scale]
 
 
 def multi_normal(loc: Any, log_scale: Any) -> MultiNormalDiagFromLogScale:
-    """A diagonal Gaussian with mean ``loc`` and std ``exp(log_scale)``.
+    """A diagonal Gaussian with mean `loc` and std `exp(log_scale)`.
 
     Args:
       loc: the mean.
       log_scale: the log standard deviation.
 
     Returns:
-      A :class:`MultiNormalDiagFromLogScale` with ``sample(shape, key)``,
-      ``log_prob(x)``, ``log_scale`` and ``params``.
+      A :class:`MultiNormalDiagFromLogScale` with `sample(shape, key)`,
+      `log_prob(x)`, `log_scale` and `params`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

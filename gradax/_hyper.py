@@ -2,7 +2,7 @@
 
 Every numeric hyperparameter of a gradax transformation may be a number, an
 array or a schedule. Transformations never do arithmetic on the raw field:
-the base class resolves schedules once per update (see ``_core``), and the
+the base class resolves schedules once per update (see `_core`), and the
 checks here validate plain numbers when the object is built.
 """
 
@@ -31,7 +31,7 @@ class Schedule(Module):
 
 
 class FunctionSchedule(Schedule):
-    """Wraps a plain callable ``count -> value`` so it can live in a pytree.
+    """Wraps a plain callable `count -> value` so it can live in a pytree.
 
     The function is static: two wrappers are equal only when they hold the same
     function object.
@@ -47,10 +47,10 @@ class FunctionSchedule(Schedule):
 
 
 class StatefulSchedule(Module):
-    """A schedule with its own state (for ``inject_stateful_hyperparams``).
+    """A schedule with its own state (for `inject_stateful_hyperparams`).
 
-    Subclasses implement ``init() -> state``, ``update(state, **extra_args) ->
-    state`` and ``__call__(state, **extra_args) -> value``, as in optax.
+    Subclasses implement `init() -> state`, `update(state, **extra_args) ->
+    state` and `__call__(state, **extra_args) -> value`, as in optax.
     """
 
     def init(self) -> Any:
@@ -64,7 +64,7 @@ class StatefulSchedule(Module):
 
 
 def is_schedule(value: Any) -> bool:
-    """Whether ``value`` is a step-count schedule (as opposed to a number)."""
+    """Whether `value` is a step-count schedule (as opposed to a number)."""
     return isinstance(value, Schedule)
 
 
@@ -76,7 +76,7 @@ def as_hyperparameter(value: Any) -> Any:
 
 
 def resolve(value: Any, count: Any) -> Any:
-    """The value of a hyperparameter at step ``count``."""
+    """The value of a hyperparameter at step `count`."""
     if isinstance(value, Schedule):
         return value(count)
     return value

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterable
 def reexport_lazily(
     module_name: str, names: Iterable[str]
 ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
-    """A module ``__getattr__`` and ``__dir__`` that serve ``names`` from gradax.
+    """A module `__getattr__` and `__dir__` that serve `names` from gradax.
 
-    The names are looked up on the top-level ``gradax`` package on first use,
+    The names are looked up on the top-level `gradax` package on first use,
     so a subpackage can offer them without importing the modules that define
     them (which import the subpackage: a cycle).
     """

@@ -1,8 +1,8 @@
 """Weights seen as batches of matrices: dimension numbers and matrix views.
 
-Muon (``gradax.orthogonal``) and the Kronecker-factored preconditioners
-(``gradax.optimizers``: Shampoo, SOAP) both treat a weight as a batch of
-``(fan_in, fan_out)`` matrices. How a weight maps to its matrices lives here,
+Muon (`gradax.orthogonal`) and the Kronecker-factored preconditioners
+(`gradax.optimizers`: Shampoo, SOAP) both treat a weight as a batch of
+`(fan_in, fan_out)` matrices. How a weight maps to its matrices lives here,
 below both packages, so neither imports the other for it.
 """
 
@@ -20,11 +20,11 @@ from ._pytree import is_tree_function
 class MuonDimensionNumbers(NamedTuple):
     """The reduction (fan-in) and output (fan-out) axes of a weight.
 
-    For ``y = x @ W`` the reduction axis is 0 and the output axis 1 (the
+    For `y = x @ W` the reduction axis is 0 and the output axis 1 (the
     default). Every other axis is a batch axis: each slice along it is its own
-    matrix (stacked layers from ``scan``). Several reduction axes are
-    flattened together (a conv kernel ``(h, w, c_in, c_out)`` has reduction
-    axes ``(0, 1, 2)`` and output axis 3).
+    matrix (stacked layers from `scan`). Several reduction axes are
+    flattened together (a conv kernel `(h, w, c_in, c_out)` has reduction
+    axes `(0, 1, 2)` and output axis 3).
     """
 
     reduction_axis: Any = 0
@@ -34,17 +34,17 @@ class MuonDimensionNumbers(NamedTuple):
 class MuonSplit(NamedTuple):
     """Dimension numbers that also cut the matrix into separate blocks.
 
-    For the Muon family (``muon``, ``normuon``, ``adamuon``): each block is
+    For the Muon family (`muon`, `normuon`, `adamuon`): each block is
     orthogonalized (and shape-scaled) as a matrix of its own, as
-    microsoft/dion's ``num_heads`` and ``split_sizes`` do. ``num_heads=H``
-    cuts ``split_axis`` into H equal blocks: a ``(d, H * dh)`` attention
-    kernel is H ``(d, dh)`` matrices. ``split_sizes=(dq, dk, dv)`` cuts it
-    into blocks of those sizes: a fused ``[q | k | v]`` kernel. Blocks of one
-    size are one batched Newton–Schulz call. ``split_axis`` is one of the
+    microsoft/dion's `num_heads` and `split_sizes` do. `num_heads=H`
+    cuts `split_axis` into H equal blocks: a `(d, H * dh)` attention
+    kernel is H `(d, dh)` matrices. `split_sizes=(dq, dk, dv)` cuts it
+    into blocks of those sizes: a fused `[q | k | v]` kernel. Blocks of one
+    size are one batched Newton–Schulz call. `split_axis` is one of the
     matrix axes (None: the output axis, which must then be a single axis).
-    ``reduction_axis`` and ``output_axis`` are as in
+    `reduction_axis` and `output_axis` are as in
     :class:`MuonDimensionNumbers`; other axes stay batch axes (stacked
-    layers). Give ``num_heads`` or ``split_sizes``; other optimizers (dion,
+    layers). Give `num_heads` or `split_sizes`; other optimizers (dion,
     dion2, Shampoo, SOAP) refuse a split.
 
     Example:
@@ -61,7 +61,7 @@ class MuonSplit(NamedTuple):
 
 
 def is_dimension_numbers(x: Any) -> bool:
-    """Whether ``x`` is a :class:`MuonDimensionNumbers` (or a :class:`MuonSplit`)."""
+    """Whether `x` is a :class:`MuonDimensionNumbers` (or a :class:`MuonSplit`)."""
     return isinstance(x, (MuonDimensionNumbers, MuonSplit))
 
 
@@ -98,7 +98,7 @@ class MatrixView(NamedTuple):
 
 
 def matrix_view(shape: tuple[int, ...], dims: MuonDimensionNumbers) -> MatrixView:
-    """Reshape functions between a weight and its ``(batch, fan_in, fan_out)``."""
+    """Reshape functions between a weight and its `(batch, fan_in, fan_out)`."""
     if has_split(dims):
         raise ValueError(
             f"dimension numbers {dims} split the matrix into blocks (num_heads or "
@@ -135,10 +135,10 @@ def matrix_view(shape: tuple[int, ...], dims: MuonDimensionNumbers) -> MatrixVie
 def default_dimension_numbers(tree: Any, *, auto: bool = False) -> Any:
     """One entry per leaf: dimension numbers for matrices, None otherwise.
 
-    With ``auto=False`` (optax's rule) only 2-D leaves are matrices. With
-    ``auto=True``, a 3-D leaf ``(L, m, n)`` is L stacked matrices and a 4-D
-    leaf is a conv kernel ``(h, w, c_in, c_out)`` flattened to
-    ``(h w c_in, c_out)``.
+    With `auto=False` (optax's rule) only 2-D leaves are matrices. With
+    `auto=True`, a 3-D leaf `(L, m, n)` is L stacked matrices and a 4-D
+    leaf is a conv kernel `(h, w, c_in, c_out)` flattened to
+    `(h w c_in, c_out)`.
     """
 
     def rule(x):
@@ -154,7 +154,7 @@ def default_dimension_numbers(tree: Any, *, auto: bool = False) -> Any:
 
 
 def _is_value_wrapper(x: Any) -> bool:
-    """Whether ``x`` is a flax variable: a node whose one child is ``.value``."""
+    """Whether `x` is a flax variable: a node whose one child is `.value`."""
     if not type(x).__module__.startswith("flax."):
         return False
     children = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
@@ -163,10 +163,10 @@ def _is_value_wrapper(x: Any) -> bool:
 
 
 def without_variables(spec: Any) -> Any:
-    """A spec tree with each flax variable (``nnx.Param``) replaced by its value.
+    """A spec tree with each flax variable (`nnx.Param`) replaced by its value.
 
-    ``nnx.Optimizer`` gives ``init`` the ``nnx.Param`` variables and
-    ``update`` their arrays; a spec built from the variables, stripped of
+    `nnx.Optimizer` gives `init` the `nnx.Param` variables and
+    `update` their arrays; a spec built from the variables, stripped of
     them, is a prefix of both trees.
     """
 
@@ -182,12 +182,12 @@ def without_variables(spec: Any) -> Any:
 
 
 def full_dimension_numbers(spec: Any, tree: Any, *, default_2d_only: bool) -> Any:
-    """Expand a dimension-number spec to one entry per leaf of ``tree``.
+    """Expand a dimension-number spec to one entry per leaf of `tree`.
 
-    ``spec`` is None (the default rule), "auto", one MuonDimensionNumbers for
-    every leaf, a tree of them (a prefix of ``tree``; None marks a leaf that is
-    not a matrix; flax ``nnx.Param`` variables in it stand for their values),
-    or a function of ``tree`` returning one of these.
+    `spec` is None (the default rule), "auto", one MuonDimensionNumbers for
+    every leaf, a tree of them (a prefix of `tree`; None marks a leaf that is
+    not a matrix; flax `nnx.Param` variables in it stand for their values),
+    or a function of `tree` returning one of these.
     """
     if is_routing_function(spec):
         spec = spec(tree)

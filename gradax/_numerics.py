@@ -1,11 +1,11 @@
 """Numerical helpers shared by the whole package, in one place.
 
 Numerically safe norms and counters with optax's public names, and the
-internal ``abs_sq`` and ``real_dtype`` every module uses instead of a copy.
+internal `abs_sq` and `real_dtype` every module uses instead of a copy.
 
-``safe_norm`` and ``safe_root_mean_squares`` clamp from below without the NaN
-gradient that ``jnp.maximum(jnp.linalg.norm(x), m)`` has at ``x = 0``;
-``safe_increment`` adds one to a counter without wrapping around.
+`safe_norm` and `safe_root_mean_squares` clamp from below without the NaN
+gradient that `jnp.maximum(jnp.linalg.norm(x), m)` has at `x = 0`;
+`safe_increment` adds one to a counter without wrapping around.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ._quantized import int8_blockwise
 
 
 def abs_sq(x: jax.Array) -> jax.Array:
-    """``|x|**2`` element-wise, in the real dtype of ``x`` (the one copy)."""
+    """`|x|**2` element-wise, in the real dtype of `x` (the one copy)."""
     if jnp.iscomplexobj(x):
         return (jnp.conj(x) * x).real
     return x * x
@@ -37,10 +37,10 @@ def canonical_dtype(dtype: Any) -> Any:
 
 
 def plain_dtype(dtype: Any, default: Any) -> Any:
-    """``dtype`` for a state leaf kept as a plain array, ``default`` if None.
+    """`dtype` for a state leaf kept as a plain array, `default` if None.
 
-    A storage spec (``int8_blockwise``) quantizes moments shaped like the
-    parameters; the other leaves of such a state (Dion's basis ``Q``,
+    A storage spec (`int8_blockwise`) quantizes moments shaped like the
+    parameters; the other leaves of such a state (Dion's basis `Q`,
     NorMuon's per-neuron second moment) stay float32.
     """
     if isinstance(dtype, int8_blockwise):
@@ -60,18 +60,18 @@ def safe_norm(
     axis: int | tuple[int, ...] | None = None,
     keepdims: bool = False,
 ) -> jax.Array:
-    """``max(norm(x), min_norm)`` whose gradient is 0, not NaN, below the floor.
+    """`max(norm(x), min_norm)` whose gradient is 0, not NaN, below the floor.
 
-    Where the norm is at most ``min_norm`` the result is ``min_norm`` and the
-    norm is re-evaluated on ones instead of ``x``, so the discarded branch has
+    Where the norm is at most `min_norm` the result is `min_norm` and the
+    norm is re-evaluated on ones instead of `x`, so the discarded branch has
     a finite derivative.
 
     Args:
       x: an array.
       min_norm: the floor of the result.
-      ord: order of the norm, as in ``jnp.linalg.norm``.
+      ord: order of the norm, as in `jnp.linalg.norm`.
       axis: the axis (or pair of axes) to take the norm over; None for all of
-        a vector or matrix, as in ``jnp.linalg.norm``.
+        a vector or matrix, as in `jnp.linalg.norm`.
       keepdims: keep the reduced axes with size one.
 
     Returns:
@@ -95,7 +95,7 @@ def safe_norm(
 
 
 def safe_root_mean_squares(x: Any, min_rms: Any) -> jax.Array:
-    """``max(sqrt(mean(|x|**2)), min_rms)`` with a finite gradient at zero.
+    """`max(sqrt(mean(|x|**2)), min_rms)` with a finite gradient at zero.
 
     Args:
       x: an array (real or complex).
@@ -116,13 +116,13 @@ def safe_root_mean_squares(x: Any, min_rms: Any) -> jax.Array:
 
 
 def safe_increment(count: Any) -> Any:
-    """``count + 1``, staying at the largest value of the dtype instead of wrapping.
+    """`count + 1`, staying at the largest value of the dtype instead of wrapping.
 
     Args:
       count: an integer or floating-point counter (an array or a number).
 
     Returns:
-      The incremented counter, with the dtype of ``count``.
+      The incremented counter, with the dtype of `count`.
 
     Raises:
       ValueError: for a counter that is neither integer nor floating point.

@@ -1,19 +1,19 @@
-"""optax's private module paths outside ``optax._src``, served lazily.
+"""optax's private module paths outside `optax._src`, served lazily.
 
-Code written for optax imports from ``optax.contrib._muon``,
-``optax.transforms._masking``, ``optax.losses._classification``, ... With
-``optax`` replaced by ``gradax`` those paths land in gradax's packages. Where
-gradax has a real module at the path (``gradax.contrib._adopt``), that module
-already carries optax's names. Every other path is listed in ``PATHS`` and
-built on first import by a finder at the end of ``sys.meta_path`` (so a real
+Code written for optax imports from `optax.contrib._muon`,
+`optax.transforms._masking`, `optax.losses._classification`, ... With
+`optax` replaced by `gradax` those paths land in gradax's packages. Where
+gradax has a real module at the path (`gradax.contrib._adopt`), that module
+already carries optax's names. Every other path is listed in `PATHS` and
+built on first import by a finder at the end of `sys.meta_path` (so a real
 file always wins): a module object whose names are gradax's own objects
-(``gradax.contrib._muon.muon is gradax.muon``) and nothing else. A name gradax
+(`gradax.contrib._muon.muon is gradax.muon`) and nothing else. A name gradax
 has no counterpart for is left out, so it fails as any missing name does.
 
-``import gradax`` installs the finder and builds nothing; the packages'
-``__getattr__`` (``package_getattr``) loads a module on its first attribute
-access, so ``gradax.contrib._muon.muon`` works after a bare ``import gradax``,
-as ``optax.contrib._muon.muon`` does after ``import optax``.
+`import gradax` installs the finder and builds nothing; the packages'
+`__getattr__` (`package_getattr`) loads a module on its first attribute
+access, so `gradax.contrib._muon.muon` works after a bare `import gradax`,
+as `optax.contrib._muon.muon` does after `import optax`.
 docs/optax-private-paths.md lists the paths, the names, what is left out and
 how often public code uses each path. New code should use the public names.
 """
@@ -138,7 +138,7 @@ PATHS: dict[str, tuple[str, str]] = {
 
 
 def names(path: str) -> tuple[str, ...]:
-    """The names the module at ``path`` offers (optax's names gradax has)."""
+    """The names the module at `path` offers (optax's names gradax has)."""
     return tuple(item.rpartition(":")[2] for item in PATHS[path][1].split())
 
 
@@ -167,7 +167,7 @@ class _ShimLoader(importlib.abc.Loader):
 
 
 class OptaxPathFinder(importlib.abc.MetaPathFinder):
-    """Finds the modules of ``PATHS``; placed last, so real files win."""
+    """Finds the modules of `PATHS`; placed last, so real files win."""
 
     _loader = _ShimLoader()
 
@@ -185,9 +185,9 @@ class OptaxPathFinder(importlib.abc.MetaPathFinder):
 def package_getattr(
     package: str, fallback: Callable[[str], object] | None = None
 ) -> Callable[[str], object]:
-    """A module ``__getattr__`` for ``package`` that loads its optax paths.
+    """A module `__getattr__` for `package` that loads its optax paths.
 
-    ``fallback`` is the package's own ``__getattr__``, tried first.
+    `fallback` is the package's own `__getattr__`, tried first.
     """
 
     def __getattr__(name: str) -> object:
@@ -210,12 +210,12 @@ _EQUIPPED_HERE = ("gradax.tree_utils", "gradax.losses")
 
 
 def install() -> None:
-    """Append the finder to ``sys.meta_path`` (once) and equip two packages.
+    """Append the finder to `sys.meta_path` (once) and equip two packages.
 
-    ``gradax.tree_utils`` is a module where optax's is a package: an empty
-    ``__path__`` lets the import system look for its submodules (only the
-    finder has any). It and ``gradax.losses`` get a ``__getattr__`` that
-    serves the attribute path (``gradax.losses._classification``).
+    `gradax.tree_utils` is a module where optax's is a package: an empty
+    `__path__` lets the import system look for its submodules (only the
+    finder has any). It and `gradax.losses` get a `__getattr__` that
+    serves the attribute path (`gradax.losses._classification`).
     """
     if not any(isinstance(f, OptaxPathFinder) for f in sys.meta_path):
         sys.meta_path.append(OptaxPathFinder())

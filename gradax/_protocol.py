@@ -1,40 +1,40 @@
 """The gradient-transformation protocol, and the guarantees every one keeps.
 
-A transformation is an immutable pytree with ``init(params)`` and
-``update(updates, state, params=None, **extra_args)``, the protocol optax
+A transformation is an immutable pytree with `init(params)` and
+`update(updates, state, params=None, **extra_args)`, the protocol optax
 speaks. Those two methods are written once, here, in
 :class:`GradientTransformation`; a subclass writes two hooks instead:
 
-- ``init_state(params) -> state``
-- ``update_state(updates, state, params, **extra_args) -> (updates, state)``
+- `init_state(params) -> state`
+- `update_state(updates, state, params, **extra_args) -> (updates, state)`
 
-and the base's ``init``/``update`` wrap them with what every transformation
+and the base's `init`/`update` wrap them with what every transformation
 guarantees:
 
 - schedule resolution: each field declared to accept a schedule holds its
-  value at the current step while the hook runs. The step is the ``count`` of
+  value at the current step while the hook runs. The step is the `count` of
   the transformation's own state. A transformation whose state has no count
   keeps one only while a field actually holds a schedule, as optax does: a
-  stateless one then has :class:`ScaleByScheduleState` (``count`` alone, what
-  optax's ``scale_by_schedule`` and scheduled ``add_decayed_weights`` keep),
+  stateless one then has :class:`ScaleByScheduleState` (`count` alone, what
+  optax's `scale_by_schedule` and scheduled `add_decayed_weights` keep),
   and one with state of its own has a :class:`ScheduleState` around it (only
-  reachable through gradax-only options, such as a schedule for ``trace``'s
-  ``decay``). So the state's tree is optax's for every call optax accepts;
-  ``gradax.tree.carry_state`` carries a state across a change of
+  reachable through gradax-only options, such as a schedule for `trace`'s
+  `decay`). So the state's tree is optax's for every call optax accepts;
+  `gradax.tree.carry_state` carries a state across a change of
   configuration that alters the tree;
-- state stability: ``update`` returns state with exactly the tree, shapes,
+- state stability: `update` returns state with exactly the tree, shapes,
   dtypes and weak types it was given, and updates with the gradients' dtypes;
-- quantized state: a leaf stored 8-bit (``int8_blockwise`` given as a
+- quantized state: a leaf stored 8-bit (`int8_blockwise` given as a
   moment's dtype) reaches the hook as a float32 array and what the hook
   returns is stored again the same way;
-- tree checks: ``updates`` and ``params`` must have the same tree and leaf
+- tree checks: `updates` and `params` must have the same tree and leaf
   shapes; the error names every differing path;
-- sharding: under ``jit`` on a mesh with Auto axes, each state leaf shaped
+- sharding: under `jit` on a mesh with Auto axes, each state leaf shaped
   like a parameter is tied to that parameter's sharding.
 
-optax's own idioms hold too: ``GradientTransformation(init_fn, update_fn)``
+optax's own idioms hold too: `GradientTransformation(init_fn, update_fn)`
 builds a transformation from two functions, and every transformation unpacks
-as ``init, update = tx``.
+as `init, update = tx`.
 """
 
 from __future__ import annotations
@@ -84,16 +84,16 @@ class EmptyState(NamedTuple):
 class ScaleByScheduleState(NamedTuple):
     """The step count of a stateless transformation given a schedule.
 
-    optax's ``ScaleByScheduleState``: what ``scale_by_schedule`` keeps, and
+    optax's `ScaleByScheduleState`: what `scale_by_schedule` keeps, and
     what any stateless gradax transformation keeps while one of its fields
-    holds a schedule (with a number it keeps ``EmptyState()``, as in optax).
+    holds a schedule (with a number it keeps `EmptyState()`, as in optax).
     """
 
     count: jax.Array  # int32 scalar: number of updates done
 
 
 class WeightDecaySchedule(NamedTuple):
-    """The step count of ``add_decayed_weights`` with a scheduled weight decay.
+    """The step count of `add_decayed_weights` with a scheduled weight decay.
 
     optax's name for the same one-field state as :class:`ScaleByScheduleState`.
     """
@@ -105,10 +105,10 @@ class ScheduleState(NamedTuple):
     """A step count around the state of a transformation that has none.
 
     Only gradax-only options make one: a schedule given to a field whose
-    optax twin takes a number (``trace(decay=schedule)``), on a
+    optax twin takes a number (`trace(decay=schedule)`), on a
     transformation whose own state keeps no count. Reading an attribute it
-    lacks reads the inner state's (``state.trace`` for the momentum of
-    ``trace``).
+    lacks reads the inner state's (`state.trace` for the momentum of
+    `trace`).
     """
 
     count: jax.Array  # int32 scalar: number of updates done
@@ -139,7 +139,7 @@ _update_depth: contextvars.ContextVar[int] = contextvars.ContextVar(
 
 
 def _has_per_example_updates(tx: Any) -> bool:
-    """Whether ``tx`` or a transformation inside it takes per-example updates."""
+    """Whether `tx` or a transformation inside it takes per-example updates."""
     if getattr(tx, "_per_example_updates", False):
         return True
     parts = jax.tree_util.tree_leaves(
@@ -179,11 +179,11 @@ def _takes_params(fn: Callable) -> bool:
 def call_update_fn(
     fn: Callable, updates: Any, state: Any, params: Any, extra_args: dict
 ) -> Any:
-    """Call an optax-style ``update`` function with what it accepts.
+    """Call an optax-style `update` function with what it accepts.
 
-    Extra keyword arguments are dropped for a function without ``**kwargs``
+    Extra keyword arguments are dropped for a function without `**kwargs`
     (gradax passes them to every transformation; optax's plain ones ignore
-    them), and ``params`` for a function that takes only two arguments.
+    them), and `params` for a function that takes only two arguments.
     """
     if extra_args and not _takes_extra_args(fn):
         extra_args = {}
@@ -212,11 +212,11 @@ def _is_gradax_kind_body(namespace: dict[str, Any]) -> bool:
 class _TransformationMeta(ModuleMeta):
     """Tells a user's optax-style subclass from a gradax one, at class creation.
 
-    optax's ``GradientTransformation`` is a NamedTuple, and frameworks extend
-    it: ``class Staged(optax.GradientTransformation)`` with an extra method,
-    built as ``Staged(init, update)``. A direct subclass whose body writes no
-    hook (``init_state``/``update_state``), declares no field (an annotated
-    name with a value) and does not set ``_abstract = True`` is that kind: its
+    optax's `GradientTransformation` is a NamedTuple, and frameworks extend
+    it: `class Staged(optax.GradientTransformation)` with an extra method,
+    built as `Staged(init, update)`. A direct subclass whose body writes no
+    hook (`init_state`/`update_state`), declares no field (an annotated
+    name with a value) and does not set `_abstract = True` is that kind: its
     base becomes :class:`NamedTupleTransformation`, which behaves as optax's
     NamedTuple does. Every other subclass is gradax's kind.
     """
@@ -242,16 +242,16 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
     """Base class of gradax transformations (the optax init/update protocol).
 
     Subclasses are frozen dataclasses whose numeric hyperparameters are fields
-    declared with ``hyper(default, valid_range)``; structure (flags, dtypes,
-    masks) is declared with ``static_field()``. A subclass implements
+    declared with `hyper(default, valid_range)`; structure (flags, dtypes,
+    masks) is declared with `static_field()`. A subclass implements
     :meth:`init_state` and :meth:`update_state`; :meth:`init` and
     :meth:`update` here call them and keep the guarantees listed in this
     module's documentation.
 
-    Called directly, as optax users do, ``GradientTransformation(init_fn,
-    update_fn)`` builds a :class:`FunctionTransformation`. A subclass that
+    Called directly, as optax users do, `GradientTransformation(init_fn,
+    update_fn)` builds a :class:`FunctionTransformation`. A subclass that
     writes no hook and declares no field is optax's kind instead, a
-    NamedTuple of ``(init, update)`` (see :class:`NamedTupleTransformation`).
+    NamedTuple of `(init, update)` (see :class:`NamedTupleTransformation`).
     """
 
     # False for transformations whose fields are resolved by what they build
@@ -349,7 +349,7 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
     def schedule_count(self, state: OptState) -> jax.Array | None:
         """The step at which schedules are evaluated, read from the state.
 
-        By default the state's ``count`` (the number of updates done), or
+        By default the state's `count` (the number of updates done), or
         None when it has none; a subclass whose count means something else
         overrides this.
         """
@@ -358,13 +358,13 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
         return None if callable(count) else count
 
     def _params_like_updates(self, params: Params) -> Params:
-        """The part of ``params`` that must have the updates' tree."""
+        """The part of `params` that must have the updates' tree."""
         return params
 
     # -- the protocol --------------------------------------------------------
 
     def at_step(self, count: Any) -> GradientTransformation:
-        """This transformation with each schedule replaced by its value at ``count``."""
+        """This transformation with each schedule replaced by its value at `count`."""
         values = {
             name: resolve(getattr(self, name), count)
             for name in self._schedulable
@@ -377,7 +377,7 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
         return any(is_schedule(getattr(self, n)) for n in self._schedulable)
 
     def init(self, params: Params) -> OptState:
-        """The initial state for ``params``."""
+        """The initial state for `params`."""
         state = self.at_step(zero_count()).init_state(params)
         if self.holds_schedule() and self.schedule_count(state) is None:
             if isinstance(state, tuple) and not state:  # EmptyState()
@@ -393,7 +393,7 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
         params: Params | None = None,
         **extra_args: Any,
     ) -> tuple[Updates, OptState]:
-        """Transform ``updates``; returns ``(new_updates, new_state)``."""
+        """Transform `updates`; returns `(new_updates, new_state)`."""
         missing = [n for n in self._required_extra_args if extra_args.get(n) is None]
         if missing:
             raise TypeError(
@@ -486,16 +486,16 @@ arguments; every gradax transformation does."""
 # A tuple first, so its __getitem__, __iter__, __eq__ and __hash__ are the
 # NamedTuple's, not the base's (which only reads as a pair).
 class NamedTupleTransformation(tuple, GradientTransformation):  # type: ignore[inconsistent-inheritance]  # noqa: SLOT001
-    """optax's kind of transformation: a NamedTuple of ``(init, update)``.
+    """optax's kind of transformation: a NamedTuple of `(init, update)`.
 
     A user's subclass of :class:`GradientTransformation` (or
-    ``GradientTransformationExtraArgs``) that writes no hook and declares no
+    `GradientTransformationExtraArgs`) that writes no hook and declares no
     field gets this class as its base, so it behaves as a subclass of optax's
-    NamedTuple: built as ``Cls(init, update)``, ``Cls(init=..., update=...)``
-    or ``super().__new__(cls, init, update)``; unpacked, indexed,
-    ``_replace``-d and ``_asdict``-ed; extra methods; attributes set on the
-    instance; and ``isinstance(tx, GradientTransformation)``. ``init`` and
-    ``update`` are the functions themselves, called as they are (no gradax
+    NamedTuple: built as `Cls(init, update)`, `Cls(init=..., update=...)`
+    or `super().__new__(cls, init, update)`; unpacked, indexed,
+    `_replace`-d and `_asdict`-ed; extra methods; attributes set on the
+    instance; and `isinstance(tx, GradientTransformation)`. `init` and
+    `update` are the functions themselves, called as they are (no gradax
     checks), as in optax. Inside a gradax combinator it is wrapped like any
     optax transformation (:class:`Foreign`).
 
@@ -540,14 +540,14 @@ class NamedTupleTransformation(tuple, GradientTransformation):  # type: ignore[i
 
     @classmethod
     def _make(cls, iterable: Iterable[Any]) -> Any:
-        """A new instance from two items (``NamedTuple._make``)."""
+        """A new instance from two items (`NamedTuple._make`)."""
         result = tuple.__new__(cls, iterable)
         if len(result) != 2:
             raise TypeError(f"Expected 2 arguments, got {len(result)}")
         return result
 
     def _replace(self, **changes: Any) -> Any:
-        """A copy with ``init`` and/or ``update`` replaced (``NamedTuple._replace``)."""
+        """A copy with `init` and/or `update` replaced (`NamedTuple._replace`)."""
         unknown = set(changes) - set(self._fields)
         if unknown:
             raise ValueError(f"Got unexpected field names: {sorted(unknown)!r}")
@@ -555,7 +555,7 @@ class NamedTupleTransformation(tuple, GradientTransformation):  # type: ignore[i
         return self._make(changes.get(name, value) for name, value in pairs)
 
     def _asdict(self) -> dict[str, Any]:
-        """``{"init": ..., "update": ...}`` (``NamedTuple._asdict``)."""
+        """`{"init": ..., "update": ...}` (`NamedTuple._asdict`)."""
         return dict(zip(self._fields, self, strict=True))
 
     def __getnewargs__(self) -> tuple[Any, ...]:
@@ -566,17 +566,17 @@ class NamedTupleTransformation(tuple, GradientTransformation):  # type: ignore[i
 
 
 class FunctionTransformation(GradientTransformation):
-    """A transformation from an ``init`` and an ``update`` function.
+    """A transformation from an `init` and an `update` function.
 
-    What ``gradax.GradientTransformation(init_fn, update_fn)`` builds, as in
+    What `gradax.GradientTransformation(init_fn, update_fn)` builds, as in
     optax. The functions are static (part of the tree definition); the
     guarantees of :class:`GradientTransformation` apply to what they return.
 
     Args:
-      init: ``init(params) -> state``.
-      update: ``update(updates, state, params=None, **extra_args) ->
-        (updates, state)``; extra arguments are dropped when it takes no
-        ``**kwargs``.
+      init: `init(params) -> state`.
+      update: `update(updates, state, params=None, **extra_args) ->
+        (updates, state)`; extra arguments are dropped when it takes no
+        `**kwargs`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -608,10 +608,10 @@ class FunctionTransformation(GradientTransformation):
 
 
 class Alias(GradientTransformation):
-    """A transformation defined as a composition of others (e.g. ``adamw``).
+    """A transformation defined as a composition of others (e.g. `adamw`).
 
     It keeps the user's hyperparameters as its own (declared, validated)
-    fields, so ``repr`` and equality show them, and builds the composition at
+    fields, so `repr` and equality show them, and builds the composition at
     each init/update. Schedules are passed on to the parts, which resolve
     them at their own step counts.
     """
@@ -635,7 +635,7 @@ class Alias(GradientTransformation):
 
 
 def is_foreign_transformation(value: Any) -> bool:
-    """Whether ``value`` is a transformation from another library (optax).
+    """Whether `value` is a transformation from another library (optax).
 
     A user's optax-style subclass (:class:`NamedTupleTransformation`) counts:
     its functions carry none of gradax's guarantees.
@@ -655,7 +655,7 @@ class Foreign(GradientTransformation):
     update does not accept them.
 
     Args:
-      tx: an object with ``init`` and ``update``.
+      tx: an object with `init` and `update`.
     """
 
     tx: Any = static_field()
@@ -670,24 +670,24 @@ class Foreign(GradientTransformation):
 class TransformationLike(Protocol):
     """What a combinator accepts as a transformation: gradax's or optax's.
 
-    Any object with optax's ``init`` and ``update``; a combinator's field
+    Any object with optax's `init` and `update`; a combinator's field
     declared with :func:`transformation_field` holds it as a gradax
     transformation (an optax one wrapped).
     """
 
     @property
     def init(self) -> Callable[..., Any]:
-        """``init(params) -> state``."""
+        """`init(params) -> state`."""
         ...
 
     @property
     def update(self) -> Callable[..., Any]:
-        """``update(updates, state, params=None, **extra_args)``."""
+        """`update(updates, state, params=None, **extra_args)`."""
         ...
 
 
 def as_transformation(value: Any, name: str = "transformation") -> Any:
-    """``value`` as a gradax transformation; optax ones are wrapped."""
+    """`value` as a gradax transformation; optax ones are wrapped."""
     if isinstance(value, GradientTransformation) and not value._tuple_kind:
         return value
     if is_foreign_transformation(value):
@@ -705,13 +705,13 @@ register_transformation_converter(as_transformation)
 
 
 def with_extra_args_support(tx: Any) -> GradientTransformation:
-    """Make ``tx`` accept (and ignore) extra keyword arguments in ``update``.
+    """Make `tx` accept (and ignore) extra keyword arguments in `update`.
 
     Args:
       tx: a gradax or optax transformation.
 
     Returns:
-      A gradax transformation (every gradax ``update`` takes extra keyword
+      A gradax transformation (every gradax `update` takes extra keyword
       arguments, so a gradax one is returned unchanged).
     """
     return as_transformation(tx, "tx")

@@ -1,23 +1,23 @@
 """Telling rounding noise from signal in matrix factorizations.
 
-QR, ``eigh`` and the SVD of a rank-deficient matrix return columns for its
+QR, `eigh` and the SVD of a rank-deficient matrix return columns for its
 null space that rounding alone chooses: any orthonormal completion is as
 right as another, and which one comes back depends on how the compiler
-orders the floating-point operations (``jit`` or eager, the number of
+orders the floating-point operations (`jit` or eager, the number of
 devices, the fusion). Products with those columns, such as the rotated
 gradient of SOAP or the projected gradient of GaLore, are then rounding
-noise of size about ``eps * ||G||``. A method that normalizes each entry
+noise of size about `eps * ||G||`. A method that normalizes each entry
 (Adam) or each column (Dion) turns that noise into an O(1) update pointing
 wherever the rounding went.
 
 The optimizers here set such products to exactly zero before they are
 normalized. A row (or column) counts as noise when its norm is below
 :func:`noise_floor` times the norm of what it was computed from, a bound on
-the rounding of a length-``n`` product that holds with a wide margin:
+the rounding of a length-`n` product that holds with a wide margin:
 measured on exactly rank-1 float32 matrices of sides 8 to 512, the
-null-space entries of the rotated (``eigh``), projected (SVD) and
-power-iterated (QR) gradients were at most ``1.5 eps ||G||_F`` each and
-``10 eps ||G||_F`` per line, against a floor of ``4 sqrt(n) eps`` (11 eps at
+null-space entries of the rotated (`eigh`), projected (SVD) and
+power-iterated (QR) gradients were at most `1.5 eps ||G||_F` each and
+`10 eps ||G||_F` per line, against a floor of `4 sqrt(n) eps` (11 eps at
 n = 8, 90 eps at n = 512). A whole line that small is a basis vector in the
 null space up to rounding, so dropping it loses nothing the arithmetic could
 resolve, and the update no longer depends on the path the compiler took.
@@ -34,12 +34,12 @@ import jax.numpy as jnp
 
 
 def noise_floor(n: int, dtype: Any) -> float:
-    """The relative size below which a length-``n`` product is rounding noise.
+    """The relative size below which a length-`n` product is rounding noise.
 
-    ``4 sqrt(n) eps(dtype)``: rounding errors of a length-``n`` inner
-    product grow like ``sqrt(n) eps`` in practice; the factor 4 leaves a
+    `4 sqrt(n) eps(dtype)`: rounding errors of a length-`n` inner
+    product grow like `sqrt(n) eps` in practice; the factor 4 leaves a
     margin over the largest noise measured (see the module docstring).
-    ``eps`` is float32's at the least: products of half-precision factors
+    `eps` is float32's at the least: products of half-precision factors
     carry noise of their own precision, which this floor leaves alone rather
     than drop true entries along with it.
     """
@@ -53,15 +53,15 @@ def frobenius(x: jax.Array) -> jax.Array:
 
 
 def kept_lines(x: jax.Array, scale: jax.Array, n: int, axis: int) -> jax.Array:
-    """Whether each line of ``x`` along ``axis`` is above the noise floor.
+    """Whether each line of `x` along `axis` is above the noise floor.
 
-    A line (a row for ``axis=-1``, a column for ``axis=-2``) is kept when its
-    norm exceeds ``noise_floor(n) * scale``, ``scale`` being the norm of the
-    matrix ``x`` was computed from. Whole lines, not single entries, are
+    A line (a row for `axis=-1`, a column for `axis=-2`) is kept when its
+    norm exceeds `noise_floor(n) * scale`, `scale` being the norm of the
+    matrix `x` was computed from. Whole lines, not single entries, are
     judged: a line is noise when its basis vector lies in the null space,
     while a single small entry of a true line is signal (a coordinate
     passing through zero) and must stay as computed. An all-zero input
-    (``scale == 0``) keeps nothing.
+    (`scale == 0`) keeps nothing.
     """
     norms = jnp.sqrt(jnp.sum(jnp.abs(x) ** 2, axis=axis, keepdims=True))
     return norms > (noise_floor(n, x.dtype) * scale).astype(norms.dtype)
@@ -70,8 +70,8 @@ def kept_lines(x: jax.Array, scale: jax.Array, n: int, axis: int) -> jax.Array:
 def drop_null_lines(
     x: jax.Array, scale: jax.Array, n: int, axes: tuple[int, ...] = (-1, -2)
 ) -> jax.Array:
-    """``x`` with the lines that are rounding noise (see :func:`kept_lines`)
-    along each of ``axes`` set to exactly zero."""
+    """`x` with the lines that are rounding noise (see :func:`kept_lines`)
+    along each of `axes` set to exactly zero."""
     keep = functools.reduce(
         jnp.logical_and, [kept_lines(x, scale, n, axis) for axis in axes]
     )

@@ -8,7 +8,7 @@ import jax
 
 
 def explicit_sharding(x: Any) -> jax.sharding.NamedSharding | None:
-    """The sharding in ``x``'s type when its mesh has Explicit axes, else None.
+    """The sharding in `x`'s type when its mesh has Explicit axes, else None.
 
     Under Auto axes (and on one device) the compiler chooses shardings, so
     there is nothing to carry over and this returns None.
@@ -31,7 +31,7 @@ def explicit_sharding(x: Any) -> jax.sharding.NamedSharding | None:
 
 
 def ravel(x: jax.Array) -> jax.Array:
-    """``jnp.ravel`` that also works on arrays sharded along Explicit axes.
+    """`jnp.ravel` that also works on arrays sharded along Explicit axes.
 
     A sharded array cannot be raveled in place; the result is replicated.
     """
@@ -41,7 +41,7 @@ def ravel(x: jax.Array) -> jax.Array:
 
 
 def reshape_like(x: jax.Array, like: Any) -> jax.Array:
-    """Reshape ``x`` to ``like``'s shape, and its Explicit sharding if any."""
+    """Reshape `x` to `like`'s shape, and its Explicit sharding if any."""
     sharding = explicit_sharding(like)
     if sharding is not None:
         return jax.numpy.reshape(x, jax.numpy.shape(like), out_sharding=sharding)
@@ -57,13 +57,13 @@ def _auto_axes_only() -> bool:
 
 
 def _tie_to(param: jax.Array, leaf: jax.Array) -> jax.Array:
-    """``leaf``, unchanged, computed so that it depends on ``param``'s values.
+    """`leaf`, unchanged, computed so that it depends on `param`'s values.
 
-    No value is both NaN and finite, so ``never`` is False everywhere; but it
-    is computed elementwise from ``param``, so the partitioner gives it, and
-    the ``select`` that reads it, ``param``'s sharding. The branch never taken
-    differs from ``leaf`` (so the compiler cannot fold the ``select`` away)
-    and has its dtype and weak type (so ``select`` keeps them).
+    No value is both NaN and finite, so `never` is False everywhere; but it
+    is computed elementwise from `param`, so the partitioner gives it, and
+    the `select` that reads it, `param`'s sharding. The branch never taken
+    differs from `leaf` (so the compiler cannot fold the `select` away)
+    and has its dtype and weak type (so `select` keeps them).
     """
     jnp = jax.numpy
     never = jnp.logical_and(jnp.isnan(param), jnp.isfinite(param))
@@ -74,7 +74,7 @@ def _tie_to(param: jax.Array, leaf: jax.Array) -> jax.Array:
 
 
 def _can_tie(param: Any, leaf: Any) -> bool:
-    """Whether ``leaf`` is an array shaped like a floating ``param`` (or a stack
+    """Whether `leaf` is an array shaped like a floating `param` (or a stack
     of such arrays, as L-BFGS keeps), in the parameter's memory."""
     jnp = jax.numpy
     shape, like = tuple(getattr(leaf, "shape", ())), getattr(param, "shape", None)
@@ -96,19 +96,19 @@ def _can_tie(param: Any, leaf: Any) -> bool:
 def shard_state_like_params(state: Any, params: Any) -> Any:
     """Tie each state leaf shaped like a parameter to that parameter's sharding.
 
-    Under ``jit`` with Auto mesh axes, a state leaf such as ``zeros_like(p)``
-    does not depend on ``p``'s values, so the compiler is free to (and does)
+    Under `jit` with Auto mesh axes, a state leaf such as `zeros_like(p)`
+    does not depend on `p`'s values, so the compiler is free to (and does)
     replicate it, and the parameter's sharding is not known while tracing.
-    Each such leaf is passed through an elementwise ``select`` whose (always
-    false) predicate is computed from ``p``: the partitioner then propagates
-    ``p``'s sharding to it, and its values are exactly the leaf's. This uses
-    only ``jax.numpy`` and ``jax.lax``, so it works on every jax gradax
-    supports (``jax.experimental.shard_alike``, used before, was removed in
+    Each such leaf is passed through an elementwise `select` whose (always
+    false) predicate is computed from `p`: the partitioner then propagates
+    `p`'s sharding to it, and its values are exactly the leaf's. This uses
+    only `jax.numpy` and `jax.lax`, so it works on every jax gradax
+    supports (`jax.experimental.shard_alike`, used before, was removed in
     jax 0.11.2). A state leaf is matched to the parameter whose tree path is
-    the longest suffix of the leaf's path (``mu['w']`` -> ``params['w']``)
+    the longest suffix of the leaf's path (`mu['w']` -> `params['w']`)
     and that has the same shape (or that shape with one leading axis, a
     stack of past values) and a floating or complex dtype. Explicit
-    axes need none of this: the sharding is in the types and ``zeros_like``
+    axes need none of this: the sharding is in the types and `zeros_like`
     keeps it.
     """
     param_leaves = jax.tree_util.tree_flatten_with_path(params)[0]
@@ -138,7 +138,7 @@ def shard_state_like_params(state: Any, params: Any) -> Any:
 
 
 def replicate(x: jax.Array) -> tuple[jax.Array, Any]:
-    """A replicated copy of ``x`` and its Explicit sharding (None if none).
+    """A replicated copy of `x` and its Explicit sharding (None if none).
 
     Sharding in types forbids QR, top-k and contractions over a sharded axis;
     such code computes each matrix whole, then calls :func:`restore`.
@@ -150,12 +150,12 @@ def replicate(x: jax.Array) -> tuple[jax.Array, Any]:
 
 
 def restore(x: jax.Array, sharding: Any) -> jax.Array:
-    """Give ``x`` back the sharding :func:`replicate` took away."""
+    """Give `x` back the sharding :func:`replicate` took away."""
     return x if sharding is None else jax.sharding.reshard(x, sharding.spec)
 
 
 def match_sharding(new: jax.Array, old: Any) -> jax.Array:
-    """``new`` with ``old``'s Explicit sharding (state stays stable in scan)."""
+    """`new` with `old`'s Explicit sharding (state stays stable in scan)."""
     sharding = explicit_sharding(old)
     if sharding is None or new is None:
         return new

@@ -34,7 +34,7 @@ class set_to_zero(GradientTransformation):
 
 
 class stateless(GradientTransformation):
-    """A transformation from a function ``f(updates, params) -> updates``.
+    """A transformation from a function `f(updates, params) -> updates`.
 
     Args:
       f: called with the whole updates tree and the params (or None).
@@ -51,7 +51,7 @@ class stateless(GradientTransformation):
 
 
 class stateless_with_tree_map(GradientTransformation):
-    """A transformation applying ``f(g, p) -> u`` to each leaf.
+    """A transformation applying `f(g, p) -> u` to each leaf.
 
     Args:
       f: called per leaf with the gradient and the parameter (or None).

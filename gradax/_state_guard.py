@@ -1,13 +1,13 @@
-"""The state ``update`` is given and gives back: what ``init`` makes.
+"""The state `update` is given and gives back: what `init` makes.
 
 A state leaf whose dtype or weak type changes between steps breaks
-``lax.cond``, ``lax.while_loop`` and ``lax.scan`` and makes ``jit`` retrace;
+`lax.cond`, `lax.while_loop` and `lax.scan` and makes `jit` retrace;
 :func:`match_state` casts every leaf back, and raises on a change of
 structure or shape, which no cast can mend.
 
-Before any arithmetic, the outermost ``update`` checks what it was given
+Before any arithmetic, the outermost `update` checks what it was given
 (:func:`check_update_dtypes`, :func:`check_state`): a state that is not the
-tree its ``init`` makes for these params (another transformation's, one
+tree its `init` makes for these params (another transformation's, one
 restored without a template, one made for other parameters) and integer or
 boolean gradients raise :class:`UpdateError`, naming each path with what was
 expected and what was given.
@@ -33,11 +33,11 @@ def is_weakly_typed(x: Any) -> bool:
 
 
 def cast_like(x: Any, template: Any) -> jax.Array:
-    """``x`` with the dtype and weak type of ``template`` (same shape).
+    """`x` with the dtype and weak type of `template` (same shape).
 
     JAX has no public cast *to* a weak type, but two public operations keep
-    their operand's: ``lax.full_like`` (a weakly typed template gives a
-    weakly typed fill) and an indexed ``set`` (the result is typed like the
+    their operand's: `lax.full_like` (a weakly typed template gives a
+    weakly typed fill) and an indexed `set` (the result is typed like the
     array written into). So a scalar is filled into the template, and an
     array set into a weakly typed copy of it.
     """
@@ -57,9 +57,9 @@ def _aval(x: Any) -> tuple[tuple[int, ...], Any, bool] | None:
 
 
 def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
-    """Return ``new_state`` cast to the structure/dtypes/weak types of the old.
+    """Return `new_state` cast to the structure/dtypes/weak types of the old.
 
-    A leaf stored quantized in the old state (a ``QuantizedArray``, which the
+    A leaf stored quantized in the old state (a `QuantizedArray`, which the
     hooks read as a float32 array) is stored again the same way.
     """
     new_leaves, new_def = jax.tree_util.tree_flatten_with_path(
@@ -111,11 +111,11 @@ def match_dtypes(new_updates: Any, old_updates: Any) -> Any:
 
 
 class UpdateError(ValueError, TypeError):
-    """What ``update`` was given does not fit: the updates, state or params.
+    """What `update` was given does not fit: the updates, state or params.
 
-    Raised by a transformation's ``update`` (at its first call, under ``jit``
+    Raised by a transformation's `update` (at its first call, under `jit`
     too) for gradients whose tree or shapes differ from the params', integer
-    or boolean gradients, and a state that is not the one its ``init`` makes
+    or boolean gradients, and a state that is not the one its `init` makes
     for these params: a state from another transformation, one restored
     without a template, or one made for parameters of another tree or shape.
     The message names each path, what was expected and what was given. It is
@@ -166,12 +166,12 @@ _shapes_only: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 def initializing_for_shapes() -> bool:
-    """Whether ``init`` is running only to learn its state's shapes."""
+    """Whether `init` is running only to learn its state's shapes."""
     return _shapes_only.get()
 
 
 def state_shapes(init: Any, params: Any) -> Any:
-    """``jax.eval_shape(init, params)``, with ``init``'s side effects skipped."""
+    """`jax.eval_shape(init, params)`, with `init`'s side effects skipped."""
     token = _shapes_only.set(True)
     try:
         return jax.eval_shape(init, params)
@@ -194,7 +194,7 @@ def _shapes_key(tree: Any) -> Any:
 
 
 def expected_state(tx: Any, like: Any) -> Any:
-    """``jax.eval_shape(tx.init, like)``, or None where ``init`` cannot be traced."""
+    """`jax.eval_shape(tx.init, like)`, or None where `init` cannot be traced."""
     try:
         key = _shapes_key(like)
         hash(key)
@@ -241,7 +241,7 @@ def _is_leaf(x: Any) -> bool:
 
 
 def _children(x: Any) -> list[tuple[Any, Any]]:
-    """One level of ``x``'s children, with their keys."""
+    """One level of `x`'s children, with their keys."""
     flat = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)[0]
     return [(path[0], child) for path, child in flat]
 
@@ -287,7 +287,7 @@ def _same_class(expected: Any, given: Any) -> bool:
 
 
 def _compare(expected: Any, given: Any, path: tuple, out: list[_Problem]) -> None:
-    """Append each place ``given`` differs from ``expected``, outermost first."""
+    """Append each place `given` differs from `expected`, outermost first."""
     where = "state" + jax.tree_util.keystr(path)
     if not jax.tree_util.tree_leaves(expected) and not jax.tree_util.tree_leaves(given):
         return  # None, (), EmptyState() and MaskedNode() stand for each other
@@ -387,18 +387,18 @@ _HINTS = {
 
 
 def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> Any:
-    """Raise :class:`UpdateError` where ``state`` is not what ``init`` makes.
+    """Raise :class:`UpdateError` where `state` is not what `init` makes.
 
-    The state ``init`` makes is computed for ``params``, or, without params,
+    The state `init` makes is computed for `params`, or, without params,
     for the updates (which then stand for the params); only shapes are
     compared, and classes by their field names (a state built by optax reads
     the same as gradax's).
 
-    Returns None, or, for a transformation whose ``init`` makes a state
-    without leaves (a stateless one) given another state, the state ``init``
-    makes: ``update`` runs on it and hands the given state back unchanged,
+    Returns None, or, for a transformation whose `init` makes a state
+    without leaves (a stateless one) given another state, the state `init`
+    makes: `update` runs on it and hands the given state back unchanged,
     as optax's stateless transformations do (maxdiffusion passes its train
-    state to ``clip_by_global_norm(...).update``).
+    state to `clip_by_global_norm(...).update`).
     """
     like = params if params is not None else updates
     expected = expected_state(tx, like)

@@ -42,7 +42,7 @@ def check_same_structure(a: Any, b: Any, name_a: str, name_b: str) -> None:
 
 
 def shape_differences(a: Any, b: Any) -> list[str]:
-    """``"path: shape_a vs shape_b"`` for each leaf whose shape differs.
+    """`"path: shape_a vs shape_b"` for each leaf whose shape differs.
 
     The trees must have the same structure; leaves without a shape (None,
     Python numbers) are not compared.
@@ -59,7 +59,7 @@ def shape_differences(a: Any, b: Any) -> list[str]:
 
 
 def require_params(params: Any, owner: str) -> None:
-    """Refuse ``params=None`` for a transformation whose update reads them."""
+    """Refuse `params=None` for a transformation whose update reads them."""
     if params is None:
         raise ValueError(
             f"{owner}.update needs the parameters: call "

@@ -1,7 +1,7 @@
 """Type aliases and state names that optax code refers to.
 
-The aliases describe arguments (``ScalarOrSchedule`` for a learning rate,
-``MaskOrFn`` for a mask); the state names are the classes gradax's
+The aliases describe arguments (`ScalarOrSchedule` for a learning rate,
+`MaskOrFn` for a mask); the state names are the classes gradax's
 transformations really return, under the names optax gives them.
 """
 
@@ -52,13 +52,13 @@ optax."""
 
 
 def init_empty_state(params: Params) -> EmptyState:
-    """An ``init`` for transformations without state: returns ``EmptyState()``.
+    """An `init` for transformations without state: returns `EmptyState()`.
 
     Args:
       params: ignored.
 
     Returns:
-      ``EmptyState()``.
+      `EmptyState()`.
 
     Example:
       >>> import gradax

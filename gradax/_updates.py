@@ -20,7 +20,7 @@ def apply_updates(params: Params, updates: Updates) -> Params:
       updates: a tree with the same structure (None leaves are skipped).
 
     Returns:
-      ``params + updates``, leaf by leaf, cast to the parameters' dtypes (and
+      `params + updates`, leaf by leaf, cast to the parameters' dtypes (and
       weak types).
 
     Example:
@@ -44,11 +44,11 @@ def apply_updates(params: Params, updates: Updates) -> Params:
 
 
 def incremental_update(new_tensors: Any, old_tensors: Any, step_size: Any) -> Any:
-    """Polyak averaging: ``step_size * new + (1 - step_size) * old``.
+    """Polyak averaging: `step_size * new + (1 - step_size) * old`.
 
     Args:
       new_tensors: the new values (None gives None, as in optax).
-      old_tensors: the running average, a tree like ``new_tensors``.
+      old_tensors: the running average, a tree like `new_tensors`.
       step_size: the weight of the new values, in [0, 1].
 
     Returns:
@@ -70,7 +70,7 @@ def incremental_update(new_tensors: Any, old_tensors: Any, step_size: Any) -> An
 def periodic_update(
     new_tensors: Any, old_tensors: Any, steps: Any, update_period: int
 ) -> Any:
-    """``new_tensors`` every ``update_period`` steps, else ``old_tensors``."""
+    """`new_tensors` every `update_period` steps, else `old_tensors`."""
     check_same_structure(new_tensors, old_tensors, "new_tensors", "old_tensors")
     return jax.lax.cond(
         jnp.mod(steps, update_period) == 0,

@@ -4,7 +4,7 @@ For writing a transformation of your own (see the guide "Writing a
 transformation"): declare each numeric field with :func:`hyper` and a
 :class:`Range` (or :class:`OneOf`), and gradax validates it when the object is
 built, with an error naming the argument and the valid range. A value that
-is valid but usually a mistake (``Range(warn_below=...)``: a negative learning
+is valid but usually a mistake (`Range(warn_below=...)`: a negative learning
 rate) is accepted with one :class:`HyperparameterWarning` instead.
 
 Example:

@@ -29,24 +29,24 @@ def power_iteration(
 
     Repeats :math:`v \leftarrow A v / \|A v\|` and :math:`\lambda = \langle v,
     A v\rangle` until :math:`\|A v - \lambda v\| / |\lambda|` is below
-    ``error_tolerance`` or ``num_iters`` products were taken.
+    `error_tolerance` or `num_iters` products were taken.
 
     Args:
       matrix: a square matrix, or a function computing a matrix-vector
         product on a tree.
       v0: the starting vector (a tree like the function's input when
-        ``matrix`` is a function, where it is required). Default for an
-        array: uniform in [-1, 1] drawn with ``key``.
+        `matrix` is a function, where it is required). Default for an
+        array: uniform in [-1, 1] drawn with `key`.
       num_iters: the largest number of iterations.
       error_tolerance: the relative residual at which to stop.
-      precision: precision of the matrix products (for an array ``matrix``).
-      key: random key for the default ``v0`` (default: ``jax.random.key(0)``).
+      precision: precision of the matrix products (for an array `matrix`).
+      key: random key for the default `v0` (default: `jax.random.key(0)`).
 
     Returns:
-      ``(eigenvalue, eigenvector)``, the eigenvector normalized.
+      `(eigenvalue, eigenvector)`, the eigenvector normalized.
 
     Raises:
-      ValueError: if ``matrix`` is a function and ``v0`` is missing.
+      ValueError: if `matrix` is a function and `v0` is missing.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -88,7 +88,7 @@ def power_iteration(
 
 
 def _matrix_power(m: jax.Array, p: int, precision: Any) -> jax.Array:
-    """``m**p`` for a positive integer ``p``, by repeated squaring."""
+    """`m**p` for a positive integer `p`, by repeated squaring."""
     if p == 1:
         return m
     if p % 2 == 0:
@@ -105,7 +105,7 @@ def matrix_inverse_pth_root(
     error_tolerance: Any = 1e-6,
     precision: lax.Precision = lax.Precision.HIGHEST,
 ) -> tuple[jax.Array, Any]:
-    r"""``(matrix + ridge I)**(-1/p)`` of a symmetric PSD matrix, by coupled Newton.
+    r"""`(matrix + ridge I)**(-1/p)` of a symmetric PSD matrix, by coupled Newton.
 
     With :math:`\epsilon = \text{ridge\_epsilon} \cdot \max(\lambda_{max},
     10^{-16})` (:math:`\lambda_{max}` from :func:`power_iteration`),
@@ -117,13 +117,13 @@ def matrix_inverse_pth_root(
       X_k = (1 - \alpha) I + \alpha M_k,\quad M_{k+1} = X_k^p M_k,\quad
       H_{k+1} = H_k X_k
 
-    while :math:`\max|M_k - I|` exceeds ``error_tolerance`` and keeps
+    while :math:`\max|M_k - I|` exceeds `error_tolerance` and keeps
     decreasing (by less than a factor 1.2 growth); the last iterate that
     decreased the error is returned.
 
-    Differences from optax: a Python integer ``p`` may be any positive
+    Differences from optax: a Python integer `p` may be any positive
     integer (optax computes :math:`X^p` only for p in 1, 2, 4, 8; so does
-    gradax when ``p`` is an array).
+    gradax when `p` is an array).
 
     Args:
       matrix: a symmetric positive semi-definite matrix.
@@ -134,7 +134,7 @@ def matrix_inverse_pth_root(
       precision: precision of the matrix products.
 
     Returns:
-      ``(root, error)``: the inverse p-th root (dtype of ``matrix``) and
+      `(root, error)`: the inverse p-th root (dtype of `matrix`) and
       :math:`\max|M - I|` at the end.
 
     Example:
@@ -214,15 +214,15 @@ def nnls(
       y_{k+1} = x_{k+1} + \tfrac{c_k - 1}{c_{k+1}} (x_{k+1} - x_k).
 
     Args:
-      A: a matrix of shape ``(M, N)``.
-      b: a vector ``(M,)`` or matrix ``(M, K)``.
+      A: a matrix of shape `(M, N)`.
+      b: a vector `(M,)` or matrix `(M, K)`.
       iters: the number of iterations.
-      unroll: ``unroll`` of the ``lax.scan`` over iterations.
+      unroll: `unroll` of the `lax.scan` over iterations.
       L: an upper bound on the spectral radius of :math:`A^T A` (default:
         the smaller of its Frobenius norm and its 1-norm).
 
     Returns:
-      The solution, of shape ``(N,)`` or ``(N, K)``.
+      The solution, of shape `(N,)` or `(N, K)`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

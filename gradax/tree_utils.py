@@ -1,7 +1,7 @@
-"""``optax.tree_utils``: the functions of :mod:`gradax.tree` under their
-older ``tree_``-prefixed names (``tree_utils.tree_get`` is ``tree.get``).
+"""`optax.tree_utils`: the functions of :mod:`gradax.tree` under their
+older `tree_`-prefixed names (`tree_utils.tree_get` is `tree.get`).
 
-Kept so code written against ``optax.tree_utils`` runs unchanged; new code
+Kept so code written against `optax.tree_utils` runs unchanged; new code
 should use :mod:`gradax.tree`.
 """
 

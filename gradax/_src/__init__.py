@@ -1,16 +1,16 @@
 """Compatibility shims for code that imports optax's private modules.
 
-Real optax code reaches into ``optax._src`` (``from optax._src import base``,
-``optax._src.utils.canonicalize_dtype``). With ``optax`` replaced by
-``gradax`` those paths land here: one small module per private optax module
+Real optax code reaches into `optax._src` (`from optax._src import base`,
+`optax._src.utils.canonicalize_dtype`). With `optax` replaced by
+`gradax` those paths land here: one small module per private optax module
 that such code imports, each binding optax's names to gradax's existing
 objects and defining nothing of its own. A name gradax has no counterpart for
-is left out (an ``AttributeError`` or ``ImportError``, as for any missing
+is left out (an `AttributeError` or `ImportError`, as for any missing
 name). docs/optax-private-paths.md lists the modules, the names and how often
 public code uses them.
 
-``import gradax`` does not import this package; its modules load on first use.
-New code should use the public names (``gradax.GradientTransformation``).
+`import gradax` does not import this package; its modules load on first use.
+New code should use the public names (`gradax.GradientTransformation`).
 """
 
 import importlib

@@ -1,13 +1,13 @@
-"""Compatibility shim for ``optax._src.alias``, optax's module of optimizers.
+"""Compatibility shim for `optax._src.alias`, optax's module of optimizers.
 
-Maps all of its optimizers (``adam``, ``adamw``, ``sgd``, ``lbfgs``, ...) and
-``MaskOrFn``. Real code imports them from here, names them in configuration
-files (``optax._src.alias.adamw``) or walks the module for a registry of
+Maps all of its optimizers (`adam`, `adamw`, `sgd`, `lbfgs`, ...) and
+`MaskOrFn`. Real code imports them from here, names them in configuration
+files (`optax._src.alias.adamw`) or walks the module for a registry of
 optimizers. gradax's optimizers are classes: a walk that keeps what
-``inspect.isfunction`` accepts finds none of them; keep what is callable.
+`inspect.isfunction` accepts finds none of them; keep what is callable.
 
 Each name is gradax's own object, defined nowhere here:
-``alias.adam is gradax.adam``.
+`alias.adam is gradax.adam`.
 See docs/optax-private-paths.md for the measured use of each name.
 """
 

@@ -1,21 +1,21 @@
-"""Compatibility shim for ``optax._src.base``: the protocol and its types.
+"""Compatibility shim for `optax._src.base`: the protocol and its types.
 
 The optax private module real code imports most: optax's own AdEMAMix
-notebook does ``from optax._src import base``, custom optimizers return
-``base.GradientTransformation(init_fn, update_fn)`` and annotate with
-``base.Params``, ``base.Updates`` and ``base.OptState``.
+notebook does `from optax._src import base`, custom optimizers return
+`base.GradientTransformation(init_fn, update_fn)` and annotate with
+`base.Params`, `base.Updates` and `base.OptState`.
 
-Maps the transformation classes (``GradientTransformation``,
-``GradientTransformationExtraArgs``, so ``isinstance(tx,
-base.GradientTransformation)`` holds for every gradax transformation), the
-state types (``EmptyState``, ``ScheduleState``), the type aliases, the
-function types, ``StatefulSchedule``, ``identity``, ``set_to_zero``,
-``stateless``, ``stateless_with_tree_map``, ``init_empty_state`` and
-``with_extra_args_support``. Each is gradax's own object, defined nowhere
-here: ``base.GradientTransformation is gradax.GradientTransformation``.
+Maps the transformation classes (`GradientTransformation`,
+`GradientTransformationExtraArgs`, so `isinstance(tx,
+base.GradientTransformation)` holds for every gradax transformation), the
+state types (`EmptyState`, `ScheduleState`), the type aliases, the
+function types, `StatefulSchedule`, `identity`, `set_to_zero`,
+`stateless`, `stateless_with_tree_map`, `init_empty_state` and
+`with_extra_args_support`. Each is gradax's own object, defined nowhere
+here: `base.GradientTransformation is gradax.GradientTransformation`.
 
-``Schedule`` and ``ScheduleState`` are gradax's classes, where optax's are
-type aliases; annotations read the same. Left out: ``NO_PARAMS_MSG`` (an
+`Schedule` and `ScheduleState` are gradax's classes, where optax's are
+type aliases; annotations read the same. Left out: `NO_PARAMS_MSG` (an
 error message; gradax's errors word their own).
 See docs/optax-private-paths.md for the measured use of each name.
 """

@@ -1,10 +1,10 @@
-"""Compatibility shim for ``optax._src.combine``: chaining and partitioning.
+"""Compatibility shim for `optax._src.combine`: chaining and partitioning.
 
-Maps ``chain``, ``named_chain``, ``partition``, ``multi_transform`` and
-``MultiTransformState``, all of the optax module.
+Maps `chain`, `named_chain`, `partition`, `multi_transform` and
+`MultiTransformState`, all of the optax module.
 
 Each name is gradax's own object, defined nowhere here:
-``combine.chain is gradax.chain``.
+`combine.chain is gradax.chain`.
 See docs/optax-private-paths.md for the measured use of each name.
 """
 

@@ -1,10 +1,10 @@
-"""Compatibility shim for ``optax._src.constrain``: constraints on parameters.
+"""Compatibility shim for `optax._src.constrain`: constraints on parameters.
 
-Maps ``keep_params_nonnegative``, ``NonNegativeParamsState``, ``zero_nans``
-and ``ZeroNansState``, all of the optax module.
+Maps `keep_params_nonnegative`, `NonNegativeParamsState`, `zero_nans`
+and `ZeroNansState`, all of the optax module.
 
 Each name is gradax's own object, defined nowhere here:
-``constrain.zero_nans is gradax.zero_nans``.
+`constrain.zero_nans is gradax.zero_nans`.
 See docs/optax-private-paths.md for the measured use of each name.
 """
 

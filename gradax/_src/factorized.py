@@ -1,10 +1,10 @@
-"""Compatibility shim for ``optax._src.factorized``: Adafactor's factored moments.
+"""Compatibility shim for `optax._src.factorized`: Adafactor's factored moments.
 
-Maps ``scale_by_factored_rms`` and ``FactoredState``. optax's private helpers
-(``_factored_dims``, ``_decay_rate_pow``) have no counterpart.
+Maps `scale_by_factored_rms` and `FactoredState`. optax's private helpers
+(`_factored_dims`, `_decay_rate_pow`) have no counterpart.
 
 Each name is gradax's own object, defined nowhere here:
-``factorized.FactoredState is gradax.FactoredState``.
+`factorized.FactoredState is gradax.FactoredState`.
 See docs/optax-private-paths.md for the measured use of each name.
 """
 

@@ -1,11 +1,11 @@
-"""Compatibility shim for ``optax._src.linear_algebra``.
+"""Compatibility shim for `optax._src.linear_algebra`.
 
-Maps ``global_norm`` (by far the most used: gradient-norm logging),
-``power_iteration``, ``matrix_inverse_pth_root`` and ``nnls``. Left out:
-``get_spectral_radius_upper_bound``, which gradax does not have.
+Maps `global_norm` (by far the most used: gradient-norm logging),
+`power_iteration`, `matrix_inverse_pth_root` and `nnls`. Left out:
+`get_spectral_radius_upper_bound`, which gradax does not have.
 
 Each name is gradax's own object, defined nowhere here:
-``linear_algebra.global_norm is gradax.global_norm``.
+`linear_algebra.global_norm is gradax.global_norm`.
 See docs/optax-private-paths.md for the measured use of each name.
 """
 

@@ -1,10 +1,10 @@
-"""Compatibility shim for ``optax._src.lookahead``.
+"""Compatibility shim for `optax._src.lookahead`.
 
-Maps ``lookahead``, ``LookaheadParams`` and ``LookaheadState``, all of the
+Maps `lookahead`, `LookaheadParams` and `LookaheadState`, all of the
 optax module.
 
 Each name is gradax's own object, defined nowhere here:
-``lookahead.lookahead is gradax.lookahead``.
+`lookahead.lookahead is gradax.lookahead`.
 See docs/optax-private-paths.md for the measured use of each name.
 """
 

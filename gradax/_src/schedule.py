@@ -1,11 +1,11 @@
-"""Compatibility shim for ``optax._src.schedule``, optax's old home of schedules.
+"""Compatibility shim for `optax._src.schedule`, optax's old home of schedules.
 
 Maps the names the optax module still re-exports: the fourteen schedules
-(``linear_schedule``, ``cosine_decay_schedule``, ``join_schedules``, ...),
-``inject_hyperparams`` and ``InjectHyperparamsState``.
+(`linear_schedule`, `cosine_decay_schedule`, `join_schedules`, ...),
+`inject_hyperparams` and `InjectHyperparamsState`.
 
 Each name is gradax's own object, defined nowhere here:
-``schedule.linear_schedule is gradax.linear_schedule``.
+`schedule.linear_schedule is gradax.linear_schedule`.
 See docs/optax-private-paths.md for the measured use of each name.
 """
 

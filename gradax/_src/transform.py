@@ -1,16 +1,16 @@
-"""Compatibility shim for ``optax._src.transform``: the building blocks.
+"""Compatibility shim for `optax._src.transform`: the building blocks.
 
-Maps every ``scale_by_*`` transformation of the optax module and its state
-(``ScaleByAdamState`` is the name real code uses most, to read or build Adam's
-state), ``scale``, ``trace``, ``ema``, ``add_noise``, ``add_decayed_weights``,
-``apply_every``, ``centralize``, ``normalize_by_update_norm``, their states,
-and ``abs_sq`` (optax's module has it by import). Removed by optax itself and
-absent here too: ``cast_tree``, ``update_moment`` and ``bias_correction``
-(``gradax.tree.cast``, ``gradax.tree.update_moment`` and
-``gradax.tree.bias_correction`` are the public ones).
+Maps every `scale_by_*` transformation of the optax module and its state
+(`ScaleByAdamState` is the name real code uses most, to read or build Adam's
+state), `scale`, `trace`, `ema`, `add_noise`, `add_decayed_weights`,
+`apply_every`, `centralize`, `normalize_by_update_norm`, their states,
+and `abs_sq` (optax's module has it by import). Removed by optax itself and
+absent here too: `cast_tree`, `update_moment` and `bias_correction`
+(`gradax.tree.cast`, `gradax.tree.update_moment` and
+`gradax.tree.bias_correction` are the public ones).
 
 Each name is gradax's own object, defined nowhere here:
-``transform.ScaleByAdamState is gradax.ScaleByAdamState``.
+`transform.ScaleByAdamState is gradax.ScaleByAdamState`.
 See docs/optax-private-paths.md for the measured use of each name.
 """
 

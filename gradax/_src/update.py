@@ -1,10 +1,10 @@
-"""Compatibility shim for ``optax._src.update``.
+"""Compatibility shim for `optax._src.update`.
 
-Maps ``apply_updates``, ``incremental_update`` and ``periodic_update``, all of
+Maps `apply_updates`, `incremental_update` and `periodic_update`, all of
 the optax module.
 
 Each name is gradax's own object, defined nowhere here:
-``update.apply_updates is gradax.apply_updates``.
+`update.apply_updates is gradax.apply_updates`.
 See docs/optax-private-paths.md for the measured use of each name.
 """
 

@@ -1,17 +1,17 @@
-"""Compatibility shim for ``optax._src.utils``.
+"""Compatibility shim for `optax._src.utils`.
 
-Maps ``canonicalize_dtype`` (what real code imports from here most: the
-``mu_dtype`` argument of hand-written Adam and PSGD variants),
-``scale_gradient``, ``multi_normal`` with its ``MultiNormalDiagFromLogScale``,
-and ``safe_norm`` and ``safe_int32_increment`` (optax's module has them by
-import). ``canonicalize_dtype`` is gradax's internal ``canonical_dtype``: None
+Maps `canonicalize_dtype` (what real code imports from here most: the
+`mu_dtype` argument of hand-written Adam and PSGD variants),
+`scale_gradient`, `multi_normal` with its `MultiNormalDiagFromLogScale`,
+and `safe_norm` and `safe_int32_increment` (optax's module has them by
+import). `canonicalize_dtype` is gradax's internal `canonical_dtype`: None
 stays None, any other dtype becomes the one JAX stores (float64 is float32
 without x64), as in optax.
 
-Left out, as gradax has no counterpart: ``canonicalize_key``,
-``check_subdtype``, ``check_shapes_equal``, ``check_rank``,
-``tile_second_to_last_dim``, ``set_diags`` and ``x64_precision``; removed by
-optax itself: ``cast_tree`` (``gradax.tree.cast`` is the public one).
+Left out, as gradax has no counterpart: `canonicalize_key`,
+`check_subdtype`, `check_shapes_equal`, `check_rank`,
+`tile_second_to_last_dim`, `set_diags` and `x64_precision`; removed by
+optax itself: `cast_tree` (`gradax.tree.cast` is the public one).
 See docs/optax-private-paths.md for the measured use of each name.
 """
 

@@ -1,12 +1,12 @@
-"""Compatibility shim for ``optax._src.wrappers``, optax's old home of wrappers.
+"""Compatibility shim for `optax._src.wrappers`, optax's old home of wrappers.
 
-Maps the names the optax module still re-exports: ``apply_if_finite``,
-``conditionally_mask``, ``conditionally_transform``, ``flatten``, ``masked``,
-``MultiSteps``, ``skip_not_finite``, ``skip_large_updates``, their states,
-``MaskedNode``, ``ConditionFn`` and ``ShouldSkipUpdateFunction``.
+Maps the names the optax module still re-exports: `apply_if_finite`,
+`conditionally_mask`, `conditionally_transform`, `flatten`, `masked`,
+`MultiSteps`, `skip_not_finite`, `skip_large_updates`, their states,
+`MaskedNode`, `ConditionFn` and `ShouldSkipUpdateFunction`.
 
 Each name is gradax's own object, defined nowhere here:
-``wrappers.MultiStepsState is gradax.MultiStepsState``.
+`wrappers.MultiStepsState is gradax.MultiStepsState`.
 See docs/optax-private-paths.md for the measured use of each name.
 """
 

@@ -1,4 +1,4 @@
-"""The linear assignment problem: ``optax.assignment``.
+"""The linear assignment problem: `optax.assignment`.
 
 Two pure-JAX solvers of the same problem (match rows to columns at least total
 cost): :func:`hungarian_algorithm`, usually the faster, and

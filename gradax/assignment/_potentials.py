@@ -28,12 +28,12 @@ def _in_optax_order(
 
 
 def _solve_wide(cost: jax.Array) -> jax.Array:
-    """Columns assigned to the rows of an ``n x m`` cost matrix, ``n <= m``.
+    """Columns assigned to the rows of an `n x m` cost matrix, `n <= m`.
 
     Index 0 of the column arrays is a virtual column holding the row being
-    inserted; real column ``j`` is index ``j + 1``, and rows are 1-based in
-    ``row_of``, 0 meaning "free". Row potentials ``u`` have two spare slots:
-    index 0 is never read and index ``n + 1`` absorbs masked-out updates.
+    inserted; real column `j` is index `j + 1`, and rows are 1-based in
+    `row_of`, 0 meaning "free". Row potentials `u` have two spare slots:
+    index 0 is never read and index `n + 1` absorbs masked-out updates.
     """
     n, m = cost.shape
     dtype = cost.dtype
@@ -112,7 +112,7 @@ def hungarian_algorithm(cost_matrix):
     :math:`O(n^2 m)` time for :math:`n \le m` (a wide matrix; a tall one is
     transposed). Each step updates whole rows of arrays, so this is
     usually faster than :func:`base_hungarian_algorithm`. Pure JAX: works
-    under ``jit`` and ``vmap``. An infinite cost forbids a pair; when every
+    under `jit` and `vmap`. An infinite cost forbids a pair; when every
     assignment uses a forbidden pair, some assignment is returned (not a
     meaningful one).
 
@@ -120,11 +120,11 @@ def hungarian_algorithm(cost_matrix):
       cost_matrix: an :math:`n \times m` array of costs.
 
     Returns:
-      ``(i, j)``: integer arrays of length :math:`\min(n, m)`, the rows and
+      `(i, j)`: integer arrays of length :math:`\min(n, m)`, the rows and
       their columns, in optax's order: by increasing column for a square
       matrix, by decreasing row for a wide one (:math:`n < m`), by decreasing
       column for a tall one (:math:`n > m`). The total cost is
-      ``cost_matrix[i, j].sum()``.
+      `cost_matrix[i, j].sum()`.
 
     Example:
       >>> import jax.numpy as jnp

@@ -11,15 +11,15 @@ import jax.numpy as jnp
 def solve_rectangular(
     cost_matrix: jax.Array, solve_wide: Callable[[jax.Array], jax.Array]
 ) -> tuple[jax.Array, jax.Array]:
-    """Runs a solver for ``n <= m`` matrices on any matrix; pairs sorted by row.
+    """Runs a solver for `n <= m` matrices on any matrix; pairs sorted by row.
 
     Args:
-      cost_matrix: an ``n x m`` matrix of finite costs.
-      solve_wide: maps an ``n x m`` matrix with ``n <= m``, in a floating
+      cost_matrix: an `n x m` matrix of finite costs.
+      solve_wide: maps an `n x m` matrix with `n <= m`, in a floating
         dtype, to the column assigned to each row (an int array of length n).
 
     Returns:
-      ``(rows, cols)``, each of length ``min(n, m)``, rows increasing.
+      `(rows, cols)`, each of length `min(n, m)`, rows increasing.
     """
     cost_matrix = jnp.asarray(cost_matrix)
     n, m = cost_matrix.shape

@@ -9,10 +9,10 @@ from ._problem import solve_rectangular
 
 
 def _augment_from(cost, u, v, col_of, row_of, start):
-    """Assigns row ``start``; returns the new duals and matching.
+    """Assigns row `start`; returns the new duals and matching.
 
     A Dijkstra search over columns, with reduced costs
-    ``cost[i, j] - u[i] - v[j] >= 0`` as edge lengths, finds the nearest free
+    `cost[i, j] - u[i] - v[j] >= 0` as edge lengths, finds the nearest free
     column; the matching is flipped along the path and the duals are moved so
     that every reduced cost stays non-negative.
     """
@@ -83,7 +83,7 @@ def _augment_from(cost, u, v, col_of, row_of, start):
 
 
 def _solve_wide(cost: jax.Array) -> jax.Array:
-    """Columns assigned to the rows of an ``n x m`` cost matrix, ``n <= m``."""
+    """Columns assigned to the rows of an `n x m` cost matrix, `n <= m`."""
     n, m = cost.shape
 
     def body(row, carry):
@@ -115,8 +115,8 @@ def base_hungarian_algorithm(cost_matrix):
     Each row in turn is matched along a shortest augmenting path, found by
     Dijkstra's algorithm on the reduced costs :math:`C_{ij} - u_i - v_j \ge 0`
     (the algorithm of Crouse's survey, also behind
-    ``scipy.optimize.linear_sum_assignment``), in :math:`O(n^2 m)` time.
-    Pure JAX: works under ``jit`` and ``vmap``. An infinite cost forbids a
+    `scipy.optimize.linear_sum_assignment`), in :math:`O(n^2 m)` time.
+    Pure JAX: works under `jit` and `vmap`. An infinite cost forbids a
     pair; when every assignment uses a forbidden pair, some assignment is
     returned (not a meaningful one).
 
@@ -124,9 +124,9 @@ def base_hungarian_algorithm(cost_matrix):
       cost_matrix: an :math:`n \times m` array of costs.
 
     Returns:
-      ``(i, j)``: integer arrays of length :math:`\min(n, m)`, the rows
+      `(i, j)`: integer arrays of length :math:`\min(n, m)`, the rows
       (increasing) and their columns. The total cost is
-      ``cost_matrix[i, j].sum()``.
+      `cost_matrix[i, j].sum()`.
 
     Example:
       >>> import jax.numpy as jnp

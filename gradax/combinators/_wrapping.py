@@ -1,6 +1,6 @@
 """Helpers shared by the wrappers that run an inner transformation conditionally.
 
-Under ``lax.cond`` both branches must return the same types. The branch that
+Under `lax.cond` both branches must return the same types. The branch that
 skips the inner transformation returns the old inner state and either zeros or
 the incoming updates, shaped exactly like what the inner transformation would
 have returned; :func:`cond_update` builds both branches that way.
@@ -56,21 +56,21 @@ def cond_update(
     on_skip: str,
     owner: str,
 ) -> tuple[Any, Any]:
-    """``inner.update`` where ``pred`` holds, else skip it; both under one cond.
+    """`inner.update` where `pred` holds, else skip it; both under one cond.
 
     Args:
       pred: a boolean scalar.
       inner: the inner transformation.
-      updates: the updates passed to ``inner``.
-      inner_state: the state passed to ``inner``; returned unchanged on skip.
-      params: passed to ``inner``.
-      extra_args: passed to ``inner``.
-      on_skip: ``"zeros"`` to return zero updates on skip, ``"pass"`` to return
-        ``updates`` unchanged.
+      updates: the updates passed to `inner`.
+      inner_state: the state passed to `inner`; returned unchanged on skip.
+      params: passed to `inner`.
+      extra_args: passed to `inner`.
+      on_skip: `"zeros"` to return zero updates on skip, `"pass"` to return
+        `updates` unchanged.
       owner: the wrapper's name, for error messages.
 
     Returns:
-      ``(new_updates, new_inner_state)``, of the same types in both branches.
+      `(new_updates, new_inner_state)`, of the same types in both branches.
     """
 
     def run():
@@ -91,7 +91,7 @@ def cond_update(
 
 
 def check_predicate(pred: Any, owner: str) -> jax.Array:
-    """``pred`` as a boolean scalar, or a ValueError saying what it was."""
+    """`pred` as a boolean scalar, or a ValueError saying what it was."""
     pred = jnp.asarray(pred)
     if pred.shape != ():
         raise ValueError(
@@ -104,7 +104,7 @@ def check_predicate(pred: Any, owner: str) -> jax.Array:
 
 
 def all_finite(tree: Any) -> jax.Array:
-    """Whether every element of every leaf of ``tree`` is finite."""
+    """Whether every element of every leaf of `tree` is finite."""
     result = jnp.array(True)
     for leaf in jax.tree.leaves(tree):
         result = jnp.logical_and(result, jnp.all(jnp.isfinite(leaf)))

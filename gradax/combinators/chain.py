@@ -53,12 +53,12 @@ class chain(GradientTransformation):
 class named_chain(GradientTransformation):
     """Like :func:`chain`, but each transformation has a name.
 
-    The state is an ``OrderedDict`` from name to inner state, in the order
+    The state is an `OrderedDict` from name to inner state, in the order
     of the pairs (optax's container, so checkpoints match), and
-    ``gradax.tree.get(state, name)`` finds a part.
+    `gradax.tree.get(state, name)` finds a part.
 
     Args:
-      *transforms: ``(name, transformation)`` pairs (tuples or lists),
+      *transforms: `(name, transformation)` pairs (tuples or lists),
         applied in order.
     """
 

@@ -21,10 +21,10 @@ from ._wrapping import all_finite, cond_update
 
 
 class ConditionFn(Protocol):
-    """A predicate of the step counter for the ``conditionally_*`` wrappers.
+    """A predicate of the step counter for the `conditionally_*` wrappers.
 
-    Called as ``fn(step, **extra_args)`` with ``step`` an int32 scalar (the
-    extra arguments only with ``forward_extra_args=True``); returns a boolean
+    Called as `fn(step, **extra_args)` with `step` an int32 scalar (the
+    extra arguments only with `forward_extra_args=True`); returns a boolean
     scalar: True runs the inner transformation.
     """
 
@@ -46,7 +46,7 @@ class ConditionallyMaskState(NamedTuple):
 
 
 class _Conditional(GradientTransformation):
-    """Shared fields and predicate of the two ``conditionally_*`` wrappers."""
+    """Shared fields and predicate of the two `conditionally_*` wrappers."""
 
     inner: TransformationLike = transformation_field()
     should_transform_fn: Callable[..., Any] = static_field()
@@ -58,9 +58,9 @@ class _Conditional(GradientTransformation):
 
 
 class conditionally_transform(_Conditional):
-    """Runs ``inner`` only at the steps where a predicate holds.
+    """Runs `inner` only at the steps where a predicate holds.
 
-    At update ``t`` (counted from 0), if ``should_transform_fn(t)`` is True
+    At update `t` (counted from 0), if `should_transform_fn(t)` is True
     the inner transformation runs; otherwise the updates pass through unchanged
     and the inner state is kept. To return zeros instead, use
     :class:`conditionally_mask`.
@@ -69,7 +69,7 @@ class conditionally_transform(_Conditional):
       inner: the inner transformation (gradax or optax).
       should_transform_fn: a :class:`ConditionFn` of the step counter.
       forward_extra_args: also pass the update's extra keyword arguments to
-        ``should_transform_fn``.
+        `should_transform_fn`.
 
     Returns:
       A transformation with state :class:`ConditionallyTransformState`.
@@ -107,17 +107,17 @@ class conditionally_transform(_Conditional):
 
 
 class conditionally_mask(_Conditional):
-    """Runs ``inner`` at the steps where a predicate holds, else returns zeros.
+    """Runs `inner` at the steps where a predicate holds, else returns zeros.
 
     Like :class:`conditionally_transform`, except that on the steps where
-    ``should_transform_fn`` is False the updates are zeros (the inner state is
+    `should_transform_fn` is False the updates are zeros (the inner state is
     still kept).
 
     Args:
       inner: the inner transformation (gradax or optax).
       should_transform_fn: a :class:`ConditionFn` of the step counter.
       forward_extra_args: also pass the update's extra keyword arguments to
-        ``should_transform_fn``.
+        `should_transform_fn`.
 
     Returns:
       A transformation with state :class:`ConditionallyMaskState`.
@@ -177,14 +177,14 @@ class apply_if_finite(GradientTransformation):
 
     If any element of the incoming updates is not finite, the inner
     transformation does not run: the updates returned are zeros and the inner
-    state is kept. After more than ``max_consecutive_errors`` such updates in a
+    state is kept. After more than `max_consecutive_errors` such updates in a
     row, the next non-finite one is passed to the inner transformation anyway.
 
     Args:
       inner: the inner transformation (gradax or optax).
       max_consecutive_errors: how many non-finite updates in a row to skip,
         usually an integer >= 0. As in optax, any number is compared with
-        the count (``2.5`` skips 2 in a row), and a negative one skips none;
+        the count (`2.5` skips 2 in a row), and a negative one skips none;
         a negative one warns.
 
     Returns:

@@ -31,7 +31,7 @@ class LookaheadState(NamedTuple):
 class LookaheadParams(NamedTuple):
     """The two copies of the parameters that :class:`lookahead` updates.
 
-    Compute gradients at ``fast``; evaluate (and deploy) ``slow``.
+    Compute gradients at `fast`; evaluate (and deploy) `slow`.
     """
 
     fast: Any
@@ -39,12 +39,12 @@ class LookaheadParams(NamedTuple):
 
     @classmethod
     def init_synced(cls, params: Any) -> LookaheadParams:
-        """Fast and slow parameters both equal to ``params``."""
+        """Fast and slow parameters both equal to `params`."""
         return cls(fast=params, slow=params)
 
 
 def _params_error(params: Any) -> ValueError:
-    """The error for ``params`` that are not ``LookaheadParams(fast, slow)``."""
+    """The error for `params` that are not `LookaheadParams(fast, slow)`."""
     return ValueError(
         "lookahead.update needs params=LookaheadParams(fast, slow) (the "
         f"gradients are taken at the fast ones), got {type(params).__name__}"
@@ -52,10 +52,10 @@ def _params_error(params: Any) -> ValueError:
 
 
 class lookahead(GradientTransformation):
-    r"""Lookahead: ``k`` steps forward with a fast optimizer, one step back.
+    r"""Lookahead: `k` steps forward with a fast optimizer, one step back.
 
     The fast optimizer updates the fast weights :math:`\phi` at every step.
-    Every ``sync_period`` steps the slow weights :math:`\theta` move towards
+    Every `sync_period` steps the slow weights :math:`\theta` move towards
     the fast ones and the fast ones are reset to them:
 
     .. math::
@@ -63,24 +63,24 @@ class lookahead(GradientTransformation):
       \phi \leftarrow \theta.
 
     The updates returned are a :class:`LookaheadParams` to add to the
-    parameters with ``apply_updates``; do not transform them further, or the
+    parameters with `apply_updates`; do not transform them further, or the
     two copies drift apart.
 
-    Differences from optax: extra keyword arguments of ``update`` are passed
-    on to the fast optimizer; ``params`` must be a :class:`LookaheadParams`
+    Differences from optax: extra keyword arguments of `update` are passed
+    on to the fast optimizer; `params` must be a :class:`LookaheadParams`
     (optax fails later with an attribute error).
 
     Args:
       fast_optimizer: the optimizer of the fast weights (gradax or optax).
-      sync_period: ``k``, the number of fast steps between syncs, an integer
+      sync_period: `k`, the number of fast steps between syncs, an integer
         >= 1.
       slow_step_size: :math:`\alpha`, in [0, 1]; a number, an array or a
         schedule.
       reset_state: re-initialize the fast optimizer's state at every sync.
 
     Returns:
-      A transformation with state :class:`LookaheadState`; its ``update``
-      takes gradients at the fast weights and ``params=LookaheadParams``.
+      A transformation with state :class:`LookaheadState`; its `update`
+      takes gradients at the fast weights and `params=LookaheadParams`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

@@ -28,7 +28,7 @@ class MaskedState(NamedTuple):
 
 
 def _describe_prefix_mismatch(prefix: Any, tree: Any, prefix_name: str) -> str:
-    """Name a path where ``prefix`` is not a tree prefix of ``tree``."""
+    """Name a path where `prefix` is not a tree prefix of `tree`."""
     prefix_paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(prefix)[0]]
     tree_paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
     for path in prefix_paths:
@@ -51,7 +51,7 @@ def _describe_prefix_mismatch(prefix: Any, tree: Any, prefix_name: str) -> str:
 
 
 def map_prefix(fn: Callable, prefix: Any, tree: Any, prefix_name: str) -> Any:
-    """``jax.tree.map(fn, prefix, tree)`` with an error that names a path."""
+    """`jax.tree.map(fn, prefix, tree)` with an error that names a path."""
     try:
         jax.tree.structure(prefix).flatten_up_to(tree)
     except (ValueError, TypeError) as err:
@@ -63,12 +63,12 @@ def map_prefix(fn: Callable, prefix: Any, tree: Any, prefix_name: str) -> Any:
 
 
 def mask_tree(tree: Any, mask: Any, prefix_name: str = "mask") -> Any:
-    """Replace the parts of ``tree`` where ``mask`` is False by MaskedNode."""
+    """Replace the parts of `tree` where `mask` is False by MaskedNode."""
     return map_prefix(lambda m, t: t if m else MaskedNode(), mask, tree, prefix_name)
 
 
 class masked(GradientTransformation):
-    """Applies ``inner`` only where ``mask`` is True; other updates pass through.
+    """Applies `inner` only where `mask` is True; other updates pass through.
 
     Args:
       inner: the transformation to apply to the selected leaves.
@@ -129,7 +129,7 @@ class PartitionState(NamedTuple):
 
 
 def _transformations_by_label(value: Any, name: str) -> dict:
-    """Converter of ``partition``'s ``transforms``: label -> gradax transformation."""
+    """Converter of `partition`'s `transforms`: label -> gradax transformation."""
     if not isinstance(value, Mapping):
         raise TypeError(
             f"{name} must be a mapping from label to transformation, got "
@@ -154,7 +154,7 @@ class partition(GradientTransformation):
       mask_compatible_extra_args: passed on to :class:`masked`.
 
     Raises:
-      ValueError: if a label in ``param_labels`` has no transformation.
+      ValueError: if a label in `param_labels` has no transformation.
 
     Example:
       >>> import jax.numpy as jnp, gradax

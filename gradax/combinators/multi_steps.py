@@ -25,7 +25,7 @@ from ._wrapping import cond_update
 class ShouldSkipUpdateFunction(Protocol):
     """Decides whether :class:`MultiSteps` ignores a mini-step's gradients.
 
-    Called as ``fn(updates, gradient_step, params)``; returns a boolean scalar
+    Called as `fn(updates, gradient_step, params)`; returns a boolean scalar
     array (True: skip this mini-step) and a pytree of arrays that is stored in
     :attr:`MultiStepsState.skip_state` (its types must not change between
     calls).
@@ -53,8 +53,8 @@ def skip_not_finite(
       params: the parameters (unused).
 
     Returns:
-      ``(should_skip, info)``: a boolean scalar, and a dict with
-      ``should_skip`` and ``num_not_finite`` (int32, the number of non-finite
+      `(should_skip, info)`: a boolean scalar, and a dict with
+      `should_skip` and `num_not_finite` (int32, the number of non-finite
       elements).
 
     Example:
@@ -80,7 +80,7 @@ def skip_large_updates(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Skip a mini-step whose gradients' squared global norm is too large.
 
-    Bind ``max_squared_norm`` with ``functools.partial`` to get a
+    Bind `max_squared_norm` with `functools.partial` to get a
     :class:`ShouldSkipUpdateFunction` for :class:`MultiSteps`. A NaN norm is
     skipped too.
 
@@ -91,8 +91,8 @@ def skip_large_updates(
       max_squared_norm: the largest accepted :math:`\\|g\\|_2^2` (exclusive).
 
     Returns:
-      ``(should_skip, info)``: a boolean scalar, and a dict with
-      ``should_skip`` and ``norm_squared``.
+      `(should_skip, info)`: a boolean scalar, and a dict with
+      `should_skip` and `norm_squared`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -123,29 +123,29 @@ class MultiStepsState(NamedTuple):
 
 
 class MultiSteps(GradientTransformation):
-    r"""Accumulates gradients over ``k`` mini-steps, then updates once.
+    r"""Accumulates gradients over `k` mini-steps, then updates once.
 
     At every mini-step the gradients :math:`g` are added to an accumulator
     :math:`a` (a running mean :math:`a \leftarrow a + (g - a)/(n + 1)` with
-    ``use_grad_mean``, else a sum). On the ``k``-th mini-step the inner
+    `use_grad_mean`, else a sum). On the `k`-th mini-step the inner
     optimizer is applied to :math:`a` and its updates are returned, and the
     accumulator is reset; on the other mini-steps the updates are zeros and the
-    inner optimizer does not run. ``k`` may follow a schedule of the
+    inner optimizer does not run. `k` may follow a schedule of the
     gradient step (how many inner updates were done), which grows the
     effective batch size during training.
 
-    A mini-step for which ``should_skip_update_fn`` returns True is ignored: no
+    A mini-step for which `should_skip_update_fn` returns True is ignored: no
     counter, accumulator or inner state changes, and the updates are zeros.
 
     Differences from optax: the inner optimizer only runs on the mini-steps
     that emit (optax runs it every mini-step and discards the result); the
     accumulator is reset with a select, so a non-finite value does not stick
-    in it after it was emitted; ``gradient_transformation()`` returns the
+    in it after it was emitted; `gradient_transformation()` returns the
     object itself, which already is a transformation.
 
     Args:
       opt: the wrapped optimizer (gradax or optax).
-      every_k_schedule: ``k``, an integer >= 1, or a function of the gradient
+      every_k_schedule: `k`, an integer >= 1, or a function of the gradient
         step returning one.
       use_grad_mean: average the accumulated gradients (else sum them).
       should_skip_update_fn: an optional :class:`ShouldSkipUpdateFunction`,

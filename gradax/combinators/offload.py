@@ -17,7 +17,7 @@ from .._protocol import (
 class OffloadedState(NamedTuple):
     """State of :class:`offload_state`: the inner state, in host memory.
 
-    Reading an attribute it lacks reads the inner state's (``state.mu``).
+    Reading an attribute it lacks reads the inner state's (`state.mu`).
     """
 
     inner_state: Any
@@ -39,11 +39,11 @@ def _to(state: Any, space: Any) -> Any:
 class offload_state(GradientTransformation):
     """Keeps a transformation's state in host memory between updates.
 
-    ``init`` places the inner state in host memory (``pinned_host``);
-    ``update`` copies it to the device, runs the inner update there, and
+    `init` places the inner state in host memory (`pinned_host`);
+    `update` copies it to the device, runs the inner update there, and
     copies the new state back. Parameters, gradients and updates stay where
     they are, and the numbers are those of the inner transformation, bit for
-    bit: only where the state lives changes. Inside ``jit`` the copies are
+    bit: only where the state lives changes. Inside `jit` the copies are
     part of the compiled program, so XLA can overlap them with compute.
 
     Cost: each update moves the state across the host link twice (read and
@@ -53,16 +53,16 @@ class offload_state(GradientTransformation):
     below (see docs/memory.md); on the CPU backend host and device memory are
     the same RAM.
 
-    Why a wrapper and not an ``init`` argument: it works for every
+    Why a wrapper and not an `init` argument: it works for every
     transformation (gradax or optax) without an argument in each, and an
     offloaded state differs from the plain one only by this wrapper's node,
     so a checkpoint can be loaded with or without it by reading
-    ``state.inner_state``.
+    `state.inner_state`.
 
     Args:
       tx: the transformation whose state to keep in host memory.
-      memory_kind: ``"pinned_host"`` (JAX's host memory space; the only host
-        kind JAX 0.10 tracks inside ``jit``) or ``"device"`` (no offload,
+      memory_kind: `"pinned_host"` (JAX's host memory space; the only host
+        kind JAX 0.10 tracks inside `jit`) or `"device"` (no offload,
         for switching it off from a configuration).
 
     Returns:
@@ -76,8 +76,8 @@ class offload_state(GradientTransformation):
       'pinned_host'
 
     References:
-      JAX memory kinds (``jax.memory.Space``, ``jax.device_put``); MaxText's
-      ``optimizer_memory_host_offload``.
+      JAX memory kinds (`jax.memory.Space`, `jax.device_put`); MaxText's
+      `optimizer_memory_host_offload`.
     """
 
     tx: TransformationLike = transformation_field()

@@ -33,7 +33,7 @@ class SkipLossSpikesState(NamedTuple):
 class skip_loss_spikes(GradientTransformation):
     r"""Skips the update when the loss jumps far above its running mean.
 
-    ``update`` reads the loss at the current parameters as ``value=``. With
+    `update` reads the loss at the current parameters as `value=`. With
     :math:`\mu_n, \sigma_n^2` the running mean and variance of the :math:`n`
     losses accepted so far, step :math:`t` is a spike when
 
@@ -42,7 +42,7 @@ class skip_loss_spikes(GradientTransformation):
 
     or when :math:`\ell_t` is not finite. A spike is skipped: the updates are
     zeros and the inner state is returned untouched (bit for bit). After
-    ``max_consecutive_skips`` skips in a row the next step is accepted
+    `max_consecutive_skips` skips in a row the next step is accepted
     whatever its loss, so a real shift of the loss level is taken in instead
     of refused forever. An accepted finite loss enters the statistics with
     weight :math:`w = \max(1/n, 1 - \beta)` (:math:`n` counting it):
@@ -54,8 +54,8 @@ class skip_loss_spikes(GradientTransformation):
     the exact mean and variance of the first :math:`1 / (1 - \beta)` losses,
     then an exponential average of time constant :math:`1 / (1 - \beta)`.
     The state has fixed shapes and dtypes (float32 statistics whatever the
-    loss's dtype), so the wrapper runs inside ``lax.cond``, ``while_loop``
-    and ``scan``.
+    loss's dtype), so the wrapper runs inside `lax.cond`, `while_loop`
+    and `scan`.
 
     Args:
       inner: the transformation to protect (gradax or optax).
@@ -68,7 +68,7 @@ class skip_loss_spikes(GradientTransformation):
 
     Returns:
       A transformation with state :class:`SkipLossSpikesState`; its
-      ``update`` needs ``value=``.
+      `update` needs `value=`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -82,8 +82,8 @@ class skip_loss_spikes(GradientTransformation):
       (Array([0., 0.], dtype=float32), 1)
 
     References:
-      The skip-step options of MaxText (``skip_step_on_spikes``) and levanter
-      (``skip_step``); Wortsman et al., Small-scale proxies for large-scale
+      The skip-step options of MaxText (`skip_step_on_spikes`) and levanter
+      (`skip_step`); Wortsman et al., Small-scale proxies for large-scale
       Transformer training instabilities, 2023 (arXiv:2309.14322) on loss
       spikes.
     """

@@ -26,7 +26,7 @@ from .masked import masked, partition
 
 
 def _as_vector(tree: Any) -> jax.Array:
-    """All leaves of ``tree`` raveled and joined into one vector."""
+    """All leaves of `tree` raveled and joined into one vector."""
     leaves = jax.tree.leaves(tree)
     if not leaves:
         return jnp.zeros((0,))
@@ -34,7 +34,7 @@ def _as_vector(tree: Any) -> jax.Array:
 
 
 def _from_vector(vector: jax.Array, like: Any) -> Any:
-    """Cut ``vector`` into the shapes of the leaves of ``like``."""
+    """Cut `vector` into the shapes of the leaves of `like`."""
     leaves, treedef = jax.tree.flatten(like)
     sizes = [int(np.size(x)) for x in leaves]
     pieces = jnp.split(vector, np.cumsum(sizes)[:-1]) if leaves else []
@@ -45,7 +45,7 @@ def _from_vector(vector: jax.Array, like: Any) -> Any:
 
 
 class flatten(GradientTransformation):
-    """Runs ``inner`` on one vector holding all parameters.
+    """Runs `inner` on one vector holding all parameters.
 
     The updates (and params) are raveled and concatenated into a single vector
     before the inner transformation, whose result is cut back into the
@@ -105,7 +105,7 @@ class freeze(Alias):
         booleans like the params (or a prefix of it). It must be static.
 
     Returns:
-      A transformation equal to ``masked(set_to_zero(), mask)``.
+      A transformation equal to `masked(set_to_zero(), mask)`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -152,8 +152,8 @@ class selective_transform(Alias):
         the params (or a prefix of it). It must be static.
 
     Returns:
-      A transformation equal to ``partition({"train": optimizer, "freeze":
-      set_to_zero()}, labels)`` with labels from ``freeze_mask``.
+      A transformation equal to `partition({"train": optimizer, "freeze":
+      set_to_zero()}, labels)` with labels from `freeze_mask`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -197,11 +197,11 @@ class ApplyEvery(NamedTuple):
 
 
 class apply_every(GradientTransformation):
-    """Sums updates over ``k`` steps and emits the sum every ``k``-th step.
+    """Sums updates over `k` steps and emits the sum every `k`-th step.
 
     On the other steps the updates are zeros. Unlike :class:`MultiSteps`, the
     transformations chained before this one still run (and change their
-    state) at every step, so it is not the same as a ``k`` times larger batch.
+    state) at every step, so it is not the same as a `k` times larger batch.
 
     Args:
       k: the period, an integer >= 1.

@@ -1,7 +1,7 @@
-"""The optimizers of ``optax.contrib``, under the same names.
+"""The optimizers of `optax.contrib`, under the same names.
 
-Every name here is also exported at the top level (``gradax.prodigy`` is
-``gradax.contrib.prodigy``).
+Every name here is also exported at the top level (`gradax.prodigy` is
+`gradax.contrib.prodigy`).
 """
 
 from .._optax_paths import package_getattr

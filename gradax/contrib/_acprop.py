@@ -79,7 +79,7 @@ class acprop(Alias):
     uses only past gradients, which is what makes the update asynchronous.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second central moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -89,7 +89,7 @@ class acprop(Alias):
         returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

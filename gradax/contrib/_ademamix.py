@@ -103,7 +103,7 @@ class ademamix(Alias):
     :math:`\alpha` with schedules; both may be given as schedules here.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the fast first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       b3: decay of the slow first moment, in [0, 1).
@@ -224,7 +224,7 @@ class simplified_ademamix(Alias):
             + \lambda \theta_{t-1}\right).
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the momentum, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       alpha: :math:`\alpha`, the weight of the current gradient, >= 0.

@@ -19,7 +19,7 @@ from ..transforms.scaling import scale_by_learning_rate
 
 
 def _quarter_power(count: jax.Array) -> jax.Array:
-    """The default clipping bound of ADOPT at step ``count``: ``count**0.25``."""
+    """The default clipping bound of ADOPT at step `count`: `count**0.25`."""
     return count**0.25
 
 
@@ -32,7 +32,7 @@ class scale_by_adopt(GradientTransformation):
       eps: lower bound of the normalizer :math:`\\sqrt{v}`, >= 0.
       mu_dtype: dtype of the first moment (default: the parameters').
       nesterov: use Nesterov momentum.
-      use_clipping: clip the normalized gradient to ``clip_value_fn(count)``.
+      use_clipping: clip the normalized gradient to `clip_value_fn(count)`.
       clip_value_fn: the clipping bound as a function of the step count.
     """
 
@@ -91,13 +91,13 @@ class adopt(Alias):
       v_t = b_2 v_{t-1} + (1 - b_2) g_t^2,\quad
       u_t = -\eta_t m_t,
 
-    with the clipping bound :math:`c_t` = ``clip_value_fn(t)`` (default
-    :math:`t^{1/4}`; no clipping with ``use_clipping=False``). With
-    ``nesterov`` the update uses one more momentum step,
+    with the clipping bound :math:`c_t` = `clip_value_fn(t)` (default
+    :math:`t^{1/4}`; no clipping with `use_clipping=False`). With
+    `nesterov` the update uses one more momentum step,
     :math:`b_1 m_t + (1 - b_1)\,\mathrm{clip}(\cdot)`. The first update is zero.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.

@@ -94,7 +94,7 @@ class cocob(Alias):
     r"""COCOB-Backprop: continuous coin betting, without a learning rate.
 
     Per coordinate, with gradient :math:`g_t` (weight decay added first and
-    then multiplied by ``learning_rate``), start :math:`x_0`:
+    then multiplied by `learning_rate`), start :math:`x_0`:
 
     .. math::
       L_t = \max(L_{t-1}, |g_t|),\quad G_t = G_{t-1} + |g_t|,\quad
@@ -103,11 +103,11 @@ class cocob(Alias):
       x_{t+1} = x_0 + \frac{\theta_t}{L_t \max(G_t + L_t, \alpha L_t)}
       (L_t + R_t),
 
-    with :math:`L_0 = \epsilon`. ``learning_rate`` only rescales the incoming
+    with :math:`L_0 = \epsilon`. `learning_rate` only rescales the incoming
     gradients (default 1, the method as published).
 
     Args:
-      learning_rate: multiplies the gradients, >= 0; a number, array or schedule.
+      learning_rate: multiplies the gradients; a number, array or schedule.
       alpha: :math:`\alpha > 0`.
       eps: :math:`\epsilon > 0`, the initial :math:`L`.
       weight_decay: >= 0, added to the gradients as :math:`\lambda x_t`.
@@ -115,7 +115,7 @@ class cocob(Alias):
         returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

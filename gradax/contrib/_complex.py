@@ -44,16 +44,16 @@ class SplitRealAndImaginaryState(NamedTuple):
 
 
 class split_real_and_imaginary(GradientTransformation):
-    r"""Runs ``inner`` on the real and imaginary parts of complex leaves apart.
+    r"""Runs `inner` on the real and imaginary parts of complex leaves apart.
 
     Every complex leaf :math:`z = x + iy` of the updates and params is given
-    to ``inner`` as the pair of real leaves :math:`(x, y)`, and the pair it
+    to `inner` as the pair of real leaves :math:`(x, y)`, and the pair it
     returns is put back together as :math:`x' + iy'`; real leaves pass as
     they are. So an optimizer treats a complex parameter exactly like two
     real ones (e.g. Adam's second moment is kept per part, not of
     :math:`|z|^2`).
 
-    ``jax.grad`` of a real loss with respect to complex parameters returns
+    `jax.grad` of a real loss with respect to complex parameters returns
     the conjugate of the steepest-ascent direction; conjugate it before the
     update to descend.
 

@@ -30,7 +30,7 @@ class dadapt_adamw(GradientTransformation):
     r"""D-Adaptation AdamW: AdamW with the step size :math:`d` set automatically.
 
     With gradient :math:`g_t`, step :math:`t \ge 1`, :math:`d_0` =
-    ``estim_lr0``, :math:`\sqrt{\beta_2}` written :math:`\rho` and
+    `estim_lr0`, :math:`\sqrt{\beta_2}` written :math:`\rho` and
     :math:`\eta'_t = \eta_t d_{t-1} \sqrt{1 - \beta_2^t} / (1 - \beta_1^t)`:
 
     .. math::
@@ -44,17 +44,17 @@ class dadapt_adamw(GradientTransformation):
       u_t = -\frac{m_t}{\sqrt{v_t} + \epsilon} - \lambda \eta'_t x_t.
 
     The learning rate (or its schedule) weighs the estimate, so this is one
-    transformation rather than a chain with ``scale_by_learning_rate``.
+    transformation rather than a chain with `scale_by_learning_rate`.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a multiplier (1 in the paper) or schedule.
+      learning_rate: :math:`\eta`, a multiplier (1 in the paper) or schedule.
       betas: :math:`(\beta_1, \beta_2)`, each in [0, 1).
       eps: :math:`\epsilon`, >= 0.
       estim_lr0: :math:`d_0 > 0`.
       weight_decay: :math:`\lambda`, >= 0.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

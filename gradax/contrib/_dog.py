@@ -29,13 +29,13 @@ _INIT_STEP_KINDS = ("distance", "learning_rate", "heuristic")
 
 
 class DogInitStep(Module):
-    """DoG's first step, ``(kind, value)``; reads like that 2-tuple.
+    """DoG's first step, `(kind, value)`; reads like that 2-tuple.
 
-    Made from the tuple a user passes as ``init_step``: the kind is static,
+    Made from the tuple a user passes as `init_step`: the kind is static,
     the value a pytree leaf.
 
     Args:
-      kind: ``"distance"``, ``"learning_rate"`` or ``"heuristic"`` (see
+      kind: `"distance"`, `"learning_rate"` or `"heuristic"` (see
         :class:`dog`).
       value: the distance, first step size or relative distance, > 0.
     """
@@ -85,7 +85,7 @@ class scale_by_dog(GradientTransformation):
     """The DoG step size times the gradient. See :class:`dog`.
 
     Args:
-      init_step: ``(kind, value)``; see :class:`dog`.
+      init_step: `(kind, value)`; see :class:`dog`.
       eps: added under the square root, >= 0.
     """
 
@@ -137,21 +137,21 @@ class dog(Alias):
       G_t = G_{t-1} + \|g_t\|^2,\quad
       u_t = -\eta_t \frac{\bar r_t}{\sqrt{G_t + \epsilon}}\, g_t,
 
-    norms over the whole parameter tree. ``init_step = (kind, value)`` sets
-    :math:`\bar r_0`: ``("distance", r)`` gives :math:`r`;
-    ``("heuristic", c)`` gives :math:`c (1 + \|x_0\|)`; ``("learning_rate",
-    s)`` makes the first step size :math:`s` (and :math:`\bar r_0 = 0`).
+    norms over the whole parameter tree. `init_step = (kind, value)` sets
+    :math:`\bar r_0`: `("distance", r)` gives :math:`r`;
+    `("heuristic", c)` gives :math:`c (1 + \|x_0\|)`; `("learning_rate",
+    s)` makes the first step size :math:`s` (and :math:`\bar r_0 = 0`).
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a multiplier (1 in the paper) or schedule.
-      init_step: ``(kind, value)`` as above, value > 0.
+      learning_rate: :math:`\eta`, a multiplier (1 in the paper) or schedule.
+      init_step: `(kind, value)` as above, value > 0.
       eps: :math:`\epsilon`, >= 0.
       weight_decay: None for none, else >= 0 (added as :math:`\lambda x_t`).
       mask: a tree of booleans like the params (or a function of the params
         returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax
@@ -163,7 +163,7 @@ class dog(Alias):
       >>> gradax.apply_updates(params, updates)
       Array([ 0.8, -1.6], dtype=float32)
 
-    Differences from optax: ``init_step`` is checked when built (optax checks
+    Differences from optax: `init_step` is checked when built (optax checks
     the kind at init) and kept as a :class:`DogInitStep`, which reads like the
     tuple; the scalar state is real for complex parameters.
 
@@ -202,7 +202,7 @@ class scale_by_dowg(GradientTransformation):
     """The DoWG step size times the gradient. See :class:`dowg`.
 
     Args:
-      init_estim_sq_dist: the initial squared distance (None: ``eps``).
+      init_estim_sq_dist: the initial squared distance (None: `eps`).
       eps: added to the denominator, >= 0.
     """
 
@@ -246,10 +246,10 @@ class dowg(Alias):
       u_t = -\eta_t \frac{\bar r_t^2}{\sqrt{v_t} + \epsilon}\, g_t,
 
     norms over the whole parameter tree, :math:`\bar r_0^2` =
-    ``init_estim_sq_dist`` (default :math:`\epsilon`).
+    `init_estim_sq_dist` (default :math:`\epsilon`).
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a multiplier (1 in the paper) or schedule.
+      learning_rate: :math:`\eta`, a multiplier (1 in the paper) or schedule.
       init_estim_sq_dist: :math:`\bar r_0^2 > 0`, or None for :math:`\epsilon`.
       eps: :math:`\epsilon`, >= 0.
       weight_decay: None for none, else >= 0 (added as :math:`\lambda x_t`).
@@ -257,7 +257,7 @@ class dowg(Alias):
         returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

@@ -27,10 +27,10 @@ from ..transforms.weight_decay import add_decayed_weights
 class GaLoreDimensionNumbers(NamedTuple):
     """Which axes of a parameter form the rows and columns of its matrix.
 
-    The parameter is transposed to ``reduction_axis + output_axis`` and
-    reshaped to a ``(rows, columns)`` matrix before it is projected; e.g. an
-    attention weight ``(embed, heads, head_dim)`` with ``reduction_axis=0``,
-    ``output_axis=(1, 2)`` is an ``embed x (heads * head_dim)`` matrix.
+    The parameter is transposed to `reduction_axis + output_axis` and
+    reshaped to a `(rows, columns)` matrix before it is projected; e.g. an
+    attention weight `(embed, heads, head_dim)` with `reduction_axis=0`,
+    `output_axis=(1, 2)` is an `embed x (heads * head_dim)` matrix.
     """
 
     reduction_axis: Sequence[int] | int = 0
@@ -105,7 +105,7 @@ def _new_projector(g2: jax.Array, view: _MatrixView) -> jax.Array:
 
 
 class scale_by_galore(GradientTransformation):
-    """Runs ``base_optimizer`` on GaLore projections. See :class:`galore`.
+    """Runs `base_optimizer` on GaLore projections. See :class:`galore`.
 
     Args:
       rank: the rank :math:`r` of the projections, a positive integer.
@@ -113,7 +113,7 @@ class scale_by_galore(GradientTransformation):
         integer >= 1.
       scale: :math:`\\alpha`, any real number multiplying the projected-back
         updates (a plain factor, as in optax: its sign is the direction).
-      base_optimizer: a transformation that does not need ``params`` (it sees
+      base_optimizer: a transformation that does not need `params` (it sees
         the projected gradients, and the full ones of unprojected leaves);
         default :class:`scale_by_adam`.
       weight_dimension_numbers: which leaves to project and how to see them
@@ -133,7 +133,7 @@ class scale_by_galore(GradientTransformation):
         return scale_by_adam() if self.base_optimizer is None else self.base_optimizer
 
     def _views(self, tree: Any) -> tuple[list, list, Any]:
-        """Leaves of ``tree``, their matrix views (None: not projected), treedef."""
+        """Leaves of `tree`, their matrix views (None: not projected), treedef."""
         leaves, treedef = jax.tree.flatten(tree)
         spec = self.weight_dimension_numbers
         if spec is None:
@@ -219,7 +219,7 @@ class galore(Alias):
     r"""GaLore: full-parameter training with optimizer state on low-rank projections.
 
     For a matrix gradient :math:`G_t \in \mathbb{R}^{m \times n}` with
-    :math:`m \ge n` (else the same on the right), every ``update_proj_gap``
+    :math:`m \ge n` (else the same on the right), every `update_proj_gap`
     steps :math:`P_t` is set to the top-:math:`r` left singular vectors of
     :math:`G_t` (otherwise :math:`P_t = P_{t-1}`), and
 
@@ -235,20 +235,20 @@ class galore(Alias):
     float64 gradients (optax: always float32); complex gradients are
     projected with the conjugate transpose (optax drops their imaginary part
     when computing the projector); a leaf that is not projected has an empty
-    :class:`~gradax.MaskedNode` as its projector, not optax's ``(0, 0)``
+    :class:`~gradax.MaskedNode` as its projector, not optax's `(0, 0)`
     array, which orbax refuses to save.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       rank: :math:`r`, a positive integer (at most the matrix's smaller side
         is used).
       update_proj_gap: recompute the projectors every this many steps, an
         integer >= 1.
       scale: :math:`\alpha`, any real number (a plain factor, as in optax).
       base_optimizer: the transformation run on the projections; it must not
-        need ``params`` (use ``weight_decay`` here, not ``adamw`` there).
+        need `params` (use `weight_decay` here, not `adamw` there).
         Default: :class:`scale_by_adam`. Give it no learning rate, or set
-        ``learning_rate=1.0`` here.
+        `learning_rate=1.0` here.
       weight_decay: :math:`\lambda >= 0`, decoupled weight decay in the full
         space.
       mask: a tree of booleans like the params (or a function of the params
@@ -257,7 +257,7 @@ class galore(Alias):
         as matrices; see :class:`scale_by_galore`.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

@@ -32,7 +32,7 @@ class scale_by_madgrad(GradientTransformation):
     transformation (as in optax); the returned updates are the full step.
 
     Args:
-      learning_rate: :math:`\\eta \\ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\\eta`, a number, an array or a schedule.
       momentum: :math:`\\mu`, in [0, 1).
       eps: :math:`\\epsilon`, >= 0.
     """
@@ -88,13 +88,13 @@ class madgrad(Alias):
       x_{k+1} = (1 - \mu) z_k + \mu x_k,\qquad u_k = x_{k+1} - x_k.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       momentum: :math:`\mu`, in [0, 1).
       weight_decay: >= 0, added to the gradient as :math:`\lambda x_k`.
       eps: :math:`\epsilon`, >= 0.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

@@ -32,7 +32,7 @@ class MechanicState(NamedTuple):
 
 
 class mechanize(GradientTransformation):
-    r"""Mechanic: learns a scale :math:`s` for the updates of ``base_optimizer``.
+    r"""Mechanic: learns a scale :math:`s` for the updates of `base_optimizer`.
 
     The base optimizer's updates :math:`\Delta_t` are accumulated into
     :math:`\delta_t = \delta_{t-1} - \Delta_t` and the parameters become
@@ -57,7 +57,7 @@ class mechanize(GradientTransformation):
       num_betas: :math:`n \ge 1`, the number of decays.
 
     Returns:
-      A gradient transformation; ``update`` needs ``params``.
+      A gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

@@ -36,7 +36,7 @@ class MomoState(NamedTuple):
 
 
 class momo(GradientTransformation):
-    r"""MoMo: SGD with momentum and a Polyak-type step size capped by ``learning_rate``.
+    r"""MoMo: SGD with momentum and a Polyak-type step size capped by `learning_rate`.
 
     With loss value :math:`f_t`, gradient :math:`g_t`, parameters :math:`x_t`,
     :math:`\beta_0 = 0` and :math:`\beta_t = \beta` after:
@@ -50,21 +50,21 @@ class momo(GradientTransformation):
       {\|d_t\|^2}\right),\quad
       u_t = -\frac{\eta_t\lambda}{1 + \eta_t\lambda} x_t - \tau_t d_t,
 
-    with :math:`f_*` = ``lower_bound`` (estimated online with
-    ``adapt_lower_bound``) and :math:`\tau_t = 0` when :math:`d_t = 0`.
+    with :math:`f_*` = `lower_bound` (estimated online with
+    `adapt_lower_bound`) and :math:`\tau_t = 0` when :math:`d_t = 0`.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, the largest step size; number or schedule.
+      learning_rate: :math:`\eta`, the largest step size; number or schedule.
       beta: :math:`\beta`, the momentum, in [0, 1).
       lower_bound: :math:`f_*`, a lower bound of the loss, any real number (0
         for most losses).
       weight_decay: :math:`\lambda`, >= 0.
       adapt_lower_bound: estimate the lower bound online, starting from
-        ``lower_bound``.
+        `lower_bound`.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``
-      and ``value=`` (the loss at the params).
+      The optimizer, a gradient transformation; `update` needs `params`
+      and `value=` (the loss at the params).
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax
@@ -154,7 +154,7 @@ class MomoAdamState(NamedTuple):
 
 
 class momo_adam(GradientTransformation):
-    r"""MoMo-Adam: Adam with a MoMo step size capped by ``learning_rate``.
+    r"""MoMo-Adam: Adam with a MoMo step size capped by `learning_rate`.
 
     With loss value :math:`f_t`, gradient :math:`g_t`, parameters :math:`x_t`,
     step :math:`t \ge 1`, :math:`\rho_t = 1 - b_1^t`:
@@ -170,11 +170,11 @@ class momo_adam(GradientTransformation):
       0)}{\langle d_t, d_t / D_t\rangle}\right),\quad
       u_t = -\frac{\eta_t\lambda}{1 + \eta_t\lambda} x_t - \tau_t \frac{d_t}{D_t},
 
-    with :math:`f_*` = ``lower_bound`` (estimated online with
-    ``adapt_lower_bound``).
+    with :math:`f_*` = `lower_bound` (estimated online with
+    `adapt_lower_bound`).
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, the largest step size; number or schedule.
+      learning_rate: :math:`\eta`, the largest step size; number or schedule.
       b1: decay of the first moments, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -183,8 +183,8 @@ class momo_adam(GradientTransformation):
       adapt_lower_bound: estimate the lower bound online.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``
-      and ``value=`` (the loss at the params).
+      The optimizer, a gradient transformation; `update` needs `params`
+      and `value=` (the loss at the params).
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

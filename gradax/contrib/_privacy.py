@@ -48,15 +48,15 @@ class differentially_private_aggregate(GradientTransformation):
     transformations see ordinary gradients). Aggregating combinators such as
     :class:`MultiSteps` or :class:`apply_every` do not give private sums.
 
-    Differences from optax: ``key`` may also be a legacy ``uint32`` key; no
-    deprecation warnings are raised for ``seed`` or a missing key.
+    Differences from optax: `key` may also be a legacy `uint32` key; no
+    deprecation warnings are raised for `seed` or a missing key.
 
     Args:
       l2_norm_clip: :math:`C`, the largest per-example norm, >= 0.
       noise_multiplier: :math:`\sigma`, the noise standard deviation relative
         to :math:`C`, >= 0.
       key: a PRNG key or an integer seed for the noise (default: seed 0).
-      seed: an integer seed, the older spelling of ``key`` (keyword-only;
+      seed: an integer seed, the older spelling of `key` (keyword-only;
         give only one of them).
 
     Returns:
@@ -129,11 +129,11 @@ class dpsgd(Alias):
       + \xi_t\Big),\quad u_t = -\eta_t \bar g_t
 
     (with momentum :math:`\mu`, :math:`\bar g_t` first goes through
-    :class:`trace`). The gradients given to ``update`` are per-example: every
-    leaf has a leading batch axis (e.g. from ``jax.vmap(jax.grad(loss))``).
+    :class:`trace`). The gradients given to `update` are per-example: every
+    leaf has a leading batch axis (e.g. from `jax.vmap(jax.grad(loss))`).
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       l2_norm_clip: :math:`C`, the largest per-example norm, >= 0.
       noise_multiplier: :math:`\sigma`, the noise standard deviation relative
         to :math:`C`, >= 0.

@@ -120,7 +120,7 @@ class prodigy(_ProdigyBase):
     r"""Prodigy: Adam whose step size :math:`d` estimates the distance to a solution.
 
     With gradient :math:`g_t`, start :math:`x_0`, step :math:`t \ge 1`,
-    :math:`d_0` = ``estim_lr0`` and :math:`\eta'_t = \eta_t d_{t-1}
+    :math:`d_0` = `estim_lr0` and :math:`\eta'_t = \eta_t d_{t-1}
     \sqrt{1 - \beta_2^t} / (1 - \beta_1^t)`:
 
     .. math::
@@ -134,12 +134,12 @@ class prodigy(_ProdigyBase):
             + \lambda x_t\right),
 
     with :math:`\beta_3 = \sqrt{\beta_2}` by default and :math:`c` =
-    ``estim_lr_coef``. With ``safeguard_warmup`` the sum :math:`s_t` uses
+    `estim_lr_coef`. With `safeguard_warmup` the sum :math:`s_t` uses
     :math:`d_{t-1}` in place of :math:`\eta'_t`. The learning rate (or its
     schedule) weighs the estimate, so it is part of the transformation.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a multiplier (1 in the paper) or schedule.
+      learning_rate: :math:`\eta`, a multiplier (1 in the paper) or schedule.
       betas: :math:`(\beta_1, \beta_2)`, each in [0, 1).
       beta3: :math:`\beta_3` in [0, 1), or None for :math:`\sqrt{\beta_2}`.
       eps: :math:`\epsilon`, >= 0.
@@ -149,7 +149,7 @@ class prodigy(_ProdigyBase):
       safeguard_warmup: leave the learning rate out of :math:`s_t`.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax
@@ -188,8 +188,8 @@ class scale_by_prodigy(_ProdigyBase):
 
     Returns :math:`\\eta'_t (m_t / (\\sqrt{v_t} + d\\epsilon) + \\lambda x_t)`
     computed with :math:`\\eta = 1` (not negated), for chaining with
-    ``scale_by_learning_rate``. For a constant learning rate and no
-    ``safeguard_warmup`` the chain equals :class:`prodigy` (the estimate of
+    `scale_by_learning_rate`. For a constant learning rate and no
+    `safeguard_warmup` the chain equals :class:`prodigy` (the estimate of
     :math:`d` does not depend on a constant rate); a scheduled rate weighs
     the estimate only in :class:`prodigy`. Not in optax.
 

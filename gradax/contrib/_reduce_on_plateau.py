@@ -44,12 +44,12 @@ def _known(value: Any) -> float | None:
 class reduce_on_plateau(GradientTransformation):
     r"""Multiplies the updates by a scale that drops when the loss plateaus.
 
-    Losses given as ``value=`` are averaged over windows of
-    ``accumulation_size`` updates. At the end of a window with mean
+    Losses given as `value=` are averaged over windows of
+    `accumulation_size` updates. At the end of a window with mean
     :math:`\bar f`, it improves on the best mean :math:`f^*` when
-    :math:`\bar f < (1 - \text{rtol}) f^* - \text{atol}`. After ``patience``
-    windows without improvement the scale is multiplied by ``factor``
-    (never below ``min_scale``) and the next ``cooldown`` windows do not
+    :math:`\bar f < (1 - \text{rtol}) f^* - \text{atol}`. After `patience`
+    windows without improvement the scale is multiplied by `factor`
+    (never below `min_scale`) and the next `cooldown` windows do not
     count. Chain it after an optimizer to reduce its learning rate.
 
     Args:
@@ -65,7 +65,7 @@ class reduce_on_plateau(GradientTransformation):
       min_scale: the smallest scale, in [0, 1] (the scale starts at 1).
 
     Returns:
-      A gradient transformation; ``update`` needs ``value=`` (the loss).
+      A gradient transformation; `update` needs `value=` (the loss).
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -79,7 +79,7 @@ class reduce_on_plateau(GradientTransformation):
     Differences from optax: the scalar state is real for complex parameters.
 
     References:
-      PyTorch's ``torch.optim.lr_scheduler.ReduceLROnPlateau``.
+      PyTorch's `torch.optim.lr_scheduler.ReduceLROnPlateau`.
     """
 
     factor: Any = hyper(

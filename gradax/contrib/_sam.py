@@ -25,8 +25,8 @@ NormalizeState = EmptyState
 class normalize(GradientTransformation):
     """Divides the updates by their global norm.
 
-    SAM's adversarial step is usually ``chain(normalize(), sgd(rho))``: a step
-    of length ``rho`` along the gradient.
+    SAM's adversarial step is usually `chain(normalize(), sgd(rho))`: a step
+    of length `rho` along the gradient.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -64,8 +64,8 @@ def _negate(tree: Any) -> Any:
 class sam(GradientTransformation):
     r"""Sharpness-aware minimization: descend from an adversarially moved point.
 
-    Every ``sync_period`` steps make one outer step. In between, the
-    adversarial optimizer takes ``sync_period - 1`` ascent steps from the
+    Every `sync_period` steps make one outer step. In between, the
+    adversarial optimizer takes `sync_period - 1` ascent steps from the
     outer parameters :math:`x`, reaching :math:`\tilde x`; the outer optimizer
     then updates :math:`x` with the gradient at :math:`\tilde x`:
 
@@ -73,17 +73,17 @@ class sam(GradientTransformation):
       \tilde x = x + \mathrm{adv}(\nabla f(x)),\qquad
       x \leftarrow x + \mathrm{opt}(\nabla f(\tilde x)),
 
-    e.g. ``adv = chain(normalize(), sgd(rho))`` gives
+    e.g. `adv = chain(normalize(), sgd(rho))` gives
     :math:`\tilde x = x + \rho \nabla f / \|\nabla f\|`, the original SAM.
 
     Two ways to run it:
 
-    - transparent (default): call ``update`` with the gradient at the current
+    - transparent (default): call `update` with the gradient at the current
       params each step, as for any optimizer. The params visit the
-      adversarial points; every ``sync_period``-th update returns to the
+      adversarial points; every `sync_period`-th update returns to the
       outer parameters and applies the outer step.
-    - ``opaque_mode=True``: one ``update`` does a whole period; it needs
-      ``grad_fn=`` (``grad_fn(params, i)`` returns the gradient at params for
+    - `opaque_mode=True`: one `update` does a whole period; it needs
+      `grad_fn=` (`grad_fn(params, i)` returns the gradient at params for
       the i-th adversarial step) and returns the outer step only.
 
     Args:
@@ -92,13 +92,13 @@ class sam(GradientTransformation):
         (ascent).
       sync_period: adversarial steps per outer step, plus one; >= 1.
       reset_state: re-initialize the adversarial state at every outer step.
-      opaque_mode: run a whole period per update (needs ``grad_fn=``).
+      opaque_mode: run a whole period per update (needs `grad_fn=`).
       batch_axis_name: in opaque mode, average the adversarial gradients over
-        this mapped axis (``pmean``).
+        this mapped axis (`pmean`).
 
     Returns:
       A gradient transformation whose state is a :class:`SAMState`;
-      transparent ``update`` needs ``params``.
+      transparent `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax
@@ -113,9 +113,9 @@ class sam(GradientTransformation):
       >>> params
       Array([ 0.79..., -1.58...], dtype=float32)
 
-    Differences from optax: states and updates are picked with ``where``, so
+    Differences from optax: states and updates are picked with `where`, so
     an infinite value in the branch not taken does not turn into NaN; extra
-    arguments of ``update`` are passed on to both inner optimizers.
+    arguments of `update` are passed on to both inner optimizers.
 
     References:
       Foret et al., Sharpness-Aware Minimization for Efficiently Improving

@@ -40,9 +40,9 @@ class ScheduleFreeState(NamedTuple):
 
 
 class schedule_free(GradientTransformation):
-    r"""Schedule-free wrapper: averages the iterates of ``base_optimizer``.
+    r"""Schedule-free wrapper: averages the iterates of `base_optimizer`.
 
-    The base optimizer moves :math:`z`; the parameters passed to ``update``
+    The base optimizer moves :math:`z`; the parameters passed to `update`
     are the interpolation :math:`y`, and the average :math:`x` (read it with
     :func:`schedule_free_eval_params`) is what to evaluate. With base update
     :math:`\Delta_t` and step :math:`t \ge 1`:
@@ -59,15 +59,15 @@ class schedule_free(GradientTransformation):
 
     Args:
       base_optimizer: the optimizer moving :math:`z` (usually SGD or Adam
-        without momentum, with the same ``learning_rate``).
-      learning_rate: :math:`\eta \ge 0`, for the averaging weights; a schedule is
+        without momentum, with the same `learning_rate`).
+      learning_rate: :math:`\eta`, for the averaging weights; a schedule is
         evaluated at the step count starting at 1.
       b1: :math:`\beta_1`, in (0, 1].
       weight_lr_power: :math:`p`, >= 0.
       state_dtype: dtype of :math:`z` (default: the parameters').
 
     Returns:
-      A gradient transformation; ``update`` needs ``params``.
+      A gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax
@@ -82,7 +82,7 @@ class schedule_free(GradientTransformation):
       >>> gradax.schedule_free_eval_params(state, params).tolist()
       [0.8, -1.6]
 
-    Differences from optax: ``b1`` may be a schedule (the state keeps the
+    Differences from optax: `b1` may be a schedule (the state keeps the
     value of the last update, for :func:`schedule_free_eval_params`); the
     scalar state is real for complex parameters.
 
@@ -163,16 +163,16 @@ def _find_schedule_free_state(state: Any) -> ScheduleFreeState:
 def schedule_free_eval_params(state: Any, params: Any) -> Any:
     r"""The averaged parameters :math:`x` of a schedule-free optimizer.
 
-    Training moves the interpolation :math:`y` (the ``params``); evaluate the
+    Training moves the interpolation :math:`y` (the `params`); evaluate the
     model at :math:`x = (y - (1 - \beta_1) z) / \beta_1`.
 
     Args:
       state: the optimizer state; a :class:`ScheduleFreeState` or any state
-        holding exactly one (e.g. inside ``chain`` or ``inject_hyperparams``).
+        holding exactly one (e.g. inside `chain` or `inject_hyperparams`).
       params: the current parameters :math:`y`.
 
     Returns:
-      The parameters to evaluate, like ``params``.
+      The parameters to evaluate, like `params`.
 
     Differences from optax: the ScheduleFreeState may be nested in the state.
     """
@@ -188,13 +188,13 @@ def _with_warmup(learning_rate: Any, warmup_steps: int | None) -> Any:
 
 
 class schedule_free_sgd(Alias):
-    r"""Schedule-free SGD: :class:`schedule_free` around ``sgd(learning_rate)``.
+    r"""Schedule-free SGD: :class:`schedule_free` around `sgd(learning_rate)`.
 
     See :class:`schedule_free` for the averaging; the base step is
     :math:`\Delta_t = -\eta_t (g_t + \lambda y_t)`.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       warmup_steps: if given, :math:`\eta` warms up linearly from 0 over this
         many steps, an integer >= 0.
       b1: :math:`\beta_1`, in (0, 1].
@@ -203,7 +203,7 @@ class schedule_free_sgd(Alias):
       state_dtype: dtype of :math:`z`.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
       Evaluate at :func:`schedule_free_eval_params`.
 
     Example:
@@ -246,7 +246,7 @@ class schedule_free_adamw(Alias):
     + \lambda y_t)` with :math:`v_t = \beta_2 v_{t-1} + (1 - \beta_2) g_t^2`.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       warmup_steps: if given, :math:`\eta` warms up linearly from 0 over this
         many steps, an integer >= 0.
       b1: :math:`\beta_1`, in (0, 1].
@@ -257,7 +257,7 @@ class schedule_free_adamw(Alias):
       state_dtype: dtype of :math:`z`.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
       Evaluate at :func:`schedule_free_eval_params`.
 
     Example:

@@ -44,12 +44,12 @@ class hutchinson_estimator_diag_hessian(GradientTransformation):
 
     Each update draws a Rademacher vector :math:`u` (entries :math:`\pm 1`) and
     returns :math:`u \odot (\nabla^2 f(\theta)\, u)`, whose expectation is the
-    diagonal of the Hessian of ``obj_fn`` at the params. The incoming updates
-    are ignored. ``update`` needs ``params`` and ``obj_fn`` (the loss as a
+    diagonal of the Hessian of `obj_fn` at the params. The incoming updates
+    are ignored. `update` needs `params` and `obj_fn` (the loss as a
     function of the params).
 
     Args:
-      random_seed: a PRNG key (default: ``jax.random.PRNGKey(0)`` at init).
+      random_seed: a PRNG key (default: `jax.random.PRNGKey(0)` at init).
 
     Returns:
       A gradient transformation whose state is a :class:`HutchinsonState`.
@@ -116,11 +116,11 @@ class scale_by_sophia(GradientTransformation):
       update_interval: estimate the Hessian every this many steps, an
         integer >= 1.
       hessian_diagonal_fn: a transformation returning the Hessian diagonal
-        estimate; called with the gradients, ``params=`` and every extra
-        argument of ``update`` (e.g. ``obj_fn``).
+        estimate; called with the gradients, `params=` and every extra
+        argument of `update` (e.g. `obj_fn`).
       mu_dtype: dtype of the first moment.
       verbose: print the fraction of unclipped coordinates (the win rate).
-      print_win_rate_every_n_steps: how often ``verbose`` prints, an integer
+      print_win_rate_every_n_steps: how often `verbose` prints, an integer
         >= 0 (0: never).
     """
 
@@ -199,7 +199,7 @@ class sophia(Alias):
 
     With gradient :math:`g_t`, step :math:`t \ge 1` and :math:`h_t` the moving
     average (decay :math:`b_2`) of the Hessian diagonal estimates, refreshed
-    every ``update_interval`` steps (after computing the step):
+    every `update_interval` steps (after computing the step):
 
     .. math::
       m_t = b_1 m_{t-1} + (1 - b_1) g_t,\quad
@@ -207,13 +207,13 @@ class sophia(Alias):
             \frac{m_t / (1 - b_1^t)}{\max(\gamma h_{t-1}, \epsilon)},
             \rho\right) + \lambda \theta_{t-1}\right),
 
-    with :math:`\rho` = ``clip_threshold``. The default estimator,
-    :class:`hutchinson_estimator_diag_hessian`, needs ``obj_fn=`` (the loss as
-    a function of the params) in ``update``; every extra argument is passed to
+    with :math:`\rho` = `clip_threshold`. The default estimator,
+    :class:`hutchinson_estimator_diag_hessian`, needs `obj_fn=` (the loss as
+    a function of the params) in `update`; every extra argument is passed to
     the estimator.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the Hessian average, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -226,12 +226,12 @@ class sophia(Alias):
       hessian_diagonal_fn: the Hessian diagonal estimator (a transformation).
       mu_dtype: dtype of the first moment.
       verbose: print the fraction of unclipped coordinates.
-      print_win_rate_every_n_steps: how often ``verbose`` prints, an integer
+      print_win_rate_every_n_steps: how often `verbose` prints, an integer
         >= 0 (0: never).
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``
-      and whatever the estimator needs (``obj_fn`` by default).
+      The optimizer, a gradient transformation; `update` needs `params`
+      and whatever the estimator needs (`obj_fn` by default).
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

@@ -37,7 +37,7 @@ DECAY_PAIR = OneOf(
 
 
 def require_value(value: Any, name: str) -> None:
-    """Raise a ValueError saying that ``name`` needs ``value=`` in update."""
+    """Raise a ValueError saying that `name` needs `value=` in update."""
     if value is None:
         raise ValueError(
             f"{name}.update needs the objective's value: pass value=loss "

@@ -1,4 +1,4 @@
-"""Experimental APIs: ``optax.experimental``.
+"""Experimental APIs: `optax.experimental`.
 
 Names here may change between releases, as in optax. :mod:`aggregating`
 holds transformations of per-element (per-example) gradients.

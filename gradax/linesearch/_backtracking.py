@@ -46,23 +46,23 @@ class scale_by_backtracking_linesearch(GradientTransformation):
 
     With parameters :math:`w`, update :math:`u` and objective :math:`f`, the
     step :math:`\eta` starts at :math:`\min(\gamma_{+}\eta_{prev},
-    \eta_{max})` and is multiplied by ``decrease_factor`` until (Armijo)
+    \eta_{max})` and is multiplied by `decrease_factor` until (Armijo)
 
     .. math::
       f(w + \eta u) \le (1 + \delta) f(w) + c\,\eta \langle u, \nabla f(w)
       \rangle + \epsilon.
 
-    If no step qualifies within ``max_backtracking_steps``, the last one is
+    If no step qualifies within `max_backtracking_steps`, the last one is
     used, or no step at all when the objective was not finite there.
-    ``update`` needs ``value``, ``grad`` and ``value_fn`` keyword arguments,
-    as for :class:`scale_by_zoom_linesearch`. ``u`` must be a descent
+    `update` needs `value`, `grad` and `value_fn` keyword arguments,
+    as for :class:`scale_by_zoom_linesearch`. `u` must be a descent
     direction (:math:`\langle u, \nabla f(w)\rangle < 0`).
 
     Differences from optax: scalars are kept in at least the default float
     dtype and searched in the widest of the parameters', the objective's and
-    that dtype, so the state never changes dtype; with ``store_grad`` the
+    that dtype, so the state never changes dtype; with `store_grad` the
     gradient comes from one reverse pass of the accepted evaluation. As in
-    optax, a keyword argument that ``value_fn`` does not take is a TypeError.
+    optax, a keyword argument that `value_fn` does not take is a TypeError.
 
     The numbers are constants of the search (numbers or arrays, not
     schedules): the state keeps no step count.
@@ -74,9 +74,9 @@ class scale_by_backtracking_linesearch(GradientTransformation):
         required.
       decrease_factor: shrinking factor, in (0, 1).
       increase_factor: :math:`\gamma_{+} > 0`, growth of the first guess
-        over the last step (``1`` keeps it, ``math.inf`` starts at the
+        over the last step (`1` keeps it, `math.inf` starts at the
         maximum).
-      max_learning_rate: :math:`\eta_{max} > 0` (``math.inf`` for no bound).
+      max_learning_rate: :math:`\eta_{max} > 0` (`math.inf` for no bound).
       atol: :math:`\epsilon \ge 0`, absolute tolerance of the criterion.
       rtol: :math:`\delta \ge 0`, relative tolerance of the criterion.
       store_grad: also compute and keep the gradient at the accepted point

@@ -1,6 +1,6 @@
 """Pieces the line searches share: dtypes, extra arguments, reuse of values.
 
-The line searches run their own ``lax.while_loop``. The carry of such a loop
+The line searches run their own `lax.while_loop`. The carry of such a loop
 must keep one type from iteration to iteration, whatever the precision of the
 parameters and of the objective. The rule used throughout:
 
@@ -47,7 +47,7 @@ def search_dtype(params: Any, *values: Any) -> Any:
 
 
 def real_vdot(tree_x: Any, tree_y: Any, dtype: Any) -> jax.Array:
-    """``real(vdot(x, y))`` with leaves upcast to at least ``dtype``.
+    """`real(vdot(x, y))` with leaves upcast to at least `dtype`.
 
     A half-precision dot product over many elements loses most of its digits
     (or overflows), so each leaf is promoted to the search dtype first.
@@ -60,25 +60,25 @@ def real_vdot(tree_x: Any, tree_y: Any, dtype: Any) -> jax.Array:
 
 
 def step_along(params: Any, stepsize: jax.Array, updates: Any) -> Any:
-    """``params + stepsize * updates``, in each parameter's dtype."""
+    """`params + stepsize * updates`, in each parameter's dtype."""
     return jax.tree.map(
         lambda p, u: (p + stepsize * u).astype(p.dtype), params, updates
     )
 
 
 def cast_tree_like(tree: Any, like: Any) -> Any:
-    """``tree`` with each leaf cast to the dtype of the same leaf of ``like``."""
+    """`tree` with each leaf cast to the dtype of the same leaf of `like`."""
     return jax.tree.map(lambda x, y: jnp.asarray(x).astype(y.dtype), tree, like)
 
 
 def nan_to_inf(error: jax.Array) -> jax.Array:
-    """A violated-criterion measure: negative parts dropped, NaN made ``inf``."""
+    """A violated-criterion measure: negative parts dropped, NaN made `inf`."""
     error = jnp.maximum(error, 0.0)
     return jnp.where(jnp.isnan(error), jnp.inf, error)
 
 
 def accepted_kwargs(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The entries of ``kwargs`` that ``fn`` takes as keyword arguments."""
+    """The entries of `kwargs` that `fn` takes as keyword arguments."""
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
@@ -93,7 +93,7 @@ def accepted_kwargs(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str,
 
 
 def line_search_inputs(owner: str, extra_args: dict[str, Any]) -> tuple[Any, ...]:
-    """``value``, ``grad``, ``value_fn`` and the value_fn's keyword arguments."""
+    """`value`, `grad`, `value_fn` and the value_fn's keyword arguments."""
     missing = [k for k in ("value", "grad", "value_fn") if k not in extra_args]
     if missing:
         raise TypeError(
@@ -119,7 +119,7 @@ def line_search_inputs(owner: str, extra_args: dict[str, Any]) -> tuple[Any, ...
 
 
 def scalar_value(value: Any, owner: str) -> jax.Array:
-    """``value`` as a scalar array; a clear error if it is not one number."""
+    """`value` as a scalar array; a clear error if it is not one number."""
     value = jnp.asarray(value)
     if value.size != 1:
         raise TypeError(
@@ -135,20 +135,20 @@ def value_and_grad_from_state(
 
     A line search evaluates the objective and its gradient at the point it
     accepts; the next step starts there. The returned function looks up the
-    unique ``value`` and ``grad`` entries of ``state`` and returns them, or
-    computes them when the stored value is not finite (as after ``init``).
+    unique `value` and `grad` entries of `state` and returns them, or
+    computes them when the stored value is not finite (as after `init`).
 
     Differences from optax: the stored value is returned in the dtype the
     objective returns and the gradient in the parameters' dtypes, so the two
-    branches agree under ``lax.cond``/``while_loop`` whatever the precisions.
+    branches agree under `lax.cond`/`while_loop` whatever the precisions.
 
     Args:
-      value_fn: the objective, ``value_fn(params, *args, **kwargs)``, returning
+      value_fn: the objective, `value_fn(params, *args, **kwargs)`, returning
         a real scalar.
 
     Returns:
-      ``value_and_grad(params, *args, state, **kwargs) -> (value, grad)``;
-      ``state`` is keyword-only.
+      `value_and_grad(params, *args, state, **kwargs) -> (value, grad)`;
+      `state` is keyword-only.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -194,7 +194,7 @@ def value_and_grad_from_state(
 
 
 def print_if(pred: jax.Array, message: str, **values: Any) -> None:
-    """``jax.debug.print(message)`` when ``pred`` holds, also under ``jit``."""
+    """`jax.debug.print(message)` when `pred` holds, also under `jit`."""
     jax.lax.cond(
         pred,
         lambda: jax.debug.print(message, **values, ordered=True),

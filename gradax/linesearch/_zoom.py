@@ -33,8 +33,8 @@ class ScaleByZoomLinesearchState(NamedTuple):
 
 
 class _Search(NamedTuple):
-    """Carry of the search loop. ``low``/``high`` bracket an acceptable step;
-    ``value(low) <= value(high)``, not ``low <= high``."""
+    """Carry of the search loop. `low`/`high` bracket an acceptable step;
+    `value(low) <= value(high)`, not `low <= high`."""
 
     count: jax.Array
     stepsize: jax.Array
@@ -61,7 +61,7 @@ class _Search(NamedTuple):
 
 def _cubic_minimizer(a, fa, fpa, b, fb, c, fc):
     """Critical point of the cubic through (a, fa), (b, fb), (c, fc) with slope
-    ``fpa`` at ``a``; NaN when it has none (the caller then falls back)."""
+    `fpa` at `a`; NaN when it has none (the caller then falls back)."""
     db, dc = b - a, c - a
     denom = (db * dc) ** 2 * (db - dc)
     rb, rc = fb - fa - fpa * db, fc - fa - fpa * dc
@@ -217,7 +217,7 @@ class scale_by_zoom_linesearch(GradientTransformation):
       |\langle \nabla f(w + \eta u), u\rangle|
       \le c_2 |\langle \nabla f(w), u\rangle| + \epsilon.
 
-    First the step grows by ``increase_factor`` until it brackets such a step
+    First the step grows by `increase_factor` until it brackets such a step
     (Nocedal and Wright, Algorithm 3.5); then the bracket shrinks by cubic or
     quadratic interpolation, or bisection (Algorithm 3.6). Close to a minimum,
     where values cannot resolve the decrease, the approximate condition of
@@ -227,19 +227,19 @@ class scale_by_zoom_linesearch(GradientTransformation):
     accepted. If the search fails, the largest step with sufficient decrease
     seen is used (or a zero step when the objective is not finite there).
 
-    ``update`` needs the keyword arguments ``value`` (of the objective at
-    ``params``), ``grad`` (its gradient there) and ``value_fn`` (the
-    objective, ``value_fn(params, **kwargs)``); other keyword arguments that
-    ``value_fn`` accepts are passed on to it. The state keeps the value and
+    `update` needs the keyword arguments `value` (of the objective at
+    `params`), `grad` (its gradient there) and `value_fn` (the
+    objective, `value_fn(params, **kwargs)`); other keyword arguments that
+    `value_fn` accepts are passed on to it. The state keeps the value and
     gradient at the accepted point; :func:`value_and_grad_from_state` reuses
     them.
 
     Differences from optax: scalars are computed in the widest of the
     parameters', the objective's and the default float dtypes, and kept in the
     state in at least the default float dtype (float32 for float16 or bfloat16
-    parameters), so the state never changes dtype under ``lax.cond`` or
-    ``lax.while_loop``; the search evaluates the objective once per iteration
-    outside a ``lax.cond``. As in optax, a keyword argument that ``value_fn``
+    parameters), so the state never changes dtype under `lax.cond` or
+    `lax.while_loop`; the search evaluates the objective once per iteration
+    outside a `lax.cond`. As in optax, a keyword argument that `value_fn`
     does not take is a TypeError.
 
     The numbers are constants of the search (numbers or arrays, not
@@ -252,15 +252,15 @@ class scale_by_zoom_linesearch(GradientTransformation):
       tol: :math:`\epsilon \ge 0`, tolerance on both criteria.
       increase_factor: growth of the step while looking for a bracket, > 0.
       slope_rtol: :math:`c_1 \ge 0`.
-      curv_rtol: :math:`c_2 \ge 0` (``jnp.inf`` drops the curvature
+      curv_rtol: :math:`c_2 \ge 0` (`jnp.inf` drops the curvature
         condition).
       approx_dec_rtol: :math:`c_3 \ge 0`, or None for the plain Armijo
         condition.
       stepsize_precision: once the bracket is shorter than this (>= 0) and a
         step with sufficient decrease is known, the search ends with that
         step.
-      initial_guess_strategy: ``"one"`` (start every search at 1, best for
-        quasi-Newton directions) or ``"keep"`` (start at the last step size).
+      initial_guess_strategy: `"one"` (start every search at 1, best for
+        quasi-Newton directions) or `"keep"` (start at the last step size).
       verbose: print optax's diagnostic lines when a search fails.
 
     Returns:

@@ -35,8 +35,8 @@ def _upcast(tree, dtype):
 
 
 def _two_loop(updates, dw_memory, du_memory, rhos, gamma, newest, dtype):
-    """``P u`` for the L-BFGS inverse-Hessian approximation ``P`` (Nocedal and
-    Wright, Algorithm 7.4); pairs are visited from ``newest - 1`` backwards."""
+    """`P u` for the L-BFGS inverse-Hessian approximation `P` (Nocedal and
+    Wright, Algorithm 7.4); pairs are visited from `newest - 1` backwards."""
     size = rhos.shape[0]
     order = (newest + jnp.arange(size)) % size
     work = _upcast(updates, dtype)
@@ -163,11 +163,11 @@ class lbfgs(Alias):
     from the line search (by default a zoom search for the strong Wolfe
     conditions, starting at 1).
 
-    ``update`` needs the keyword arguments ``value``, ``grad`` and
-    ``value_fn`` of the line search. :func:`value_and_grad_from_state` reuses
+    `update` needs the keyword arguments `value`, `grad` and
+    `value_fn` of the line search. :func:`value_and_grad_from_state` reuses
     the value and gradient the search computed at the accepted point, and
     :func:`gradax.minimize` runs the whole loop in one compiled call. For
-    complex parameters, pass ``conj(grad)`` as updates and ``grad``.
+    complex parameters, pass `conj(grad)` as updates and `grad`.
 
     Differences from optax: the state never changes dtype whatever the
     precision of the objective's value (see
@@ -175,15 +175,15 @@ class lbfgs(Alias):
     parameters are accumulated in float32.
 
     Args:
-      learning_rate: scales the direction, >= 0; None (default) for the line
+      learning_rate: scales the direction; None (default) for the line
         search's step alone.
       memory_size: :math:`m`, the number of pairs kept.
       scale_init_precond: use :math:`\gamma_k` (else :math:`\gamma_k = 1`).
       linesearch: a line search transformation, or None for none.
 
     Returns:
-      The optimizer, ``chain(scale_by_lbfgs(...), scale(-1) or
-      scale_by_learning_rate(learning_rate), linesearch)``.
+      The optimizer, `chain(scale_by_lbfgs(...), scale(-1) or
+      scale_by_learning_rate(learning_rate), linesearch)`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

@@ -1,4 +1,4 @@
-"""``minimize``: a whole L-BFGS run in one compiled ``lax.while_loop``."""
+"""`minimize`: a whole L-BFGS run in one compiled `lax.while_loop`."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ _TOL = Spec(Range(0.0, allow_inf=True), schedule=False, array=True, allow_none=F
 
 
 class MinimizeStatus(enum.IntEnum):
-    """Why :func:`minimize` stopped (the ``status`` of a :class:`MinimizeResult`)."""
+    """Why :func:`minimize` stopped (the `status` of a :class:`MinimizeResult`)."""
 
     CONVERGED = 0
     MAX_STEPS = 1
@@ -56,12 +56,12 @@ class MinimizeResult(NamedTuple):
     """The outcome of :func:`minimize`.
 
     Attributes:
-      params: the final parameters, a tree like ``x0``.
+      params: the final parameters, a tree like `x0`.
       value: the objective there.
       grad_norm: the Euclidean norm of the gradient there.
       steps: the number of L-BFGS steps taken.
-      converged: whether ``grad_norm <= tol``.
-      status: a :class:`MinimizeStatus` code; ``message`` explains it.
+      converged: whether `grad_norm <= tol`.
+      status: a :class:`MinimizeStatus` code; `message` explains it.
       num_fun_evals: evaluations of the objective and its gradient.
     """
 
@@ -80,7 +80,7 @@ class MinimizeResult(NamedTuple):
 
 
 def _as_params(x: Any) -> jax.Array:
-    """A leaf of ``x0`` as a strongly typed floating-point array."""
+    """A leaf of `x0` as a strongly typed floating-point array."""
     x = jnp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.inexact):
         x = x.astype(jnp.result_type(float))
@@ -156,7 +156,7 @@ def _solve(fun, solver, x0, args, max_steps, tol) -> MinimizeResult:
         return status.astype(jnp.int32)
 
     def value_and_grad_after(state, params):
-        """The line search's value and gradient at ``params``, if it kept them."""
+        """The line search's value and gradient at `params`, if it kept them."""
         stored_value, stored_grad = gtree.get(state, "value"), gtree.get(state, "grad")
         if stored_value is None or stored_grad is None:
             return (*evaluate(params), 1)
@@ -261,35 +261,35 @@ def minimize(
     args: tuple[Any, ...] = (),
     **options: Any,
 ) -> MinimizeResult:
-    r"""Minimizes ``fun`` from ``x0`` with L-BFGS, in one compiled loop.
+    r"""Minimizes `fun` from `x0` with L-BFGS, in one compiled loop.
 
     Runs :class:`lbfgs` steps, reusing the value and gradient each line
-    search computes, inside one ``lax.while_loop`` until
-    :math:`\|\nabla f(x)\|_2 \le` ``tol``, ``max_steps`` steps, or a failure.
-    The compiled loop is cached: calling again with the same ``fun`` (the
+    search computes, inside one `lax.while_loop` until
+    :math:`\|\nabla f(x)\|_2 \le` `tol`, `max_steps` steps, or a failure.
+    The compiled loop is cached: calling again with the same `fun` (the
     same object), options and shapes does not recompile, even with other
-    ``x0``, ``args``, ``max_steps`` or ``tol``.
+    `x0`, `args`, `max_steps` or `tol`.
 
     Failures end with a status instead of an exception or a silent answer:
-    an objective that is not a real scalar (``INVALID_OBJECTIVE``), a value or
-    gradient that is not finite at ``x0`` (``NONFINITE``), a line search that
-    cannot decrease the objective (``LINESEARCH_FAILED``; ``params`` is then
+    an objective that is not a real scalar (`INVALID_OBJECTIVE`), a value or
+    gradient that is not finite at `x0` (`NONFINITE`), a line search that
+    cannot decrease the objective (`LINESEARCH_FAILED`; `params` is then
     the point of lowest value found).
 
     Args:
-      fun: the objective ``fun(params, *args)``, returning a real scalar.
+      fun: the objective `fun(params, *args)`, returning a real scalar.
       x0: the starting point, any pytree of arrays (real or complex).
-      method: ``"lbfgs"`` (the only method so far).
+      method: `"lbfgs"` (the only method so far).
       max_steps: the most L-BFGS steps.
       tol: stop when the Euclidean norm of the gradient is at most this.
-      args: extra positional arguments of ``fun`` (for example data), traced
+      args: extra positional arguments of `fun` (for example data), traced
         rather than baked into the compiled loop.
-      **options: arguments of :class:`lbfgs` (``memory_size``,
-        ``scale_init_precond``, ``linesearch``, ``learning_rate``).
+      **options: arguments of :class:`lbfgs` (`memory_size`,
+        `scale_init_precond`, `linesearch`, `learning_rate`).
 
     Returns:
-      A :class:`MinimizeResult` (``params``, ``value``, ``grad_norm``,
-      ``steps``, ``converged``, ``status``, ``num_fun_evals``; ``message``).
+      A :class:`MinimizeResult` (`params`, `value`, `grad_norm`,
+      `steps`, `converged`, `status`, `num_fun_evals`; `message`).
 
     Example:
       >>> import jax.numpy as jnp, gradax

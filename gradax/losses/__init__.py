@@ -1,7 +1,7 @@
-"""Loss functions: every name of ``optax.losses``, with optax's numbers.
+"""Loss functions: every name of `optax.losses`, with optax's numbers.
 
-Each loss is a plain function of arrays, safe under ``jit``, ``vmap`` and
-``grad``. Where optax returns NaN for a masked class (a ``-inf`` logit with
+Each loss is a plain function of arrays, safe under `jit`, `vmap` and
+`grad`. Where optax returns NaN for a masked class (a `-inf` logit with
 label 0) or another limit case, gradax returns the limit with finite
 gradients; each function's docstring lists its differences from optax.
 """

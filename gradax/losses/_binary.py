@@ -21,8 +21,8 @@ def sigmoid_binary_cross_entropy(logits, labels):
       \ell(x, y) = -y \log \sigma(x) - (1 - y) \log \sigma(-x).
 
     Each element is its own binary decision, so this serves binary and
-    multi-label problems alike; make sure ``logits`` and ``labels`` line up
-    before broadcasting. The logarithms are ``log_sigmoid``, exact for large
+    multi-label problems alike; make sure `logits` and `labels` line up
+    before broadcasting. The logarithms are `log_sigmoid`, exact for large
     logits, and a zero weight cancels an infinite logarithm (an infinite logit
     on the side of its label has loss 0 and gradient 0).
 
@@ -31,7 +31,7 @@ def sigmoid_binary_cross_entropy(logits, labels):
 
     Args:
       logits: logits of the positive class, any shape.
-      labels: labels in {0, 1} or probabilities, broadcastable to ``logits``.
+      labels: labels in {0, 1} or probabilities, broadcastable to `logits`.
 
     Returns:
       The loss of each element, the broadcast shape.
@@ -66,7 +66,7 @@ def sigmoid_focal_loss(
       \ell(x, y) = \alpha_t\, (1 - p_t)^\gamma\, \mathrm{BCE}(x, y),
       \qquad \alpha_t = \alpha y + (1 - \alpha)(1 - y),
 
-    with :math:`\alpha_t = 1` when ``alpha`` is None. The factor
+    with :math:`\alpha_t = 1` when `alpha` is None. The factor
     :math:`(1 - p_t)^\gamma` is computed as the exponential of a log-sum-exp
     of log-sigmoids, accurate for any logit and any :math:`\gamma > 0`.
 
@@ -75,7 +75,7 @@ def sigmoid_focal_loss(
 
     Args:
       logits: logits of the positive class, any shape.
-      labels: labels in {0, 1} or probabilities, broadcastable to ``logits``.
+      labels: labels in {0, 1} or probabilities, broadcastable to `logits`.
       alpha: weight of the positive class in (0, 1), or None for no weighting.
         Keyword-only.
       gamma: the focusing exponent (0 gives the logistic loss). Keyword-only.
@@ -169,7 +169,7 @@ def sparsemax_loss(logits: Any, labels: Any) -> jax.Array:
     .. math::
       \ell(x, y) = \mathrm{sparseplus}(z).
 
-    It is zero exactly when ``jax.nn.sparse_sigmoid(logits) == labels``.
+    It is zero exactly when `jax.nn.sparse_sigmoid(logits) == labels`.
 
     Args:
       logits: scores, any shape.

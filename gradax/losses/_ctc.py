@@ -4,13 +4,13 @@ The alignment lattice of a label sequence :math:`y_1 \dots y_N` alternates
 blank states and label states. Two arrays carry the forward log-probabilities
 through time:
 
-- ``blank[n]`` (``n = 0..N``): the first ``n`` labels are emitted and the
-  current frame is a blank (``blank[0]`` is also the start state);
-- ``label[n]`` (``n = 0..N-1``): the first ``n + 1`` labels are emitted and
-  the current frame emits label ``n``.
+- `blank[n]` (`n = 0..N`): the first `n` labels are emitted and the
+  current frame is a blank (`blank[0]` is also the start state);
+- `label[n]` (`n = 0..N-1`): the first `n + 1` labels are emitted and
+  the current frame emits label `n`.
 
 Forbidden transitions (skipping the blank between two equal labels) get the
-log-weight ``log_epsilon``, a finite stand-in for :math:`\log 0`.
+log-weight `log_epsilon`, a finite stand-in for :math:`\log 0`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from ._utils import check_rank, check_same_shape, default_float
 
 
 def _emission_log_probs(log_probs: jax.Array, labels: jax.Array) -> jax.Array:
-    """``log_probs[b, t, labels[b, n]]`` as ``[B, T, N]``; 0 for an unknown class.
+    """`log_probs[b, t, labels[b, n]]` as `[B, T, N]`; 0 for an unknown class.
 
-    A gather, not a product with one-hot vectors: a ``-inf`` log-probability
-    of another class does not become ``0 * -inf``.
+    A gather, not a product with one-hot vectors: a `-inf` log-probability
+    of another class does not become `0 * -inf`.
     """
     num_classes = log_probs.shape[-1]
     valid = (labels >= 0) & (labels < num_classes)
@@ -39,7 +39,7 @@ def _emission_log_probs(log_probs: jax.Array, labels: jax.Array) -> jax.Array:
 
 
 def _add_after_label(blank: jax.Array, extra: jax.Array) -> jax.Array:
-    """``blank[:, n + 1] (+) extra[:, n]`` in log space; ``blank[:, 0]`` as is."""
+    """`blank[:, n + 1] (+) extra[:, n]` in log space; `blank[:, 0]` as is."""
     return jnp.concatenate([blank[:, :1], jnp.logaddexp(blank[:, 1:], extra)], axis=1)
 
 
@@ -70,21 +70,21 @@ def ctc_loss_with_forward_probs(
       \alpha_y(t, n) = \log P(\text{first } n + 1 \text{ labels emitted},\
         \pi_t = y_{n+1}).
 
-    Differences from optax: a ``-inf`` logit gives finite values and
+    Differences from optax: a `-inf` logit gives finite values and
     gradients (optax: NaN).
 
     Args:
-      logits: ``[B, T, K]`` logits over ``K`` classes including the blank.
-      logit_paddings: ``[B, T]``, 1 for a padded frame and 0 otherwise.
-      labels: ``[B, N]`` integer label sequences.
-      label_paddings: ``[B, N]``, 1 for a padded label; padding must be on
+      logits: `[B, T, K]` logits over `K` classes including the blank.
+      logit_paddings: `[B, T]`, 1 for a padded frame and 0 otherwise.
+      labels: `[B, N]` integer label sequences.
+      label_paddings: `[B, N]`, 1 for a padded label; padding must be on
         the right (zeros then ones).
       blank_id: the class index of the blank. Keyword-only.
       log_epsilon: the finite stand-in for :math:`\log 0`. Keyword-only.
 
     Returns:
-      ``(loss, log_alpha_blank, log_alpha_label)``: ``[B]`` losses, and the
-      ``[T, B, N + 1]`` and ``[T, B, N]`` forward log-probabilities above.
+      `(loss, log_alpha_blank, log_alpha_label)`: `[B]` losses, and the
+      `[T, B, N + 1]` and `[T, B, N]` forward log-probabilities above.
 
     Raises:
       ValueError: on wrong ranks or mismatched shapes.
@@ -125,7 +125,7 @@ def ctc_loss_with_forward_probs(
 # Compiled once per shape: eager calls would otherwise retrace the scan.
 @functools.partial(jax.jit, static_argnames="blank_id")
 def _forward(logits, logit_paddings, labels, label_paddings, log_epsilon, *, blank_id):
-    """The forward recursion of ``ctc_loss_with_forward_probs`` (checked inputs)."""
+    """The forward recursion of `ctc_loss_with_forward_probs` (checked inputs)."""
     batch, max_labels = labels.shape
     dtype = jnp.result_type(logits.dtype, default_float())
     log_probs = jax.nn.log_softmax(logits).astype(dtype)
@@ -184,15 +184,15 @@ def ctc_loss(
     formula and the details of the arguments.
 
     Args:
-      logits: ``[B, T, K]`` logits over ``K`` classes including the blank.
-      logit_paddings: ``[B, T]``, 1 for a padded frame and 0 otherwise.
-      labels: ``[B, N]`` integer label sequences.
-      label_paddings: ``[B, N]``, 1 for a padded label (right padding).
+      logits: `[B, T, K]` logits over `K` classes including the blank.
+      logit_paddings: `[B, T]`, 1 for a padded frame and 0 otherwise.
+      labels: `[B, N]` integer label sequences.
+      label_paddings: `[B, N]`, 1 for a padded label (right padding).
       blank_id: the class index of the blank. Keyword-only.
       log_epsilon: the finite stand-in for :math:`\log 0`. Keyword-only.
 
     Returns:
-      The ``[B]`` losses.
+      The `[B]` losses.
 
     Example:
       >>> import jax.numpy as jnp, gradax

@@ -19,26 +19,26 @@ def kl_divergence(
 ) -> jax.Array:
     r"""Kullback-Leibler divergence of the predictions from the targets.
 
-    With targets :math:`q` and log-predictions :math:`\log p` along ``axis``:
+    With targets :math:`q` and log-predictions :math:`\log p` along `axis`:
 
     .. math::
       \mathrm{KL}(q \,\|\, p) = \sum_j q_j (\log q_j - \log p_j),
 
     with :math:`0 \log 0 = 0`: a zero target adds nothing, even against a
-    prediction of ``-inf``, and its gradients are finite.
+    prediction of `-inf`, and its gradients are finite.
 
     Differences from optax: optax returns NaN for a zero target against a
-    ``-inf`` log-prediction, and a NaN gradient with respect to a zero
+    `-inf` log-prediction, and a NaN gradient with respect to a zero
     target.
 
     Args:
-      log_predictions: log-probabilities of the prediction, ``[..., dim]``.
-      targets: probabilities of the target, ``[..., dim]``, non-negative.
+      log_predictions: log-probabilities of the prediction, `[..., dim]`.
+      targets: probabilities of the target, `[..., dim]`, non-negative.
       axis: the axis (or axes) of the distribution; None for all.
       where: which elements take part, broadcastable to the inputs.
 
     Returns:
-      The divergence of each example, the inputs without ``axis``.
+      The divergence of each example, the inputs without `axis`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -70,19 +70,19 @@ def kl_divergence_with_log_targets(
     .. math::
       \mathrm{KL}(q \,\|\, p) = \sum_j e^{\log q_j} (\log q_j - \log p_j).
 
-    A target of ``-inf`` (probability 0) adds nothing, with finite gradients.
+    A target of `-inf` (probability 0) adds nothing, with finite gradients.
 
     Differences from optax: optax returns NaN (and NaN gradients) for a
-    ``-inf`` log-target.
+    `-inf` log-target.
 
     Args:
-      log_predictions: log-probabilities of the prediction, ``[..., dim]``.
-      log_targets: log-probabilities of the target, ``[..., dim]``.
+      log_predictions: log-probabilities of the prediction, `[..., dim]`.
+      log_targets: log-probabilities of the target, `[..., dim]`.
       axis: the axis (or axes) of the distribution; None for all.
       where: which elements take part, broadcastable to the inputs.
 
     Returns:
-      The divergence of each example, the inputs without ``axis``.
+      The divergence of each example, the inputs without `axis`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -114,13 +114,13 @@ def generalized_kl_divergence(
     equal to :func:`kl_divergence` when both sum to one.
 
     Args:
-      log_predictions: log of the (unnormalized) prediction, ``[..., dim]``.
-      targets: the (unnormalized) target, ``[..., dim]``, non-negative.
+      log_predictions: log of the (unnormalized) prediction, `[..., dim]`.
+      targets: the (unnormalized) target, `[..., dim]`, non-negative.
       axis: the axis (or axes) of the distribution; None for all.
       where: which elements take part, broadcastable to the inputs.
 
     Returns:
-      The divergence of each example, the inputs without ``axis``.
+      The divergence of each example, the inputs without `axis`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -147,8 +147,8 @@ def convex_kl_divergence(
 ) -> jax.Array:
     """Deprecated name of :func:`generalized_kl_divergence` (as in optax).
 
-    Emits a ``DeprecationWarning`` and returns
-    ``generalized_kl_divergence(log_predictions, targets, axis, where)``;
+    Emits a `DeprecationWarning` and returns
+    `generalized_kl_divergence(log_predictions, targets, axis, where)`;
     the arguments and the result are those of that function.
 
     Example:

@@ -20,20 +20,20 @@ def make_fenchel_young_loss(max_fun: Callable[..., Any]):
       \ell(\theta, y) = \Omega^*(\theta) - \langle y, \theta \rangle,
 
     up to :math:`\Omega(y)`, a constant in :math:`\theta`. Its gradient is
-    :math:`\nabla \Omega^*(\theta) - y`: ``logsumexp`` gives the softmax
+    :math:`\nabla \Omega^*(\theta) - y`: `logsumexp` gives the softmax
     cross entropy (up to a constant), a sparsemax value gives the sparsemax
     loss.
 
-    The returned function ``loss(scores, targets, *args, **kwargs)`` applies
-    ``max_fun`` (called as ``max_fun(vector, *args, **kwargs)``) to each
+    The returned function `loss(scores, targets, *args, **kwargs)` applies
+    `max_fun` (called as `max_fun(vector, *args, **kwargs)`) to each
     vector of the last axis; leading axes are batch axes. A target of 0
-    against a score of ``-inf`` adds nothing to the inner product.
+    against a score of `-inf` adds nothing to the inner product.
 
     Args:
       max_fun: a function of a 1-D vector of scores returning a scalar.
 
     Returns:
-      The loss function, with values of shape ``scores.shape[:-1]``.
+      The loss function, with values of shape `scores.shape[:-1]`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

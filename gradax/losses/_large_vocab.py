@@ -1,7 +1,7 @@
 r"""Softmax cross-entropy for large vocabularies, in chunks of tokens.
 
 Language-model training spends most of its memory at the very end: the
-``(tokens, vocab)`` logits, their float32 upcast and the float32
+`(tokens, vocab)` logits, their float32 upcast and the float32
 log-probabilities of the plain formulation. Two functions avoid them.
 
 - :func:`chunked_softmax_cross_entropy_with_integer_labels` takes the logits
@@ -12,8 +12,8 @@ log-probabilities of the plain formulation. Two functions avoid them.
   the output projection instead, so the logits themselves exist only one
   chunk at a time.
 
-Both loop over chunks of ``rows`` tokens with :func:`jax.lax.fori_loop`. A
-token count that is not a multiple of ``rows`` needs no padding (a padded
+Both loop over chunks of `rows` tokens with :func:`jax.lax.fori_loop`. A
+token count that is not a multiple of `rows` needs no padding (a padded
 copy would be as large as the logits): the last chunk is pulled back to end
 at the last token, and the rows it shares with the chunk before it are
 counted once. Vocabulary chunks of the fused loss work the same way along
@@ -69,12 +69,12 @@ def _check_chunk(name: str, value: int | None) -> None:
 
 
 def _chunk_start(i: jax.Array, size: int, total: int) -> jax.Array:
-    """Start of chunk ``i``: ``i * size``, pulled back to end inside ``total``."""
+    """Start of chunk `i`: `i * size`, pulled back to end inside `total`."""
     return jnp.minimum(i * size, total - size)
 
 
 def _fresh(start: jax.Array, i: jax.Array, size: int, axis: int) -> jax.Array:
-    """Which entries of chunk ``i`` no earlier chunk covered (a 2-d mask)."""
+    """Which entries of chunk `i` no earlier chunk covered (a 2-d mask)."""
     shape = (size, 1) if axis == 0 else (1, size)
     return start + lax.broadcasted_iota(jnp.int32, shape, axis) >= i * size
 
@@ -93,7 +93,7 @@ def _is_half(x: jax.Array) -> bool:
 
 
 def _slice(x: jax.Array, start: Any, size: int, axis: int = 0) -> jax.Array:
-    """``x[start:start + size]`` along ``axis`` (see the note above)."""
+    """`x[start:start + size]` along `axis` (see the note above)."""
 
     def plain(x, start):
         return lax.dynamic_slice_in_dim(x, start, size, axis)
@@ -109,7 +109,7 @@ def _slice(x: jax.Array, start: Any, size: int, axis: int = 0) -> jax.Array:
 
 
 def _update(x: jax.Array, piece: jax.Array, start: Any) -> jax.Array:
-    """``x`` with rows ``start:start + len(piece)`` replaced (see above)."""
+    """`x` with rows `start:start + len(piece)` replaced (see above)."""
 
     def plain(x, piece, start):
         return lax.dynamic_update_slice_in_dim(x, piece, start, 0)
@@ -126,7 +126,7 @@ def _update(x: jax.Array, piece: jax.Array, start: Any) -> jax.Array:
 
 
 def _logsumexp_rows(z: jax.Array, mask: jax.Array | None) -> jax.Array:
-    """``log(sum(exp(z), 1))`` over the entries ``mask`` keeps (-inf if none)."""
+    """`log(sum(exp(z), 1))` over the entries `mask` keeps (-inf if none)."""
     if mask is not None:
         z = jnp.where(mask, z, -jnp.inf)
     top = jnp.max(z, axis=1)
@@ -139,7 +139,7 @@ def _logsumexp_rows(z: jax.Array, mask: jax.Array | None) -> jax.Array:
 
 
 def _chunk_rows(logits, labels, mask, i, rows):
-    """Rows ``start:start + rows`` of each operand, the logits upcast."""
+    """Rows `start:start + rows` of each operand, the logits upcast."""
     n = logits.shape[0]
     start = _chunk_start(i, rows, n)
     compute = _accumulation_dtype(logits.dtype)
@@ -206,7 +206,7 @@ _chunked.defvjp(_chunked_fwd, _chunked_bwd)
 
 
 def _classes_last(x: jax.Array, axis: int | tuple[int, ...]) -> tuple[Any, int]:
-    """``x`` with the class axes moved last and flattened into one."""
+    """`x` with the class axes moved last and flattened into one."""
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     if not axes:
         raise ValueError("axis must name at least one axis")
@@ -226,7 +226,7 @@ def chunked_softmax_cross_entropy_with_integer_labels(
     *,
     chunk_size: int | None = None,
 ) -> jax.Array:
-    r"""``softmax_cross_entropy_with_integer_labels``, a chunk of tokens at a time.
+    r"""`softmax_cross_entropy_with_integer_labels`, a chunk of tokens at a time.
 
     The same loss as optax's, for each row :math:`z` of the logits and its
     integer label :math:`y`:
@@ -235,7 +235,7 @@ def chunked_softmax_cross_entropy_with_integer_labels(
       L = \log \sum_j e^{z_j} - z_y, \qquad
       \frac{\partial L}{\partial z_j} = \mathrm{softmax}(z)_j - [j = y],
 
-    computed ``chunk_size`` rows at a time in a loop, with a custom VJP whose
+    computed `chunk_size` rows at a time in a loop, with a custom VJP whose
     backward pass recomputes the softmax of each chunk from the logits and
     the saved log-normalizers (one float per row). Only the logits, their
     gradient (both in the logits' dtype) and one chunk's float32 temporaries
@@ -243,7 +243,7 @@ def chunked_softmax_cross_entropy_with_integer_labels(
     whole, and no full-size float32 log-probabilities exist in the forward
     or backward pass. (On CPU, XLA also copies 16-bit logits once, in their
     own width, since it cannot slice them in place.) The row count need not
-    be a multiple of ``chunk_size``.
+    be a multiple of `chunk_size`.
 
     The loss is returned in float32 (float64 for float64 logits) whatever the
     logits' dtype: it is one number per row, and a bfloat16 loss would throw
@@ -251,28 +251,28 @@ def chunked_softmax_cross_entropy_with_integer_labels(
 
     Args:
       logits: unnormalized log-probabilities, floating point, of shape
-        ``batch_shape + (num_classes,)`` (the class axis or axes given by
-        ``axis``).
-      labels: integer labels in ``[0, num_classes)``, of shape
-        ``batch_shape``. A label outside that range must be masked out with
-        ``where`` (``where=labels != ignore_index``).
+        `batch_shape + (num_classes,)` (the class axis or axes given by
+        `axis`).
+      labels: integer labels in `[0, num_classes)`, of shape
+        `batch_shape`. A label outside that range must be masked out with
+        `where` (`where=labels != ignore_index`).
       axis: the class axis, or a tuple of class axes that are flattened into
         one (a label is then a flat index into them), as in optax.
-      where: optional boolean mask, of shape ``batch_shape`` (rows that are
+      where: optional boolean mask, of shape `batch_shape` (rows that are
         left out: their loss and gradient are zero) or of the logits' shape
         (classes left out of the normalizer, as in optax; a row with no class
         kept has zero loss).
-      chunk_size: rows per chunk; None picks ``max(1, 2**22 // num_classes)``
+      chunk_size: rows per chunk; None picks `max(1, 2**22 // num_classes)`
         (16 MiB per float32 temporary). Larger chunks run fewer loop steps
         and need more memory.
 
     Returns:
-      The cross-entropy of each row, of shape ``batch_shape``, float32 (or
+      The cross-entropy of each row, of shape `batch_shape`, float32 (or
       float64).
 
     Raises:
-      ValueError: for a non-floating ``logits``, non-integer ``labels``,
-        mismatched shapes or a ``chunk_size`` below 1.
+      ValueError: for a non-floating `logits`, non-integer `labels`,
+        mismatched shapes or a `chunk_size` below 1.
 
     Example:
       >>> import jax.numpy as jnp
@@ -339,7 +339,7 @@ class _Block(NamedTuple):
 
 
 def _dot(a, b, contract, precision, dtype):
-    """``a`` times ``b`` contracting axis ``contract[0]`` of a with ``[1]`` of b."""
+    """`a` times `b` contracting axis `contract[0]` of a with `[1]` of b."""
     dims = (((contract[0],), (contract[1],)), ((), ()))
     return lax.dot_general(
         a, b, dims, precision=precision, preferred_element_type=dtype
@@ -347,7 +347,7 @@ def _dot(a, b, contract, precision, dtype):
 
 
 def _logits_block(plan: _Plan, h_c, label_c, w, b, j) -> _Block:
-    """Logits of a token chunk against vocabulary chunk ``j`` (all of it: 0)."""
+    """Logits of a token chunk against vocabulary chunk `j` (all of it: 0)."""
     vocab = w.shape[1]
     acc = _accumulation_dtype(h_c.dtype, w.dtype)
     if plan.cols == vocab:
@@ -404,7 +404,7 @@ def _row_stats(plan: _Plan, h_c, label_c, w, b):
 
 
 def _add_block(acc, value, start, axis):
-    """``acc`` with ``value`` added at ``start`` along ``axis``."""
+    """`acc` with `value` added at `start` along `axis`."""
     if value.shape == acc.shape:
         return acc + value
     current = lax.dynamic_slice_in_dim(acc, start, value.shape[axis], axis)
@@ -412,13 +412,13 @@ def _add_block(acc, value, start, axis):
 
 
 def _chunk_grads(plan, h_c, label_c, w, b, lse_c, weight_c, fresh_rows, carry, block):
-    """Add one token chunk's share of the gradients to ``carry``.
+    """Add one token chunk's share of the gradients to `carry`.
 
-    ``carry`` is ``(dh_c, dw, db)``, any of them None when not wanted:
-    ``dh_c += G w^T`` for this chunk's rows, ``dw += h_c^T G`` and
-    ``db += sum(G)`` over the rows no earlier chunk covered, with
-    ``G = weight_c * (softmax - onehot)``. ``block`` is the chunk's logits
-    when ``_row_stats`` kept them; else they are recomputed per vocabulary
+    `carry` is `(dh_c, dw, db)`, any of them None when not wanted:
+    `dh_c += G w^T` for this chunk's rows, `dw += h_c^T G` and
+    `db += sum(G)` over the rows no earlier chunk covered, with
+    `G = weight_c * (softmax - onehot)`. `block` is the chunk's logits
+    when `_row_stats` kept them; else they are recomputed per vocabulary
     chunk.
     """
     vocab = w.shape[1]
@@ -463,10 +463,10 @@ def _token_chunk(plan, h, labels, mask, i):
 def _fused_forward(plan, h, w, b, labels, mask, want):
     """Loss, log-normalizers and the gradients for a cotangent of ones.
 
-    ``want`` is ``(dh, dw, db)`` as booleans; with none of them this is the
-    plain forward pass. The gradients are those of ``sum(loss)``: ``dh`` row
-    by row (exact for any cotangent after scaling each row), ``dw`` and
-    ``db`` summed over the tokens.
+    `want` is `(dh, dw, db)` as booleans; with none of them this is the
+    plain forward pass. The gradients are those of `sum(loss)`: `dh` row
+    by row (exact for any cotangent after scaling each row), `dw` and
+    `db` summed over the tokens.
     """
     n, dim = h.shape
     vocab = w.shape[1]
@@ -504,7 +504,7 @@ def _fused_forward(plan, h, w, b, labels, mask, want):
 
 
 def _weight_grads(plan, h, w, b, labels, mask, lse, g, want):
-    """``dw`` and ``db`` for the per-token cotangent ``g``, logits recomputed."""
+    """`dw` and `db` for the per-token cotangent `g`, logits recomputed."""
     n, dim = h.shape
     vocab = w.shape[1]
     acc = _accumulation_dtype(h.dtype, w.dtype)
@@ -589,11 +589,11 @@ def fused_linear_softmax_cross_entropy(
     vocab_chunk: int | None = None,
     precision: Any = None,
 ) -> jax.Array:
-    r"""Cross-entropy of ``hidden @ weights + bias`` without the full logits.
+    r"""Cross-entropy of `hidden @ weights + bias` without the full logits.
 
     The loss of :func:`chunked_softmax_cross_entropy_with_integer_labels`
     applied to the logits :math:`Z = HW + b` of hidden states :math:`H`
-    (tokens by ``dim``) and an output projection :math:`W` (``dim`` by
+    (tokens by `dim`) and an output projection :math:`W` (`dim` by
     vocabulary), with the gradients
 
     .. math::
@@ -603,8 +603,8 @@ def fused_linear_softmax_cross_entropy(
       \frac{\partial}{\partial b} = \mathbf{1}^\top G,
 
     for the per-token cotangent :math:`g` and one-hot labels :math:`Y`.
-    :math:`Z` is formed ``token_chunk`` rows at a time, so memory holds one
-    ``(token_chunk, vocab)`` float32 block instead of ``(tokens, vocab)``.
+    :math:`Z` is formed `token_chunk` rows at a time, so memory holds one
+    `(token_chunk, vocab)` float32 block instead of `(tokens, vocab)`.
 
     The forward pass (under differentiation) computes, chunk by chunk, the
     loss together with :math:`(\mathrm{softmax}(Z) - Y) W^\top` and
@@ -615,11 +615,11 @@ def fused_linear_softmax_cross_entropy(
     masked or not). For any other :math:`g` it recomputes the logits chunk
     by chunk (two more matmuls). Gradients of arguments that are not
     differentiated are not computed. The saved state is one float32
-    ``(tokens, dim)`` and one ``(dim, vocab)`` array.
+    `(tokens, dim)` and one `(dim, vocab)` array.
 
-    With ``vocab_chunk`` the vocabulary is also split: a running maximum
+    With `vocab_chunk` the vocabulary is also split: a running maximum
     and rescaled sum (an online log-sum-exp) give the log-normalizer, and
-    only a ``(token_chunk, vocab_chunk)`` block exists at a time, at the
+    only a `(token_chunk, vocab_chunk)` block exists at a time, at the
     cost of computing each logit twice (four matmuls instead of three).
 
     Matmuls take their operands in the inputs' dtype (bfloat16 stays
@@ -627,24 +627,24 @@ def fused_linear_softmax_cross_entropy(
     the summed gradients are float32 (float64 for float64 inputs).
 
     Args:
-      hidden: hidden states of shape ``batch_shape + (dim,)``.
-      weights: output projection of shape ``(dim, vocab)`` (for tied
-        embeddings of shape ``(vocab, dim)``, pass ``embedding.T``).
-      labels: integer labels in ``[0, vocab)`` of shape ``batch_shape``. A
-        label outside that range must be masked out with ``where``.
-      bias: optional output bias of shape ``(vocab,)``.
-      where: optional boolean mask of shape ``batch_shape``: tokens left out
+      hidden: hidden states of shape `batch_shape + (dim,)`.
+      weights: output projection of shape `(dim, vocab)` (for tied
+        embeddings of shape `(vocab, dim)`, pass `embedding.T`).
+      labels: integer labels in `[0, vocab)` of shape `batch_shape`. A
+        label outside that range must be masked out with `where`.
+      bias: optional output bias of shape `(vocab,)`.
+      where: optional boolean mask of shape `batch_shape`: tokens left out
         (padding, an ignore index) get zero loss and zero gradient.
       token_chunk: tokens per chunk; None picks
-        ``max(1, 2**25 // vocab)`` (128 MiB per float32 block). The
-        gradient of ``weights`` is accumulated once per chunk, so small
+        `max(1, 2**25 // vocab)` (128 MiB per float32 block). The
+        gradient of `weights` is accumulated once per chunk, so small
         chunks cost memory traffic.
       vocab_chunk: vocabulary entries per chunk, or None for the whole
         vocabulary at once (fastest).
       precision: matmul precision, as for :func:`jax.lax.dot_general`.
 
     Returns:
-      The cross-entropy of each token, of shape ``batch_shape``, float32
+      The cross-entropy of each token, of shape `batch_shape`, float32
       (float64 for float64 inputs).
 
     Raises:

@@ -14,8 +14,8 @@ from ._utils import default_float
 def _label_scores(scores: jax.Array, labels: jax.Array) -> jax.Array:
     """The score of each example's label (0 for a label outside the classes).
 
-    A gather rather than a dot product with a one-hot vector, so a ``-inf``
-    score on another class does not turn into ``0 * -inf``.
+    A gather rather than a dot product with a one-hot vector, so a `-inf`
+    score on another class does not turn into `0 * -inf`.
     """
     num_classes = scores.shape[-1]
     batch = jnp.broadcast_shapes(scores.shape[:-1], labels.shape)
@@ -41,14 +41,14 @@ def multiclass_hinge_loss(scores: Any, labels: Any) -> jax.Array:
     .. math::
       \ell(s, c) = \max_j \big(s_j + [j \neq c]\big) - s_c.
 
-    Classes with score ``-inf`` never win the maximum (a safe class mask).
+    Classes with score `-inf` never win the maximum (a safe class mask).
 
     Args:
-      scores: scores, ``[..., num_classes]``.
-      labels: integer labels in ``[0, num_classes)``, ``[...]``.
+      scores: scores, `[..., num_classes]`.
+      labels: integer labels in `[0, num_classes)`, `[...]`.
 
     Returns:
-      The loss of each example, ``[...]``, in at least the default float
+      The loss of each example, `[...]`, in at least the default float
       dtype (as in optax).
 
     Example:
@@ -71,11 +71,11 @@ def multiclass_perceptron_loss(scores: Any, labels: Any) -> jax.Array:
       \ell(s, c) = \max_j s_j - s_c.
 
     Args:
-      scores: scores, ``[..., num_classes]``; ``-inf`` masks a class.
-      labels: integer labels in ``[0, num_classes)``, ``[...]``.
+      scores: scores, `[..., num_classes]`; `-inf` masks a class.
+      labels: integer labels in `[0, num_classes)`, `[...]`.
 
     Returns:
-      The loss of each example, ``[...]``, in at least the default float
+      The loss of each example, `[...]`, in at least the default float
       dtype (as in optax).
 
     Example:
@@ -96,10 +96,10 @@ def _sparsemax(scores: jax.Array) -> jax.Array:
     """Euclidean projection of each last-axis vector onto the simplex.
 
     The support is the largest prefix of the sorted scores with
-    ``1 + k u_k > u_1 + ... + u_k``; the threshold ``tau`` makes the clipped
+    `1 + k u_k > u_1 + ... + u_k`; the threshold `tau` makes the clipped
     scores sum to one. Differentiating through the sort gives the projection's
     Jacobian (identity on the support minus its mean), so no custom rule is
-    needed; ``-inf`` scores fall outside the support without NaNs.
+    needed; `-inf` scores fall outside the support without NaNs.
     """
     num = scores.shape[-1]
     descending = jnp.flip(jnp.sort(scores, axis=-1), axis=-1)
@@ -127,11 +127,11 @@ def multiclass_sparsemax_loss(scores: Any, labels: Any) -> jax.Array:
     takes exactly one), and float16/bfloat16 scores can be differentiated.
 
     Args:
-      scores: scores, ``[..., num_classes]``; ``-inf`` masks a class.
-      labels: integer labels in ``[0, num_classes)``, ``[...]``.
+      scores: scores, `[..., num_classes]`; `-inf` masks a class.
+      labels: integer labels in `[0, num_classes)`, `[...]`.
 
     Returns:
-      The loss of each example, ``[...]``, in at least the default float
+      The loss of each example, `[...]`, in at least the default float
       dtype (as in optax).
 
     Example:

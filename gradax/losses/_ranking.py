@@ -2,7 +2,7 @@
 
 Ranking losses compare the order that item scores induce with the order of
 relevance labels. They work on the last axis; leading axes are lists in a
-batch, reduced at the end by ``reduce_fn`` (the mean by default).
+batch, reduced at the end by `reduce_fn` (the mean by default).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ def _reduce(
 ) -> jax.Array:
     """Reduce per-list losses; a mean over no valid list is 0, not NaN.
 
-    Without ``reduce_fn`` the per-list losses come back with the invalid
-    lists set to 0, so that summing them equals ``reduce_fn=jnp.sum``. A NaN
+    Without `reduce_fn` the per-list losses come back with the invalid
+    lists set to 0, so that summing them equals `reduce_fn=jnp.sum`. A NaN
     in the losses themselves is never hidden.
     """
     if reduce_fn is None:
@@ -49,26 +49,26 @@ def ranking_softmax_loss(
     r"""Listwise softmax ranking loss.
 
     For a list with item scores :math:`s`, relevance labels :math:`y` and
-    item weights :math:`w` (1 without ``weights``):
+    item weights :math:`w` (1 without `weights`):
 
     .. math::
       \ell(s, y) = -\sum_i w_i y_i \log \frac{e^{s_i}}{\sum_j e^{s_j}},
 
-    the sums running over the valid items (``where``). Lists with no valid
+    the sums running over the valid items (`where`). Lists with no valid
     item are left out of the reduction.
 
     Args:
-      logits: item scores, ``[..., list_size]``.
-      labels: relevance labels, ``[..., list_size]``.
-      where: which items are valid, ``[..., list_size]`` booleans.
+      logits: item scores, `[..., list_size]`.
+      labels: relevance labels, `[..., list_size]`.
+      where: which items are valid, `[..., list_size]` booleans.
         Keyword-only.
-      weights: per-item weights, ``[..., list_size]``. Keyword-only.
-      reduce_fn: reduction over the lists taking a ``where=`` keyword
-        (``jnp.mean`` or ``jnp.sum``), or None for the loss of each list.
+      weights: per-item weights, `[..., list_size]`. Keyword-only.
+      reduce_fn: reduction over the lists taking a `where=` keyword
+        (`jnp.mean` or `jnp.sum`), or None for the loss of each list.
         Keyword-only.
 
     Returns:
-      The reduced loss, or the loss of each list, ``[...]``.
+      The reduced loss, or the loss of each list, `[...]`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

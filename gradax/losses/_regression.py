@@ -11,7 +11,7 @@ from ._utils import check_floating, check_same_shape
 
 
 def _errors(predictions: Any, targets: Any | None) -> Any:
-    """``predictions - targets``, or ``predictions`` without targets."""
+    """`predictions - targets`, or `predictions` without targets."""
     return predictions if targets is None else predictions - targets
 
 
@@ -21,17 +21,17 @@ def squared_error(predictions: Any, targets: Any | None = None) -> jax.Array:
     .. math::
       \ell(p, t) = (p - t)^2.
 
-    The mean squared error is ``squared_error(p, t).mean()``.
+    The mean squared error is `squared_error(p, t).mean()`.
 
     Args:
       predictions: predictions, any shape.
       targets: targets of the same shape; None for zeros.
 
     Returns:
-      The squared error of each element, shaped like ``predictions``.
+      The squared error of each element, shaped like `predictions`.
 
     Raises:
-      ValueError: when ``targets`` has another shape.
+      ValueError: when `targets` has another shape.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -57,7 +57,7 @@ def l2_loss(predictions: Any, targets: Any | None = None) -> jax.Array:
       targets: targets of the same shape; None for zeros.
 
     Returns:
-      Half the squared error of each element, shaped like ``predictions``.
+      Half the squared error of each element, shaped like `predictions`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -70,7 +70,7 @@ def l2_loss(predictions: Any, targets: Any | None = None) -> jax.Array:
 def huber_loss(
     predictions: Any, targets: Any | None = None, *, delta: Any = 1.0
 ) -> jax.Array:
-    r"""Element-wise Huber loss: quadratic near zero, linear beyond ``delta``.
+    r"""Element-wise Huber loss: quadratic near zero, linear beyond `delta`.
 
     With error :math:`e = p - t`:
 
@@ -82,7 +82,7 @@ def huber_loss(
 
     Args:
       predictions: predictions, any shape.
-      targets: targets broadcastable to ``predictions``; None for zeros.
+      targets: targets broadcastable to `predictions`; None for zeros.
       delta: where the quadratic turns linear. Keyword-only.
 
     Returns:
@@ -113,11 +113,11 @@ def log_cosh(predictions: Any, targets: Any | None = None) -> jax.Array:
 
     about :math:`e^2 / 2` near zero and :math:`|e| - \log 2` far from it: a
     twice differentiable cousin of the Huber loss. Computed with
-    ``logaddexp``, so it does not overflow.
+    `logaddexp`, so it does not overflow.
 
     Args:
       predictions: predictions, any shape.
-      targets: targets broadcastable to ``predictions``; None for zeros.
+      targets: targets broadcastable to `predictions`; None for zeros.
 
     Returns:
       The loss of each element.
@@ -137,9 +137,9 @@ def log_cosh(predictions: Any, targets: Any | None = None) -> jax.Array:
 
 
 def _unit(x: jax.Array, epsilon: Any, axis: Any, where: Any) -> jax.Array:
-    """``x / max(|x|, sqrt(epsilon))`` along ``axis``; a zero vector stays zero.
+    """`x / max(|x|, sqrt(epsilon))` along `axis`; a zero vector stays zero.
 
-    A zero norm is replaced by 1 before the square root (double ``where``), so
+    A zero norm is replaced by 1 before the square root (double `where`), so
     the gradient at a zero vector is finite instead of NaN.
     """
     squared = jnp.sum(jnp.square(x), axis=axis, where=where, keepdims=True)
@@ -163,20 +163,20 @@ def cosine_similarity(
       \cos(p, t) = \frac{\langle p, t\rangle}
                         {\max(\|p\|, \sqrt\epsilon)\,\max(\|t\|, \sqrt\epsilon)}.
 
-    Differences from optax: a zero vector (or one whose elements ``where``
+    Differences from optax: a zero vector (or one whose elements `where`
     leaves out) has similarity 0 with finite gradients, where optax returns
-    NaN unless ``epsilon > 0``.
+    NaN unless `epsilon > 0`.
 
     Args:
-      predictions: predicted vectors, ``[..., dim]``.
-      targets: target vectors, ``[..., dim]``.
+      predictions: predicted vectors, `[..., dim]`.
+      targets: target vectors, `[..., dim]`.
       epsilon: floor of the squared norms. Keyword-only.
       axis: the axis (or axes) of the vectors; None for all. Keyword-only.
       where: which elements take part, broadcastable to the inputs.
         Keyword-only.
 
     Returns:
-      The similarity of each pair, ``[...]``.
+      The similarity of each pair, `[...]`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -207,15 +207,15 @@ def cosine_distance(
     in [0, 2]; see :func:`cosine_similarity` for the arguments.
 
     Args:
-      predictions: predicted vectors, ``[..., dim]``.
-      targets: target vectors, ``[..., dim]``.
+      predictions: predicted vectors, `[..., dim]`.
+      targets: target vectors, `[..., dim]`.
       epsilon: floor of the squared norms. Keyword-only.
       axis: the axis (or axes) of the vectors; None for all. Keyword-only.
       where: which elements take part, broadcastable to the inputs.
         Keyword-only.
 
     Returns:
-      The distance of each pair, ``[...]``.
+      The distance of each pair, `[...]`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

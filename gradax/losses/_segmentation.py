@@ -44,7 +44,7 @@ def dice_loss(
     ignore_background: bool = False,
     axis: Any | None = None,
 ) -> jax.Array:
-    r"""Soft Dice loss (Tversky loss for unequal ``alpha`` and ``beta``).
+    r"""Soft Dice loss (Tversky loss for unequal `alpha` and `beta`).
 
     Per class :math:`c`, with probabilities :math:`p`, targets :math:`t` and
     sums over the spatial axes:
@@ -59,20 +59,20 @@ def dice_loss(
     per-class losses are weighted, then reduced over the classes.
 
     Differences from optax: the check that probabilities sum to one
-    (``apply_softmax=False``) applies to several classes only and is skipped
-    under ``jit``, where optax fails to trace.
+    (`apply_softmax=False`) applies to several classes only and is skipped
+    under `jit`, where optax fails to trace.
 
     Args:
-      predictions: logits ``[..., num_classes]`` (softmax), or ``[..., 1]``
-        / ``[...]`` for one binary channel (sigmoid).
+      predictions: logits `[..., num_classes]` (softmax), or `[..., 1]`
+        / `[...]` for one binary channel (sigmoid).
       targets: one-hot targets of the same shape, or binary targets.
-      class_weights: ``[num_classes]`` weights of the classes. Keyword-only.
+      class_weights: `[num_classes]` weights of the classes. Keyword-only.
       smooth: :math:`s`, added to both sides of the ratio. Keyword-only.
       alpha: :math:`\alpha`, the weight of false positives. Keyword-only.
       beta: :math:`\beta`, the weight of false negatives. Keyword-only.
       apply_softmax: turn logits into probabilities (sigmoid for one
         channel); False for probabilities. Keyword-only.
-      reduction: ``"mean"`` or ``"sum"`` over the classes, or ``"none"``.
+      reduction: `"mean"` or `"sum"` over the classes, or `"none"`.
         Keyword-only.
       ignore_background: leave class 0 out (with more than one class).
         Keyword-only.
@@ -80,11 +80,11 @@ def dice_loss(
         Keyword-only.
 
     Returns:
-      ``[batch...]`` after a reduction, ``[batch..., num_classes]`` with
-      ``"none"``.
+      `[batch...]` after a reduction, `[batch..., num_classes]` with
+      `"none"`.
 
     Raises:
-      ValueError: for an unknown ``reduction``, mismatched shapes, or
+      ValueError: for an unknown `reduction`, mismatched shapes, or
         probabilities that do not sum to one.
 
     Example:
@@ -159,7 +159,7 @@ def multiclass_generalized_dice_loss(
     count as much as common ones.
 
     Args:
-      predictions: logits (or probabilities), ``[..., num_classes]``.
+      predictions: logits (or probabilities), `[..., num_classes]`.
       targets: one-hot targets, the same shape.
       smooth: added to both sides of each Dice ratio. Keyword-only.
       apply_softmax: turn logits into probabilities. Keyword-only.
@@ -206,20 +206,20 @@ def binary_dice_loss(
     r"""Dice loss of one binary channel (sigmoid of the logits).
 
     :func:`dice_loss` with a single class: inputs without a channel axis get
-    one, so ``[batch, H, W]`` is summed over ``H`` and ``W``.
+    one, so `[batch, H, W]` is summed over `H` and `W`.
 
-    Differences from optax: ``apply_sigmoid=False`` accepts probabilities
+    Differences from optax: `apply_sigmoid=False` accepts probabilities
     (optax requires a single channel to sum to one, so it only accepts
     all-ones).
 
     Args:
-      predictions: logits (or probabilities), ``[...]`` or ``[..., 1]``.
+      predictions: logits (or probabilities), `[...]` or `[..., 1]`.
       targets: binary targets, the same shape.
       smooth: added to both sides of the Dice ratio. Keyword-only.
       apply_sigmoid: turn logits into probabilities. Keyword-only.
 
     Returns:
-      The loss of each example, ``[batch...]``.
+      The loss of each example, `[batch...]`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

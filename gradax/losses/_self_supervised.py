@@ -30,16 +30,16 @@ def ntxent(embeddings: Any, labels: Any, temperature: Any = 0.07) -> jax.Array:
     optax returns NaN.
 
     Args:
-      embeddings: the embeddings, ``[batch, dim]``.
-      labels: ``[batch]`` integers; equal labels mark positive pairs (e.g.
-        ``[0, 0, 1, 1]`` for two augmented views of two images).
+      embeddings: the embeddings, `[batch, dim]`.
+      labels: `[batch]` integers; equal labels mark positive pairs (e.g.
+        `[0, 0, 1, 1]` for two augmented views of two images).
       temperature: :math:`\tau`, the scale of the similarities.
 
     Returns:
       The mean loss over the positive pairs, a scalar.
 
     Raises:
-      ValueError: when ``labels`` and ``embeddings`` differ in length.
+      ValueError: when `labels` and `embeddings` differ in length.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -91,13 +91,13 @@ def triplet_margin_loss(
     r"""Triplet margin loss: an anchor nearer its positive than its negative.
 
     With the distance :math:`d(x, y) = (\sum (x - y)^q + \varepsilon)^{1/q}`
-    along ``axis`` (:math:`q` the norm degree):
+    along `axis` (:math:`q` the norm degree):
 
     .. math::
       \ell(a, p, n) = \max\big(0,\ d(a, p) - d(a, n) + m\big).
 
     Args:
-      anchors: anchor embeddings, ``[batch, dim]``.
+      anchors: anchor embeddings, `[batch, dim]`.
       positives: embeddings similar to the anchors, the same shape.
       negatives: embeddings dissimilar to the anchors, the same shape.
       axis: the embedding axis.
@@ -106,7 +106,7 @@ def triplet_margin_loss(
       eps: :math:`\varepsilon`, keeps the root differentiable at distance 0.
 
     Returns:
-      The loss of each triplet, ``[batch]``.
+      The loss of each triplet, `[batch]`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

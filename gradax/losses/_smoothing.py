@@ -20,7 +20,7 @@ def smooth_labels(
 ) -> jax.Array:
     r"""Label smoothing: mix one-hot labels with the uniform distribution.
 
-    With :math:`K` classes along ``axis`` (the classes ``where`` keeps, when
+    With :math:`K` classes along `axis` (the classes `where` keeps, when
     given):
 
     .. math::
@@ -29,18 +29,18 @@ def smooth_labels(
     Cross entropy against smoothed labels keeps logit gaps small, which
     tends to improve calibration.
 
-    Differences from optax: an example whose classes ``where`` all leaves out
-    gets :math:`(1 - \alpha) y` instead of ``inf``.
+    Differences from optax: an example whose classes `where` all leaves out
+    gets :math:`(1 - \alpha) y` instead of `inf`.
 
     Args:
       labels: one-hot labels (or any distributions), floating point.
       alpha: the smoothing factor :math:`\alpha \in [0, 1]`.
       axis: the class axis, or a tuple of axes; None for all. Keyword-only.
-      where: which classes count in :math:`K`, broadcastable to ``labels``.
+      where: which classes count in :math:`K`, broadcastable to `labels`.
         Keyword-only.
 
     Returns:
-      The smoothed labels, shaped like ``labels``.
+      The smoothed labels, shaped like `labels`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

@@ -24,7 +24,7 @@ def softmax_cross_entropy(
     r"""Cross entropy between label distributions and the softmax of logits.
 
     With logits :math:`x` and labels :math:`y` (one-hot or any distribution)
-    along ``axis``:
+    along `axis`:
 
     .. math::
       \ell(x, y) = -\sum_j y_j \log \mathrm{softmax}(x)_j
@@ -33,19 +33,19 @@ def softmax_cross_entropy(
     A class with logit :math:`-\infty` and label 0 adds nothing
     (:math:`0 \log 0 = 0`), so masked classes are safe in value and gradient.
 
-    Differences from optax: optax returns NaN for a ``-inf`` logit with label
-    0 (use its ``safe_softmax_cross_entropy`` for that); gradax returns the
-    limit, which is what ``safe_softmax_cross_entropy`` computes.
+    Differences from optax: optax returns NaN for a `-inf` logit with label
+    0 (use its `safe_softmax_cross_entropy` for that); gradax returns the
+    limit, which is what `safe_softmax_cross_entropy` computes.
 
     Args:
-      logits: unnormalized log-probabilities, ``[..., num_classes]``.
-      labels: probabilities over the classes, broadcastable to ``logits``.
+      logits: unnormalized log-probabilities, `[..., num_classes]`.
+      labels: probabilities over the classes, broadcastable to `logits`.
       axis: the class axis, or a tuple of axes; None for all of them.
-      where: which classes take part, shaped like ``logits``, or one flag per
+      where: which classes take part, shaped like `logits`, or one flag per
         example (shaped like the result).
 
     Returns:
-      The cross entropy of each example, ``logits`` without ``axis``.
+      The cross entropy of each example, `logits` without `axis`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -70,17 +70,17 @@ def safe_softmax_cross_entropy(logits: Any, labels: Any) -> jax.Array:
     .. math::
       \ell(x, y) = -\sum_{j:\, y_j \neq 0} y_j \log \mathrm{softmax}(x)_j.
 
-    In gradax this is :func:`softmax_cross_entropy` with ``axis=-1`` (which
-    treats ``-inf`` logits with zero labels the same way); the name is kept
+    In gradax this is :func:`softmax_cross_entropy` with `axis=-1` (which
+    treats `-inf` logits with zero labels the same way); the name is kept
     for optax users.
 
     Args:
-      logits: unnormalized log-probabilities, ``[..., num_classes]``; ``-inf``
+      logits: unnormalized log-probabilities, `[..., num_classes]`; `-inf`
         marks an impossible class.
-      labels: probabilities over the classes, broadcastable to ``logits``.
+      labels: probabilities over the classes, broadcastable to `logits`.
 
     Returns:
-      The cross entropy of each example, ``[...]``.
+      The cross entropy of each example, `[...]`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -94,7 +94,7 @@ def safe_softmax_cross_entropy(logits: Any, labels: Any) -> jax.Array:
 
 
 def _flatten_class_axes(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
-    """Move ``axes`` to the end (in their order) and merge them into one."""
+    """Move `axes` to the end (in their order) and merge them into one."""
     batch = tuple(i for i in range(x.ndim) if i not in axes)
     x = jnp.transpose(x, batch + axes)
     return x.reshape(x.shape[: len(batch)] + (-1,))
@@ -113,23 +113,23 @@ def softmax_cross_entropy_with_integer_labels(
     .. math::
       \ell(x, c) = \log \sum_k e^{x_k} - x_c.
 
-    Only the label's logit is subtracted, so logits of ``-inf`` on other
+    Only the label's logit is subtracted, so logits of `-inf` on other
     classes are safe.
 
     Args:
-      logits: unnormalized log-probabilities, ``[..., num_classes]``.
-      labels: integer labels in ``[0, num_classes)``, ``logits`` without
-        ``axis``. With a tuple of axes, a label is the flat (row-major) index
+      logits: unnormalized log-probabilities, `[..., num_classes]`.
+      labels: integer labels in `[0, num_classes)`, `logits` without
+        `axis`. With a tuple of axes, a label is the flat (row-major) index
         into those axes.
       axis: the class axis, or a tuple of class axes.
-      where: which classes take part, shaped like ``logits``, or one flag per
+      where: which classes take part, shaped like `logits`, or one flag per
         example; an example with no class taking part has loss 0.
 
     Returns:
-      The cross entropy of each example, shaped like ``labels``.
+      The cross entropy of each example, shaped like `labels`.
 
     Raises:
-      ValueError: when ``axis`` is neither an int nor a tuple of ints.
+      ValueError: when `axis` is neither an int nor a tuple of ints.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -183,20 +183,20 @@ def poly_loss_cross_entropy(
     changes the first coefficient by :math:`\epsilon` (2 for ImageNet
     classification in the paper, -1 for detection).
 
-    Differences from optax: the ``-inf`` logits of :func:`softmax_cross_entropy`
-    are safe here too, and a ``where`` with one flag per example also works
+    Differences from optax: the `-inf` logits of :func:`softmax_cross_entropy`
+    are safe here too, and a `where` with one flag per example also works
     for the polynomial term.
 
     Args:
-      logits: unnormalized log-probabilities, ``[..., num_classes]``.
-      labels: probabilities over the classes, broadcastable to ``logits``.
+      logits: unnormalized log-probabilities, `[..., num_classes]`.
+      labels: probabilities over the classes, broadcastable to `logits`.
       epsilon: the change of the first polynomial coefficient.
       axis: the class axis, or a tuple of axes; None for all of them.
-      where: which classes take part, shaped like ``logits``, or one flag per
+      where: which classes take part, shaped like `logits`, or one flag per
         example.
 
     Returns:
-      The loss of each example, ``logits`` without ``axis``.
+      The loss of each example, `logits` without `axis`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

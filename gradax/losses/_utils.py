@@ -1,10 +1,10 @@
 """Helpers shared by the loss modules: argument checks, axes, safe products.
 
 The one numerical idea of the package lives here: :func:`mul_or_zero`, a
-product in which a zero weight cancels an infinite value (``0 * -inf = 0``,
-the convention behind ``0 log 0 = 0``) with finite gradients on both sides.
+product in which a zero weight cancels an infinite value (`0 * -inf = 0`,
+the convention behind `0 log 0 = 0`) with finite gradients on both sides.
 Every loss that multiplies labels or targets by log-probabilities goes
-through it, so masked classes (``-inf`` logits) never produce a NaN.
+through it, so masked classes (`-inf` logits) never produce a NaN.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 
 def check_floating(x: Any, argname: str, fn_name: str) -> None:
-    """Raise TypeError unless ``x`` has a floating-point dtype (as optax does)."""
+    """Raise TypeError unless `x` has a floating-point dtype (as optax does)."""
     dtype = jax.dtypes.result_type(x)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(
@@ -33,7 +33,7 @@ def check_same_shape(a: Any, b: Any, fn_name: str) -> None:
 
 
 def check_rank(x: Any, rank: int, argname: str, fn_name: str) -> None:
-    """Raise ValueError unless ``x`` has ``rank`` dimensions."""
+    """Raise ValueError unless `x` has `rank` dimensions."""
     if jnp.ndim(x) != rank:
         raise ValueError(
             f"{fn_name}: {argname} must have rank {rank}, got shape {jnp.shape(x)}"
@@ -46,7 +46,7 @@ def default_float() -> Any:
 
 
 def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
-    """An int or a tuple of ints as a tuple of non-negative axes of ``ndim``."""
+    """An int or a tuple of ints as a tuple of non-negative axes of `ndim`."""
     axes = (axis,) if not isinstance(axis, tuple) else axis
     result = []
     for ax in axes:
@@ -58,10 +58,10 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
 
 
 def expand_where(where: Any, axis: Any, ndim: int) -> Any:
-    """A ``where`` mask over the batch dimensions, given the reduced axes back.
+    """A `where` mask over the batch dimensions, given the reduced axes back.
 
     A mask with as many dimensions as the logits is returned as is; one with
-    fewer (one flag per example) gets size-one dimensions at ``axis`` so that
+    fewer (one flag per example) gets size-one dimensions at `axis` so that
     it broadcasts against the logits.
     """
     if where is None:
@@ -73,11 +73,11 @@ def expand_where(where: Any, axis: Any, ndim: int) -> Any:
 
 
 def mul_or_zero(weight: Any, value: Any) -> jax.Array:
-    """``weight * value``, but 0 where ``weight`` is 0 and ``value`` is not finite.
+    """`weight * value`, but 0 where `weight` is 0 and `value` is not finite.
 
-    Where the product is dropped, ``value`` is replaced by 0 before the
+    Where the product is dropped, `value` is replaced by 0 before the
     multiplication too, so the derivatives with respect to both arguments are
-    finite there (0 for ``value``, whose weight is 0; 0 for ``weight``, the
+    finite there (0 for `value`, whose weight is 0; 0 for `weight`, the
     finite stand-in of an infinite slope). Elsewhere this is the plain product
     and so are its derivatives.
     """

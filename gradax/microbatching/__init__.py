@@ -1,7 +1,7 @@
 """Microbatching: evaluate a function on a large batch one slice at a time.
 
-The names of ``optax.microbatching``: :func:`microbatch` (any function),
-:func:`micro_vmap` (``jax.vmap`` in slices) and :func:`micro_grad`
+The names of `optax.microbatching`: :func:`microbatch` (any function),
+:func:`micro_vmap` (`jax.vmap` in slices) and :func:`micro_grad`
 (per-example gradients, transformed and combined), with the combination
 rules :class:`Accumulator` and :class:`AccumulationType`.
 """

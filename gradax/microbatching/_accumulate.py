@@ -25,15 +25,15 @@ class Accumulator:
             carry = update(carry, x_i, i)
         result = finalize(carry)
 
-    and ``aggregate`` reduces a stack of results along axis 0 in one go (what
+    and `aggregate` reduces a stack of results along axis 0 in one go (what
     :func:`micro_vmap` does inside one microbatch).
 
     Attributes:
-      init: ``init(shape_dtype) -> carry``, from the shape and dtype of one
+      init: `init(shape_dtype) -> carry`, from the shape and dtype of one
         microbatch's result.
-      update: ``update(carry, value, index) -> carry``.
-      finalize: ``finalize(carry) -> result``.
-      aggregate: ``aggregate(stacked_values) -> result``.
+      update: `update(carry, value, index) -> carry`.
+      finalize: `finalize(carry) -> result`.
+      aggregate: `aggregate(stacked_values) -> result`.
     """
 
     init: Callable[[Any], Any]
@@ -69,7 +69,7 @@ def _floating_only(init: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _per_leaf(acc: Accumulator) -> Accumulator:
-    """``acc`` (for one array) applied to every leaf of a tree."""
+    """`acc` (for one array) applied to every leaf of a tree."""
     return Accumulator(
         init=lambda value: jax.tree.map(acc.init, value),
         update=lambda carry, value, i: jax.tree.map(
@@ -124,7 +124,7 @@ def _running_mean() -> Accumulator:
 
 
 def _explicit_sharding(x: Any) -> Any:
-    """The sharding of ``x`` when its mesh axes are all Explicit, else None."""
+    """The sharding of `x` when its mesh axes are all Explicit, else None."""
     sharding = getattr(jax.typeof(x), "sharding", None)
     mesh = getattr(sharding, "mesh", None)
     if mesh is None or mesh.empty or not mesh.are_all_axes_explicit:

@@ -15,12 +15,12 @@ IndividualOutputs = collections.namedtuple("Aux", ["values", "metrics", "aux"])
 
 
 def reshape_batch_axis(tree: Any, microbatch_size: int, axis: int = 0) -> Any:
-    """Splits the batch axis of every leaf into ``(num_microbatches, microbatch_size)``.
+    """Splits the batch axis of every leaf into `(num_microbatches, microbatch_size)`.
 
-    The split is in Fortran order: microbatch ``i`` holds the rows ``i,
-    i + num_microbatches, ...``, so a sharding of the batch axis stays on the
-    ``microbatch_size`` axis (with Explicit mesh axes the result says so) and
-    the ``num_microbatches`` axis is replicated.
+    The split is in Fortran order: microbatch `i` holds the rows `i,
+    i + num_microbatches, ...`, so a sharding of the batch axis stays on the
+    `microbatch_size` axis (with Explicit mesh axes the result says so) and
+    the `num_microbatches` axis is replicated.
 
     Args:
       tree: a tree of arrays with a batch axis.
@@ -74,28 +74,28 @@ def microbatch(
     in_axes: int | Sequence[int] = 0,
     num_real_microbatches: int | jax.Array | None = None,
 ) -> Callable[..., Any]:
-    """Evaluates ``fun`` one microbatch at a time and combines the results.
+    """Evaluates `fun` one microbatch at a time and combines the results.
 
-    The batch arguments are split into microbatches of ``microbatch_size``
-    rows (see :func:`reshape_batch_axis`); ``fun`` runs on each in a
-    ``lax.fori_loop`` and the results are combined by ``accumulator``. Peak
+    The batch arguments are split into microbatches of `microbatch_size`
+    rows (see :func:`reshape_batch_axis`); `fun` runs on each in a
+    `lax.fori_loop` and the results are combined by `accumulator`. Peak
     memory is that of one microbatch.
 
     Args:
       fun: any function.
       argnums: the positions of the arguments with a batch axis.
       microbatch_size: rows per microbatch (it must divide the batch size);
-        None returns ``fun`` itself.
+        None returns `fun` itself.
       accumulator: an :class:`AccumulationType`, an :class:`Accumulator`, or
-        a tree of them that is a prefix of ``fun``'s result.
+        a tree of them that is a prefix of `fun`'s result.
       argnames: the keyword arguments with a batch axis.
-      in_axes: the batch axis of each argument of ``argnums`` then
-        ``argnames`` (one int for all).
+      in_axes: the batch axis of each argument of `argnums` then
+        `argnames` (one int for all).
       num_real_microbatches: stop after this many microbatches (an array is
         allowed, so a smaller real batch does not recompile).
 
     Returns:
-      A function with ``fun``'s arguments.
+      A function with `fun`'s arguments.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -168,13 +168,13 @@ def micro_vmap(
     accumulator: Any = AccumulationType.CONCAT,
     num_real_microbatches: int | jax.Array | None = None,
 ) -> Callable[..., Any]:
-    """``jax.vmap`` evaluated one microbatch at a time, optionally reduced.
+    """`jax.vmap` evaluated one microbatch at a time, optionally reduced.
 
-    Keyword arguments are mapped over axis 0. With the default ``CONCAT``
-    accumulator the result equals ``jax.vmap(fun, in_axes)(...)``; ``SUM`` and
-    ``MEAN`` reduce over the batch without ever holding all of it.
+    Keyword arguments are mapped over axis 0. With the default `CONCAT`
+    accumulator the result equals `jax.vmap(fun, in_axes)(...)`; `SUM` and
+    `MEAN` reduce over the batch without ever holding all of it.
 
-    Differences from optax: an integer ``in_axes`` applies to every
+    Differences from optax: an integer `in_axes` applies to every
     positional argument (optax: only to the first).
 
     Args:
@@ -183,7 +183,7 @@ def micro_vmap(
         mapped), or one int for all.
       out_axes: must be 0.
       microbatch_size: rows per microbatch; None maps the whole batch at once.
-      vmap_fn: a function with the signature of ``jax.vmap``.
+      vmap_fn: a function with the signature of `jax.vmap`.
       accumulator: how to combine the results; see :func:`microbatch`.
       num_real_microbatches: stop after this many microbatches.
 
@@ -238,18 +238,18 @@ def micro_grad(
 ) -> Callable[..., tuple[Any, Any]]:
     """Per-example gradients, transformed and combined, in microbatches.
 
-    Each example's gradient ``g`` of ``fun`` is computed (with
-    ``jax.value_and_grad`` under :func:`micro_vmap`), ``transform_fn(g)`` is
-    combined over the batch by ``accumulator`` (e.g. clipped and summed for
-    differential privacy), and per-example values, ``metrics_fn(g)`` and aux
+    Each example's gradient `g` of `fun` is computed (with
+    `jax.value_and_grad` under :func:`micro_vmap`), `transform_fn(g)` is
+    combined over the batch by `accumulator` (e.g. clipped and summed for
+    differential privacy), and per-example values, `metrics_fn(g)` and aux
     outputs are returned alongside.
 
     Args:
-      fun: ``fun(params, batch, ...)``, a scalar loss (``(loss, aux)``).
-      has_aux: whether ``fun`` returns ``(loss, aux)``.
+      fun: `fun(params, batch, ...)`, a scalar loss (`(loss, aux)`).
+      has_aux: whether `fun` returns `(loss, aux)`.
       argnums: the arguments to differentiate.
       batch_argnums: the arguments with a batch axis.
-      keep_batch_dim: give ``fun`` each example with a batch axis of size 1.
+      keep_batch_dim: give `fun` each example with a batch axis of size 1.
       microbatch_size: examples per microbatch; None for all at once.
       accumulator: how to combine the transformed gradients.
       transform_fn: applied to each per-example gradient.
@@ -257,8 +257,8 @@ def micro_grad(
       num_real_microbatches: stop after this many microbatches.
 
     Returns:
-      A function returning ``(combined, aux)``, with ``aux.values``,
-      ``aux.metrics`` and ``aux.aux`` per example.
+      A function returning `(combined, aux)`, with `aux.values`,
+      `aux.metrics` and `aux.aux` per example.
 
     Example:
       >>> import jax.numpy as jnp, gradax

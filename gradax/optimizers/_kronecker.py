@@ -74,12 +74,12 @@ def _plan(shape, dims, block_size, max_dim, vector) -> Plan:
 
 
 def plans(spec, tree, *, block_size=None, max_dim=None, vector=False):
-    """One :class:`Plan` per leaf of ``tree`` and the tree's definition.
+    """One :class:`Plan` per leaf of `tree` and the tree's definition.
 
-    ``spec`` is a dimension-number spec as Muon takes it ("auto", None, one
+    `spec` is a dimension-number spec as Muon takes it ("auto", None, one
     MuonDimensionNumbers, a tree or a function). A side longer than
-    ``max_dim`` gets no factor; one longer than ``block_size`` is cut into
-    blocks. With ``vector``, a 1-D leaf is an ``(n, 1)`` matrix.
+    `max_dim` gets no factor; one longer than `block_size` is cut into
+    blocks. With `vector`, a 1-D leaf is an `(n, 1)` matrix.
     """
     inf = float("inf")
     dims = full_dimension_numbers(spec, tree, default_2d_only=True)
@@ -99,7 +99,7 @@ def n_blocks(plan: Plan) -> tuple[int, int]:
 
 
 def _reshape(x: jax.Array, shape: tuple[int, ...], batch: int) -> jax.Array:
-    """Reshape the axes after the first ``batch``, which keep their sharding."""
+    """Reshape the axes after the first `batch`, which keep their sharding."""
     sharding = explicit_sharding(x)
     if sharding is None:
         return x.reshape(shape)
@@ -110,7 +110,7 @@ def _reshape(x: jax.Array, shape: tuple[int, ...], batch: int) -> jax.Array:
 
 
 def to_blocks(x: jax.Array, plan: Plan) -> jax.Array:
-    """``(*batch, rows, cols)`` to ``(*batch, nr, nc, br, bc)``, zero-padded.
+    """`(*batch, rows, cols)` to `(*batch, nr, nc, br, bc)`, zero-padded.
 
     Unchanged when the matrix is one block.
     """
@@ -136,13 +136,13 @@ def from_blocks(y: jax.Array, plan: Plan) -> jax.Array:
 def _kept_spec(
     x: Any, sharding: jax.sharding.NamedSharding, plan: Plan
 ) -> tuple[Any, ...]:
-    """``x``'s partition spec with only its batch axes kept (sharded)."""
+    """`x`'s partition spec with only its batch axes kept (sharded)."""
     spec = tuple(sharding.spec) + (None,) * (x.ndim - len(sharding.spec))
     return tuple(s if a in plan.batch_axes else None for a, s in enumerate(spec))
 
 
 def gather(x: jax.Array, plan: Plan) -> tuple[jax.Array, Any]:
-    """``x`` with its matrix axes unsharded (Explicit axes), and its sharding.
+    """`x` with its matrix axes unsharded (Explicit axes), and its sharding.
 
     Batch axes keep their sharding, so no device sees another's matrices.
     """
@@ -156,12 +156,12 @@ def gather(x: jax.Array, plan: Plan) -> tuple[jax.Array, Any]:
 
 
 def ungather(x: jax.Array, sharding: Any) -> jax.Array:
-    """Give ``x`` back the sharding :func:`gather` took away."""
+    """Give `x` back the sharding :func:`gather` took away."""
     return restore(x, sharding)
 
 
 def factor_zeros(param: Any, plan: Plan, size: int, dtype: Any = None) -> jax.Array:
-    """Zeros ``(*batch, [nr, nc,] size, size)`` sharded like ``param``'s batch."""
+    """Zeros `(*batch, [nr, nc,] size, size)` sharded like `param`'s batch."""
     batch = tuple(param.shape[a] for a in plan.batch_axes)
     blocks = n_blocks(plan)
     shape = batch + (blocks if blocks != (1, 1) else ()) + (size, size)
@@ -177,7 +177,7 @@ def factor_zeros(param: Any, plan: Plan, size: int, dtype: Any = None) -> jax.Ar
 
 
 def factor_tree(plans: list[Plan], treedef: Any, params: Any) -> Any:
-    """Zero factor matrices ``(left, right)`` for each factored leaf, else None.
+    """Zero factor matrices `(left, right)` for each factored leaf, else None.
 
     A side that is not preconditioned (too long, or a vector's) holds None.
     """
@@ -200,21 +200,21 @@ def mm(spec: str, *arrays: jax.Array) -> jax.Array:
 
 
 def gram(x: jax.Array, side: str) -> jax.Array:
-    """``X X^H`` (side "left") or ``X^H X`` ("right") of each matrix."""
+    """`X X^H` (side "left") or `X^H X` ("right") of each matrix."""
     if side == "left":
         return mm("...ik,...jk->...ij", x, jnp.conj(x))
     return mm("...ki,...kj->...ij", jnp.conj(x), x)
 
 
 def inverse_root(stat: jax.Array, exponent: float, epsilon: Any) -> jax.Array:
-    """``(S + epsilon * lambda_max I)^(-1/exponent)`` of Hermitian PSD ``S``.
+    """`(S + epsilon * lambda_max I)^(-1/exponent)` of Hermitian PSD `S`.
 
-    Eigenvalues below ``eigh``'s resolution (``n * eps(dtype) * lambda_max``)
+    Eigenvalues below `eigh`'s resolution (`n * eps(dtype) * lambda_max`)
     are taken as zero, so the damping, not rounding, sets the scale of a
-    rank-deficient ``S`` in its null space. All of them then get the same
-    factor, so the result does not depend on the basis ``eigh`` picks for
-    that space. With no damping (``epsilon == 0``) the factor there is 0
-    (the pseudo-inverse root) rather than ``0 ** (-1/exponent) = inf``.
+    rank-deficient `S` in its null space. All of them then get the same
+    factor, so the result does not depend on the basis `eigh` picks for
+    that space. With no damping (`epsilon == 0`) the factor there is 0
+    (the pseudo-inverse root) rather than `0 ** (-1/exponent) = inf`.
     """
     w, v = jnp.linalg.eigh(stat)
     top = jnp.maximum(w[..., -1:], 1e-16)
@@ -228,7 +228,7 @@ def inverse_root(stat: jax.Array, exponent: float, epsilon: Any) -> jax.Array:
 
 
 def eigenbasis(stat: jax.Array) -> jax.Array:
-    """Eigenvectors of Hermitian ``S`` as columns, largest eigenvalue first."""
+    """Eigenvectors of Hermitian `S` as columns, largest eigenvalue first."""
     return jnp.linalg.eigh(stat)[1][..., ::-1]
 
 
@@ -249,9 +249,9 @@ def _qr(a: jax.Array) -> jax.Array:
 
 
 def refresh_basis(stat: jax.Array, q: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """One power iteration and QR from ``q``, columns by estimated eigenvalue.
+    """One power iteration and QR from `q`, columns by estimated eigenvalue.
 
-    Returns the new basis and the order (descending ``diag(Q^H S Q)``) that
+    Returns the new basis and the order (descending `diag(Q^H S Q)`) that
     was applied to the old columns.
     """
     estimate = jnp.real(mm("...ij,...ik,...kj->...j", jnp.conj(q), stat, q))
@@ -261,7 +261,7 @@ def refresh_basis(stat: jax.Array, q: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def rotate(x: jax.Array, left: Any, right: Any, *, back: bool = False) -> jax.Array:
-    """``Q_L^H X Q_R`` (or, with ``back``, ``Q_L X Q_R^H``); None is identity."""
+    """`Q_L^H X Q_R` (or, with `back`, `Q_L X Q_R^H`); None is identity."""
     if left is not None:
         if back:
             x = mm("...ij,...jk->...ik", left, x)

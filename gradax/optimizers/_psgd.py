@@ -1,10 +1,10 @@
 """The Kronecker-factored PSGD preconditioner (Kron) on one tensor.
 
-A tensor ``G`` of rank ``r`` has one factor ``Q_i`` per axis: an upper
-triangular ``(n_i, n_i)`` matrix, or a diagonal stored as a vector ``(n_i,)``.
-``Q`` acts on ``G`` by multiplying each axis by its factor (``Q G``), and the
-preconditioner is ``P = Q^H Q``. Everything here works on a single tensor;
-the optimizer maps it over leaves and ``vmap``s it over stacked layers.
+A tensor `G` of rank `r` has one factor `Q_i` per axis: an upper
+triangular `(n_i, n_i)` matrix, or a diagonal stored as a vector `(n_i,)`.
+`Q` acts on `G` by multiplying each axis by its factor (`Q G`), and the
+preconditioner is `P = Q^H Q`. Everything here works on a single tensor;
+the optimizer maps it over leaves and `vmap`s it over stacked layers.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ def diagonal_axes(
     min_ndim_triangular: int,
     memory_save_mode: str | None,
 ) -> tuple[bool, ...]:
-    """For each axis of ``shape``, whether its factor is diagonal.
+    """For each axis of `shape`, whether its factor is diagonal.
 
-    Diagonal: an axis of size 1, one longer than ``max_size_triangular``,
-    every axis of a tensor of rank below ``min_ndim_triangular``, and the
+    Diagonal: an axis of size 1, one longer than `max_size_triangular`,
+    every axis of a tensor of rank below `min_ndim_triangular`, and the
     axes the memory-saving mode picks ("one_diag": the largest axis, the
     last of equals; "smart_one_diag": in a tensor of rank >= 2, the largest
     axis only when it is strictly the largest; "all_diag": every axis).
@@ -53,7 +53,7 @@ def diagonal_axes(
 
 
 def init_factors(shape, diagonal, scale, dtype) -> tuple[jax.Array, ...]:
-    """``scale**(1/r) I`` per axis, as a matrix or a diagonal vector."""
+    """`scale**(1/r) I` per axis, as a matrix or a diagonal vector."""
     per_axis = scale ** (1.0 / max(len(shape), 1))
     return tuple(
         per_axis * (jnp.ones(n, dtype) if diag else jnp.eye(n, dtype=dtype))
@@ -62,7 +62,7 @@ def init_factors(shape, diagonal, scale, dtype) -> tuple[jax.Array, ...]:
 
 
 def _along(x: jax.Array, axis: int, fn: Callable) -> jax.Array:
-    """Apply ``fn`` to ``x`` unfolded as ``(n_axis, everything else)``."""
+    """Apply `fn` to `x` unfolded as `(n_axis, everything else)`."""
     moved = jnp.moveaxis(x, axis, 0)
     out = fn(moved.reshape(moved.shape[0], -1)).reshape(moved.shape)
     return jnp.moveaxis(out, 0, axis)
@@ -77,7 +77,7 @@ def _ct(a: jax.Array) -> jax.Array:
 
 
 def apply_q(factors, x: jax.Array) -> jax.Array:
-    """``Q x``: each axis multiplied by its factor."""
+    """`Q x`: each axis multiplied by its factor."""
     for axis, q in enumerate(factors):
         if q.ndim == 1:
             x = _along(x, axis, lambda m, q=q: q[:, None] * m)
@@ -87,7 +87,7 @@ def apply_q(factors, x: jax.Array) -> jax.Array:
 
 
 def solve_qh(factors, x: jax.Array) -> jax.Array:
-    """``Q^{-H} x``: each axis solved against its factor's adjoint."""
+    """`Q^{-H} x`: each axis solved against its factor's adjoint."""
 
     def solve(m, q):
         return jax.lax.linalg.triangular_solve(
@@ -103,7 +103,7 @@ def solve_qh(factors, x: jax.Array) -> jax.Array:
 
 
 def precondition(factors, g: jax.Array) -> jax.Array:
-    """``P g = Q^H Q g``, axis by axis."""
+    """`P g = Q^H Q g`, axis by axis."""
     for axis, q in enumerate(factors):
         if q.ndim == 1:
             x = jnp.abs(q) ** 2
@@ -114,7 +114,7 @@ def precondition(factors, g: jax.Array) -> jax.Array:
 
 
 def _gram(x: jax.Array, axis: int, diagonal: bool) -> jax.Array:
-    """``X_i X_i^H`` of ``x`` unfolded along ``axis`` (its diagonal if asked)."""
+    """`X_i X_i^H` of `x` unfolded along `axis` (its diagonal if asked)."""
     moved = jnp.moveaxis(x, axis, 0)
     m = moved.reshape(moved.shape[0], -1)
     if diagonal:
@@ -123,12 +123,12 @@ def _gram(x: jax.Array, axis: int, diagonal: bool) -> jax.Array:
 
 
 def norm_lower_bound(a: jax.Array, rule: str = "two_step") -> jax.Array:
-    """A lower bound of the spectral norm of Hermitian ``a``, cheaply.
+    """A lower bound of the spectral norm of Hermitian `a`, cheaply.
 
-    From ``x``, the column of ``a`` with the largest norm: ``||a (a x)|| /
-    ||a x||`` (``rule="two_step"``, two power steps, as psgd-jax and
-    kron_torch compute it) or ``||a x|| / ||x||`` (``"one_step"``, which can
-    be lower by a few percent). ``a`` is first scaled by its largest entry
+    From `x`, the column of `a` with the largest norm: `||a (a x)|| /
+    ||a x||` (`rule="two_step"`, two power steps, as psgd-jax and
+    kron_torch compute it) or `||a x|| / ||x||` (`"one_step"`, which can
+    be lower by a few percent). `a` is first scaled by its largest entry
     so that squares neither overflow nor underflow. 0 for a zero matrix.
     """
     if rule not in NORM_LOWER_BOUNDS:
@@ -148,15 +148,15 @@ def norm_lower_bound(a: jax.Array, rule: str = "two_step") -> jax.Array:
 def update_factors(
     factors, g: jax.Array, v: jax.Array, lr, norm_bound: str = "two_step"
 ) -> tuple[jax.Array, ...]:
-    """One step on each factor towards ``P = (E[g g^H])^{-1/2}``.
+    """One step on each factor towards `P = (E[g g^H])^{-1/2}`.
 
-    With ``A = Q g`` and ``B = Q^{-H} v`` (``v`` standard normal), the
-    criterion ``E[g^H P g + v^H P^{-1} v]`` has, on the group of triangular
-    matrices, the gradient ``triu(A_i A_i^H - B_i B_i^H) Q_i`` for axis ``i``
-    (``A_i`` unfolded along it); each factor steps against it with the
-    step size ``lr`` divided by a lower bound of
-    ``||A_i A_i^H + B_i B_i^H||`` (:func:`norm_lower_bound` by the rule
-    ``norm_bound``; the largest entry, for a diagonal).
+    With `A = Q g` and `B = Q^{-H} v` (`v` standard normal), the
+    criterion `E[g^H P g + v^H P^{-1} v]` has, on the group of triangular
+    matrices, the gradient `triu(A_i A_i^H - B_i B_i^H) Q_i` for axis `i`
+    (`A_i` unfolded along it); each factor steps against it with the
+    step size `lr` divided by a lower bound of
+    `||A_i A_i^H + B_i B_i^H||` (:func:`norm_lower_bound` by the rule
+    `norm_bound`; the largest entry, for a diagonal).
     """
     a = apply_q(factors, g)
     b = solve_qh(factors, v)
@@ -178,9 +178,9 @@ def update_factors(
 
 
 def balance(factors) -> tuple[jax.Array, ...]:
-    """Rescale the factors to equal largest entries; ``Q`` is unchanged.
+    """Rescale the factors to equal largest entries; `Q` is unchanged.
 
-    Each factor is multiplied by ``geometric_mean / its_largest_entry``; the
+    Each factor is multiplied by `geometric_mean / its_largest_entry`; the
     multipliers' product is 1. Factors with a zero largest entry are left.
     """
     if len(factors) < 2:
@@ -196,10 +196,10 @@ def balance(factors) -> tuple[jax.Array, ...]:
 
 
 def trust_region(x: jax.Array, scale) -> jax.Array:
-    """psgd-jax's soft clip: ``s (0.1 log(1 + r/s) + 0.9 tanh(r/s))`` along ``x``.
+    """psgd-jax's soft clip: `s (0.1 log(1 + r/s) + 0.9 tanh(r/s))` along `x`.
 
-    ``r = |x|``; about ``r`` for small entries, growing only
-    logarithmically past ``s``. Complex entries keep their phase.
+    `r = |x|`; about `r` for small entries, growing only
+    logarithmically past `s`. Complex entries keep their phase.
     """
     r = jnp.abs(x)
     positive = r > 0

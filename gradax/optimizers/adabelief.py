@@ -82,13 +82,13 @@ class adabelief(Alias):
       s_t = b_2 s_{t-1} + (1 - b_2) |g_t - m_t|^2 + \bar\epsilon,\\
       u_t = -\eta_t \frac{m_t / (1 - b_1^t)}{\sqrt{s_t / (1 - b_2^t)} + \epsilon}.
 
-    With ``nesterov=True`` the first moment is replaced as in :class:`nadam`.
+    With `nesterov=True` the first moment is replaced as in :class:`nadam`.
 
-    Differences from optax: the keyword-only argument ``cautious`` is not in optax;
+    Differences from optax: the keyword-only argument `cautious` is not in optax;
     the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second central moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.

@@ -58,7 +58,7 @@ class adadelta(Alias):
     r"""Adadelta: an adaptive step that needs no learning rate.
 
     With gradient :math:`g_t` (plus :math:`\lambda \theta_{t-1}` when
-    ``weight_decay`` is set):
+    `weight_decay` is set):
 
     .. math::
       E[g^2]_t = \rho E[g^2]_{t-1} + (1 - \rho) g_t^2,\quad
@@ -68,7 +68,7 @@ class adadelta(Alias):
       u_t = -\eta_t \Delta_t.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array, a schedule, or
+      learning_rate: :math:`\eta`, a number, an array, a schedule, or
         None (no scaling: the update is :math:`+\Delta_t`, as in optax).
       rho: decay of both moving averages, in [0, 1).
       eps: :math:`\epsilon`, >= 0.

@@ -29,7 +29,7 @@ from ..transforms.weight_decay import add_decayed_weights
 
 
 def _decay_rate_pow(step: Any, exponent: Any = 0.8) -> jax.Array:
-    """Adafactor's second-moment decay at ``step`` (from 0): ``1 - (step+1)^-e``."""
+    """Adafactor's second-moment decay at `step` (from 0): `1 - (step+1)^-e`."""
     t = jnp.array(step + 1, jnp.float32)
     return 1.0 - t ** (-exponent)
 
@@ -54,8 +54,8 @@ def _zeros_without_axis(x: jax.Array, axis: int) -> jax.Array:
 class FactoredState(NamedTuple):
     """State of :class:`scale_by_factored_rms`.
 
-    Leaves that are not factored hold shape-(1,) zeros in ``v_row`` and
-    ``v_col``; factored ones hold shape-(1,) zeros in ``v``.
+    Leaves that are not factored hold shape-(1,) zeros in `v_row` and
+    `v_col`; factored ones hold shape-(1,) zeros in `v`.
     """
 
     count: jax.Array  # int32 scalar
@@ -68,20 +68,20 @@ class scale_by_factored_rms(GradientTransformation):
     """Rescales updates by a factored estimate of their root mean square.
 
     The direction of :class:`adafactor`, see there for the update rule.
-    ``update`` needs ``params``.
+    `update` needs `params`.
 
     Args:
       factored: factor the second moment of leaves of rank >= 2.
-      decay_rate: the exponent of the decay schedule ``decay_rate_fn``, >= 0.
+      decay_rate: the exponent of the decay schedule `decay_rate_fn`, >= 0.
       step_offset: subtracted from the step count before the decay schedule
         (e.g. the first step of a fine-tuning phase), any number; the decay
-        is NaN at steps below ``step_offset - 1``, so a positive offset is for
+        is NaN at steps below `step_offset - 1`, so a positive offset is for
         a state that has counted past it.
       min_dim_size_to_factor: factor a leaf only if its two largest axes are
         at least this long, an integer >= 1.
       epsilon: added to the squared updates, >= 0.
-      decay_rate_fn: ``f(step, decay_rate) -> decay`` (default
-        ``1 - (step + 1) ** -decay_rate``).
+      decay_rate_fn: `f(step, decay_rate) -> decay` (default
+        `1 - (step + 1) ** -decay_rate`).
     """
 
     factored: bool = static_field(default=True)
@@ -160,8 +160,8 @@ class adafactor(Alias):
     r"""Adafactor: Adam-like steps with sublinear memory.
 
     For a matrix leaf :math:`G_t` (its two largest axes, if both are at least
-    ``min_dim_size_to_factor`` long), with :math:`\beta_t = 1 - (t+1)^{-c}`
-    and :math:`c` = ``decay_rate``:
+    `min_dim_size_to_factor` long), with :math:`\beta_t = 1 - (t+1)^{-c}`
+    and :math:`c` = `decay_rate`:
 
     .. math::
       R_t = \beta_t R_{t-1} + (1 - \beta_t)\, \mathrm{mean}_{\text{cols}}
@@ -172,13 +172,13 @@ class adafactor(Alias):
       U_t = G_t / \sqrt{\hat V_t};
 
     other leaves keep the full :math:`V_t` of :class:`rmsprop`. Then, each
-    stage optional: ``clip_by_block_rms(clipping_threshold)``, a factor
+    stage optional: `clip_by_block_rms(clipping_threshold)`, a factor
     :math:`\eta_t`, a factor :math:`\max(\mathrm{rms}(\theta), 10^{-3})`,
-    momentum (``ema(momentum)``), weight decay, and a sign flip.
+    momentum (`ema(momentum)`), weight decay, and a sign flip.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array, a schedule, or
-        None (no factor: for use with ``multiply_by_parameter_scale`` alone).
+      learning_rate: :math:`\eta`, a number, an array, a schedule, or
+        None (no factor: for use with `multiply_by_parameter_scale` alone).
       min_dim_size_to_factor: factor only when both axes are this long, an
         integer >= 1.
       decay_rate: :math:`c`, >= 0.
@@ -197,7 +197,7 @@ class adafactor(Alias):
         the params returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

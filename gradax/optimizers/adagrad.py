@@ -14,7 +14,7 @@ from ..transforms.scaling import scale_by_learning_rate
 class adagrad(Alias):
     r"""Adagrad: per-coordinate steps that shrink with the gradients seen.
 
-    With gradient :math:`g_t` and :math:`s_0` = ``initial_accumulator_value``:
+    With gradient :math:`g_t` and :math:`s_0` = `initial_accumulator_value`:
 
     .. math::
       s_t = s_{t-1} + |g_t|^2,\quad
@@ -22,7 +22,7 @@ class adagrad(Alias):
       \quad (0 \text{ where } s_t = 0).
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       initial_accumulator_value: :math:`s_0`, >= 0.
       eps: :math:`\epsilon`, >= 0.
 

@@ -29,7 +29,7 @@ class ScaleByAdamState(NamedTuple):
 def debiased_first_moment(
     mu: Any, grads: Any, b1: Any, count: Any, nesterov: bool
 ) -> Any:
-    """``mu / (1 - b1**count)``, or its Nesterov look-ahead (NAdam)."""
+    """`mu / (1 - b1**count)`, or its Nesterov look-ahead (NAdam)."""
     if not nesterov:
         return gtree.bias_correction(mu, b1, count)
     return jax.tree.map(
@@ -40,7 +40,7 @@ def debiased_first_moment(
 
 
 def adam_ratio(mu_hat: Any, nu_hat: Any, eps: Any, eps_root: Any) -> Any:
-    """``mu_hat / (sqrt(nu_hat + eps_root) + eps)``, leaf by leaf."""
+    """`mu_hat / (sqrt(nu_hat + eps_root) + eps)`, leaf by leaf."""
     return jax.tree.map(
         lambda m, v: None if m is None else m / (jnp.sqrt(v + eps_root) + eps),
         mu_hat,
@@ -62,7 +62,7 @@ class scale_by_adam(GradientTransformation):
       mu_dtype: dtype of the first moment (default: the parameters').
       nesterov: use Nesterov momentum (NAdam).
       nu_dtype: dtype of the second moment (default: the parameters').
-        Differences from optax: optax has no separate ``nu_dtype``.
+        Differences from optax: optax has no separate `nu_dtype`.
       cautious: mask the update where its sign disagrees with the gradient's
         (see :func:`gradax.transforms.cautious.caution`). Not in optax.
     """
@@ -121,17 +121,17 @@ class adam(Alias):
       u_t = -\eta_t \frac{m_t / (1 - b_1^t)}
             {\sqrt{v_t / (1 - b_2^t) + \bar\epsilon} + \epsilon}.
 
-    With ``nesterov=True`` (NAdam, see :class:`nadam`) the first moment is
+    With `nesterov=True` (NAdam, see :class:`nadam`) the first moment is
     replaced by :math:`b_1 m_t / (1 - b_1^{t+1}) + (1 - b_1) g_t / (1 -
-    b_1^t)`. With ``cautious=True`` the direction is masked where its sign
+    b_1^t)`. With `cautious=True` the direction is masked where its sign
     disagrees with :math:`g_t`, and the kept entries rescaled (see
     :func:`gradax.transforms.cautious.caution`).
 
-    Differences from optax: the keyword-only arguments ``nu_dtype``, ``cautious``
+    Differences from optax: the keyword-only arguments `nu_dtype`, `cautious`
     are not in optax; the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -182,15 +182,15 @@ class adamw(Alias):
     The Adam direction of :class:`adam` plus :math:`\lambda \theta_{t-1}`,
     all scaled by :math:`-\eta_t`:
     :math:`u_t = -\eta_t (\hat m_t / (\sqrt{\hat v_t + \bar\epsilon} + \epsilon)
-    + \lambda \theta_{t-1})`. With ``cautious_weight_decay=True`` the decay
+    + \lambda \theta_{t-1})`. With `cautious_weight_decay=True` the decay
     term is kept only where the Adam direction and :math:`\theta_{t-1}`
     agree in sign (see :class:`add_cautious_decayed_weights`).
 
-    Differences from optax: the keyword-only arguments ``nu_dtype``, ``cautious``,
-    ``cautious_weight_decay`` are not in optax; the defaults give optax's numbers.
+    Differences from optax: the keyword-only arguments `nu_dtype`, `cautious`,
+    `cautious_weight_decay` are not in optax; the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: >= 0.
@@ -242,7 +242,7 @@ class adamw(Alias):
 
 
 class nadam(adam):
-    r"""NAdam: Adam with Nesterov momentum (:class:`adam` with ``nesterov=True``).
+    r"""NAdam: Adam with Nesterov momentum (:class:`adam` with `nesterov=True`).
 
     With :math:`m_t, v_t` the moments of :class:`adam`:
 
@@ -251,11 +251,11 @@ class nadam(adam):
       \quad u_t = -\eta_t \frac{\hat m_t}
       {\sqrt{v_t / (1 - b_2^t) + \bar\epsilon} + \epsilon}.
 
-    Differences from optax: the keyword-only arguments ``nu_dtype``, ``cautious``
+    Differences from optax: the keyword-only arguments `nu_dtype`, `cautious`
     are not in optax; the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -283,16 +283,16 @@ class nadam(adam):
 
 
 class nadamw(adamw):
-    r"""NAdamW: AdamW with Nesterov momentum (:class:`adamw` with ``nesterov=True``).
+    r"""NAdamW: AdamW with Nesterov momentum (:class:`adamw` with `nesterov=True`).
 
     The NAdam direction of :class:`nadam` plus :math:`\lambda \theta_{t-1}`,
     all scaled by :math:`-\eta_t`.
 
-    Differences from optax: the keyword-only arguments ``nu_dtype``, ``cautious``,
-    ``cautious_weight_decay`` are not in optax; the defaults give optax's numbers.
+    Differences from optax: the keyword-only arguments `nu_dtype`, `cautious`,
+    `cautious_weight_decay` are not in optax; the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: >= 0.

@@ -48,7 +48,7 @@ def _check_label(label: Any, path: str, shape: tuple[int, ...]) -> None:
 
 
 def _block_mean(squares: jax.Array, label: Any) -> jax.Array:
-    """Mean of ``|g|**2`` over each block (the shape the state keeps)."""
+    """Mean of `|g|**2` over each block (the shape the state keeps)."""
     if label == "full":
         return squares
     if label == "tensor":
@@ -92,7 +92,7 @@ class scale_by_adam_mini(GradientTransformation):
     partition: Any = static_field(default=None, kw_only=True)
 
     def _labels(self, params: Any) -> Any:
-        """One label per leaf of ``params`` (the partition, checked)."""
+        """One label per leaf of `params` (the partition, checked)."""
         labels = self.partition(params) if callable(self.partition) else self.partition
         if labels is None:
             return jax.tree.map(
@@ -149,7 +149,7 @@ class scale_by_adam_mini(GradientTransformation):
 class adam_mini(Alias):
     r"""Adam-mini: Adam with one second-moment value per block.
 
-    The parameters are cut into blocks :math:`B` (see ``partition``); each
+    The parameters are cut into blocks :math:`B` (see `partition`); each
     keeps one second moment, the moving average of the block's mean squared
     gradient, in place of Adam's one per element. With gradient :math:`g_t`:
 
@@ -161,10 +161,10 @@ class adam_mini(Alias):
 
     The second moments take a few floats per matrix instead of one per
     parameter: the state is about half of AdamW's (the first moment), a
-    quarter of it with ``mu_dtype=gradax.int8_blockwise()``.
+    quarter of it with `mu_dtype=gradax.int8_blockwise()`.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the block second moments, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -174,16 +174,16 @@ class adam_mini(Alias):
       mu_dtype: dtype (or storage spec) of the first moment.
       partition: the blocks of each leaf, a tree of labels like the params
         (a label may stand for a whole subtree), or a function of the params
-        returning one. Labels: ``"neuron"``, one value per output neuron of a
-        matrix (its last axis, in the ``x @ W`` layout; a stacked leading axis
+        returning one. Labels: `"neuron"`, one value per output neuron of a
+        matrix (its last axis, in the `x @ W` layout; a stacked leading axis
         keeps its own values), the paper's rule for value, attention-output and
-        MLP matrices; an integer ``h``, one value per head of a matrix whose
-        last axis holds ``h`` heads (the paper's rule for queries and keys);
-        ``"full"``, one value per element (plain Adam: the paper's choice for
-        embeddings and the output layer); ``"tensor"``, one for the whole leaf.
-        Default (None): ``"neuron"`` for leaves with two or more axes,
-        ``"tensor"`` for the others. Adam-mini is meant to be given the
-        embeddings as ``"full"`` and the heads of queries and keys.
+        MLP matrices; an integer `h`, one value per head of a matrix whose
+        last axis holds `h` heads (the paper's rule for queries and keys);
+        `"full"`, one value per element (plain Adam: the paper's choice for
+        embeddings and the output layer); `"tensor"`, one for the whole leaf.
+        Default (None): `"neuron"` for leaves with two or more axes,
+        `"tensor"` for the others. Adam-mini is meant to be given the
+        embeddings as `"full"` and the heads of queries and keys.
 
     Returns:
       The optimizer, a gradient transformation.

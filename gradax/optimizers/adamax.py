@@ -21,12 +21,12 @@ class scale_by_adamax(GradientTransformation):
     """Rescales updates by AdaMax's moment estimates (no learning rate).
 
     See :class:`adamax` for the update rule. The state is a
-    :class:`ScaleByAdamState` whose ``nu`` is the decaying infinity norm.
+    :class:`ScaleByAdamState` whose `nu` is the decaying infinity norm.
 
     Args:
       b1: decay of the first moment, in [0, 1).
       b2: decay of the infinity norm, in [0, 1).
-      eps: added to ``|g|`` in the infinity norm, >= 0.
+      eps: added to `|g|` in the infinity norm, >= 0.
       cautious: cautious updates (not in optax; see
         :func:`gradax.transforms.cautious.caution`).
     """
@@ -64,11 +64,11 @@ class adamax(Alias):
       v_t = \max(|g_t| + \epsilon,\ b_2 v_{t-1}),\quad
       u_t = -\eta_t \frac{m_t}{(1 - b_1^t)\, v_t}.
 
-    Differences from optax: the keyword-only argument ``cautious`` is not in optax;
+    Differences from optax: the keyword-only argument `cautious` is not in optax;
     the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the infinity norm, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -109,11 +109,11 @@ class adamaxw(Alias):
     The direction of :class:`adamax` plus :math:`\lambda \theta_{t-1}`, all
     scaled by :math:`-\eta_t`.
 
-    Differences from optax: the keyword-only arguments ``cautious``,
-    ``cautious_weight_decay`` are not in optax; the defaults give optax's numbers.
+    Differences from optax: the keyword-only arguments `cautious`,
+    `cautious_weight_decay` are not in optax; the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the infinity norm, in [0, 1).
       eps: >= 0.

@@ -95,7 +95,7 @@ class adan(Alias):
     :math:`1 - \beta_i`.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the gradients' average, in [0, 1).
       b2: decay of the gradient differences' average, in [0, 1).
       b3: decay of the second moment, in [0, 1).
@@ -106,8 +106,8 @@ class adan(Alias):
         returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer: ``chain(scale_by_adan(...), add_decayed_weights(...),
-      scale_by_learning_rate(lr))``.
+      The optimizer: `chain(scale_by_adan(...), add_decayed_weights(...),
+      scale_by_learning_rate(lr))`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

@@ -91,11 +91,11 @@ class amsgrad(Alias):
       \quad u_t = -\eta_t \frac{m_t / (1 - b_1^t)}
       {\sqrt{\hat v^{\max}_t + \bar\epsilon} + \epsilon}.
 
-    Differences from optax: the keyword-only argument ``cautious`` is not in optax;
+    Differences from optax: the keyword-only argument `cautious` is not in optax;
     the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.

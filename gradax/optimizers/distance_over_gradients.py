@@ -21,14 +21,14 @@ class ScaleByDistanceOverGradientsState(NamedTuple):
 
 
 def _sum_sq(x: jax.Array) -> jax.Array:
-    """Sum of ``|x|**2`` over all elements, in the real dtype of ``x``."""
+    """Sum of `|x|**2` over all elements, in the real dtype of `x`."""
     if jnp.iscomplexobj(x):
         return (jnp.square(jnp.real(x)) + jnp.square(jnp.imag(x))).sum()
     return jnp.square(x).sum()
 
 
 def _init_dtype(param_dtype: Any, p: Any) -> Any:
-    """``param_dtype`` (made complex for complex params), as JAX stores it."""
+    """`param_dtype` (made complex for complex params), as JAX stores it."""
     if param_dtype is None:
         return p.dtype
     if jnp.iscomplexobj(p):
@@ -53,8 +53,8 @@ class scale_by_distance_over_gradients(GradientTransformation):
       G_t = G_{t-1} + \|g_t\|^2,\qquad
       u_t = s\, \frac{r_t}{\sqrt{G_t + \epsilon}}\, g_t.
 
-    The sign is not flipped: chain ``scale_by_learning_rate(1.0)`` (or
-    ``scale(-1.0)``) to descend. ``update`` needs ``params``.
+    The sign is not flipped: chain `scale_by_learning_rate(1.0)` (or
+    `scale(-1.0)`) to descend. `update` needs `params`.
 
     Differences from optax: a scalar parameter keeps its shape (optax's
     update has shape (1,)); complex parameters use :math:`|\cdot|^2` and keep
@@ -67,7 +67,7 @@ class scale_by_distance_over_gradients(GradientTransformation):
       param_dtype: dtype of the stored initial parameters (None: the
         params').
       global_scale: :math:`s`, any real number, multiplies every step (-1
-        descends, as ``scale(-1.0)`` would).
+        descends, as `scale(-1.0)` would).
 
     Returns:
       A transformation whose state is a

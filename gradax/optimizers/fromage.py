@@ -16,9 +16,9 @@ from ..transforms.trust_ratio import scale_by_trust_ratio
 
 
 class _add_scaled_params(GradientTransformation):
-    """Adds ``factor * params`` to the updates (the factor may be negative).
+    """Adds `factor * params` to the updates (the factor may be negative).
 
-    ``add_decayed_weights`` rejects the negative factor Fromage needs.
+    `add_decayed_weights` rejects the negative factor Fromage needs.
     """
 
     factor: Any = hyper(valid=ANY)  # Fromage's is negative
@@ -39,7 +39,7 @@ class _add_scaled_params(GradientTransformation):
 
 
 def _fromage_factors(learning_rate: Any) -> tuple[Any, Any]:
-    """``(lr / sqrt(1 + lr^2), 1 / sqrt(1 + lr^2) - 1)`` without cancellation.
+    """`(lr / sqrt(1 + lr^2), 1 / sqrt(1 + lr^2) - 1)` without cancellation.
 
     Python numbers stay Python numbers (float64, as optax computes them);
     arrays and tracers, e.g. a schedule's value, use their own dtype.
@@ -75,7 +75,7 @@ class fromage(Alias):
         \frac{\max(\|\theta_{t-1}\|, \nu)}{\max(\|g_t\|, \nu)}\, g_t
         + \theta_{t-1}\Big) - \theta_{t-1},
 
-    norms taken per leaf, :math:`\nu` = ``min_norm``.
+    norms taken per leaf, :math:`\nu` = `min_norm`.
 
     Differences from optax: optax computes the shrink factor as
     :math:`1/\sqrt{1 + \eta^2} - 1`, which loses digits to cancellation
@@ -84,12 +84,12 @@ class fromage(Alias):
     schedule therefore gives the plain number's updates.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       min_norm: :math:`\nu \ge 0`, the smallest norm used for a parameter or
         a gradient.
 
     Returns:
-      The optimizer; ``update`` needs ``params``.
+      The optimizer; `update` needs `params`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

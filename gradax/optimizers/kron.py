@@ -78,8 +78,8 @@ class scale_by_kron(GradientTransformation):
       scanned_layers: which leaves are stacks of layers along their first
         axis (each slice gets its own factors): None, a tree of bools (a
         prefix of the params) or a function of the params returning one.
-      key: a PRNG key (or raw key data, or an integer seed); None: ``seed``.
-      seed: the integer seed used when ``key`` is None.
+      key: a PRNG key (or raw key data, or an integer seed); None: `seed`.
+      seed: the integer seed used when `key` is None.
     """
 
     b1: Any = hyper(default=0.9, valid=DECAY)
@@ -243,8 +243,8 @@ class kron(Alias):
     one), with momentum :math:`m_t = \beta_1 m_{t-1} + (1 - \beta_1) g_t`
     and :math:`\hat m_t = m_t / (1 - \beta_1^t)`, the preconditioner
     :math:`P = Q^H Q` has one factor :math:`Q_i` per axis (upper triangular,
-    or diagonal for axes longer than ``max_size_triangular``, tensors of rank
-    below ``min_ndim_triangular`` and the axes of ``memory_save_mode``), and
+    or diagonal for axes longer than `max_size_triangular`, tensors of rank
+    below `min_ndim_triangular` and the axes of `memory_save_mode`), and
     :math:`Q` multiplies each axis of a tensor by its factor. With probability
     :math:`p(t)` the factors take one step towards the minimum of
     :math:`E[\hat m^H P \hat m + v^H P^{-1} v]`, :math:`v \sim N(0, I)`, which
@@ -260,8 +260,8 @@ class kron(Alias):
     factor, whose step is the diagonal's). For a triangular factor the bound
     of :math:`M = A_i A_i^H + B_i B_i^H` is, from :math:`x` the column of
     :math:`M` with the largest norm, :math:`\|M M x\| / \|M x\|` (two power
-    steps, psgd-jax's and kron_torch's; ``norm_lower_bound="two_step"``) or
-    :math:`\|M x\| / \|x\|` (``"one_step"``, gradax's rule before it
+    steps, psgd-jax's and kron_torch's; `norm_lower_bound="two_step"`) or
+    :math:`\|M x\| / \|x\|` (`"one_step"`, gradax's rule before it
     followed psgd-jax here: up to a few percent lower, so a slightly larger
     step). Then
 
@@ -272,14 +272,14 @@ class kron(Alias):
 
     With probability 0.01 an update of the factors first rescales them to
     equal largest entries (:math:`Q` unchanged). The random draws come from
-    ``key`` (or ``seed``), kept and split in the state: a run is
+    `key` (or `seed`), kept and split in the state: a run is
     reproducible, and no global random state is read.
 
-    gradax follows psgd-jax's ``kron.py`` at commit ``39d4620`` (2024-11-09,
+    gradax follows psgd-jax's `kron.py` at commit `39d4620` (2024-11-09,
     github.com/evanatyourservice/psgd_jax), the last with this trust region,
     except that psgd-jax also clips the trust region's output to [-2, 2]
     (reached only for entries of :math:`P \hat m` past about 110). psgd-jax
-    has since (``e462796``, ``be95524``) replaced the trust region by
+    has since (`e462796`, `be95524`) replaced the trust region by
     scaling each preconditioned tensor to an RMS of at most 1.1, added a
     small damping of the preconditioner's input (:math:`\hat m +
     \sqrt{\epsilon_{32}}\,\mathrm{mean}|\hat m|\, v`), and updates the
@@ -287,7 +287,7 @@ class kron(Alias):
     :math:`p(t)`; gradax keeps the earlier rules.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number or schedule.
+      learning_rate: :math:`\eta`, a number or schedule.
       b1: :math:`\beta_1`, momentum decay in [0, 1).
       weight_decay: :math:`\lambda \ge 0`.
       weight_decay_mask: which leaves decay (a tree of bools or a function).
@@ -313,8 +313,8 @@ class kron(Alias):
       scanned_layers: leaves that are stacks of layers along their first
         axis (a tree of bools, a prefix of the params, or a function of
         them); each slice gets its own factors.
-      key: a PRNG key, raw key data or an integer; None: ``seed``.
-      seed: the integer seed used when ``key`` is None.
+      key: a PRNG key, raw key data or an integer; None: `seed`.
+      seed: the integer seed used when `key` is None.
 
     Returns:
       The optimizer, a gradient transformation.
@@ -331,7 +331,7 @@ class kron(Alias):
     References:
       Li, Preconditioned Stochastic Gradient Descent, 2015 (arXiv:1512.04202);
       Li, Preconditioner on Matrix Lie Group for SGD, 2018 (arXiv:1809.10232);
-      psgd-jax (Evan Walters), ``kron.py``.
+      psgd-jax (Evan Walters), `kron.py`.
     """
 
     learning_rate: Any = hyper(default=0.001, valid=LEARNING_RATE)

@@ -29,7 +29,7 @@ class lamb(Alias):
     (the ratio is 1 where either norm is zero).
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -39,7 +39,7 @@ class lamb(Alias):
         returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -85,20 +85,20 @@ class lars(Alias):
     :math:`u_t = -(s_t + \mu m_t)`).
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       weight_decay: :math:`\lambda >= 0`, a number or a schedule.
       weight_decay_mask: a tree of booleans like the params (or a function of
         the params returning one, or True for all) selecting the leaves that
         decay.
       trust_coefficient: :math:`c`, >= 0.
       eps: :math:`\epsilon`, >= 0.
-      trust_ratio_mask: like ``weight_decay_mask``, selecting the leaves whose
+      trust_ratio_mask: like `weight_decay_mask`, selecting the leaves whose
         step is rescaled.
       momentum: :math:`\mu`, in [0, 1).
       nesterov: Nesterov momentum.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

@@ -33,14 +33,14 @@ class scale_by_lion(GradientTransformation):
       b1: weight of the momentum in the interpolation, in [0, 1].
       b2: decay of the momentum, in [0, 1].
       mu_dtype: dtype of the momentum (default: the parameters').
-      mode: the sign function: ``"hard"`` (``sign``), ``"smooth"``
-        (``tanh(smooth_beta * x)``) or ``"refined"`` (``x`` where ``|x| < 1``,
-        else ``sign(x)``). Keyword-only.
-      smooth_beta: the slope of the ``"smooth"`` mode, >= 0. Keyword-only.
+      mode: the sign function: `"hard"` (`sign`), `"smooth"`
+        (`tanh(smooth_beta * x)`) or `"refined"` (`x` where `|x| < 1`,
+        else `sign(x)`). Keyword-only.
+      smooth_beta: the slope of the `"smooth"` mode, >= 0. Keyword-only.
       cautious: cautious updates (keyword-only, not in optax; see
         :func:`gradax.transforms.cautious.caution`).
-      mask_scale: how ``cautious`` rescales the kept entries: ``"numel"``
-        (the default, C-Lion's rule) or ``"mean"`` (C-AdamW's). Keyword-only.
+      mask_scale: how `cautious` rescales the kept entries: `"numel"`
+        (the default, C-Lion's rule) or `"mean"` (C-AdamW's). Keyword-only.
     """
 
     b1: Any = hyper(default=0.9, valid=UNIT)
@@ -93,20 +93,20 @@ class lion(Alias):
       u_t = -\eta_t (\mathrm{sign}(c_t) + \lambda \theta_{t-1}),\quad
       m_t = b_2 m_{t-1} + (1 - b_2) g_t.
 
-    With ``cautious=True``, :math:`\mathrm{sign}(c_t)` is kept only where it
+    With `cautious=True`, :math:`\mathrm{sign}(c_t)` is kept only where it
     agrees in sign with :math:`g_t`, scaled by :math:`n / (k + 1)` for a
     leaf of :math:`n` entries of which :math:`k` are kept: the rule of the
-    authors' ``c_lion.py`` (github.com/kyleliang919/C-Optim, commit
-    2c0517c). ``mask_scale="mean"`` divides by :math:`\max(k / n, 10^{-3})`
-    instead, the rule of the same commit's ``c_adamw.py`` and of gradax's
+    authors' `c_lion.py` (github.com/kyleliang919/C-Optim, commit
+    2c0517c). `mask_scale="mean"` divides by :math:`\max(k / n, 10^{-3})`
+    instead, the rule of the same commit's `c_adamw.py` and of gradax's
     Adam family; it takes steps :math:`(k + 1) / k` times larger.
 
-    Differences from optax: the keyword-only arguments ``cautious``,
-    ``mask_scale`` and ``cautious_weight_decay`` are not in optax; the
+    Differences from optax: the keyword-only arguments `cautious`,
+    `mask_scale` and `cautious_weight_decay` are not in optax; the
     defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule (Lion
+      learning_rate: :math:`\eta`, a number, an array or a schedule (Lion
         wants one 3-10 times smaller than AdamW's).
       b1: weight of the momentum in :math:`c_t`, in [0, 1].
       b2: decay of the momentum, in [0, 1].
@@ -115,8 +115,8 @@ class lion(Alias):
       mask: a tree of booleans like the params (or a function of the params
         returning one) selecting the leaves that decay.
       cautious: cautious updates, C-Lion (keyword-only, not in optax).
-      mask_scale: ``"numel"`` (the default, ``c_lion.py``'s rescaling) or
-        ``"mean"`` (``c_adamw.py``'s); used only with ``cautious``
+      mask_scale: `"numel"` (the default, `c_lion.py`'s rescaling) or
+        `"mean"` (`c_adamw.py`'s); used only with `cautious`
         (keyword-only, not in optax).
       cautious_weight_decay: decay only where :math:`\mathrm{sign}(c_t)` and
         :math:`\theta_{t-1}` agree in sign (keyword-only, not in optax; see

@@ -37,7 +37,7 @@ def _is_zero(value: Any) -> bool:
 
 
 def _clipped_correction(g: jax.Array, g_prev: jax.Array, b1: Any, gamma: Any):
-    """``c = g + gamma b1/(1-b1) (g - g_prev)``, divided by ``max(||c||, 1)``."""
+    """`c = g + gamma b1/(1-b1) (g - g_prev)`, divided by `max(||c||, 1)`."""
     c = g + (gamma * (b1 / (1 - b1))) * (g - g_prev)
     norm = jnp.sqrt(jnp.sum(abs_sq(c)))
     # c / ||c|| where ||c|| > 1, else c unchanged (a division by 1 is exact).
@@ -55,10 +55,10 @@ class scale_by_mars(GradientTransformation):
       eps: added to the denominator outside the square root, >= 0.
       gamma: strength of the gradient correction, >= 0.
       mu_dtype: dtype of the first moment (default: the parameters').
-      mars_type: ``"mars-adamw"`` or ``"mars-lion"`` (the paper's
-        ``"mars-shampoo"`` is not implemented). Keyword-only.
+      mars_type: `"mars-adamw"` or `"mars-lion"` (the paper's
+        `"mars-shampoo"` is not implemented). Keyword-only.
       optimize_1d: use MARS on every leaf; by default only 2-D leaves take
-        MARS and the others take AdamW with ``b1_1d``, ``b2_1d``. Keyword-only.
+        MARS and the others take AdamW with `b1_1d`, `b2_1d`. Keyword-only.
       b1_1d: AdamW's first-moment decay on the other leaves, in [0, 1).
       b2_1d: AdamW's second-moment decay on the other leaves, in [0, 1).
     """
@@ -134,7 +134,7 @@ class scale_by_mars(GradientTransformation):
 
 
 class _mars_step(GradientTransformation):
-    """``-lr (u + wd p)`` on MARS leaves, ``-lr_1d (u + wd_1d p)`` on others."""
+    """`-lr (u + wd p)` on MARS leaves, `-lr_1d (u + wd_1d p)` on others."""
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
     weight_decay: Any = hyper(valid=NONNEGATIVE)
@@ -183,29 +183,29 @@ class mars(Alias):
             {\sqrt{v_t / (1 - b_2^t)} + \epsilon}
             + \lambda \theta_{t-1}\Big)
 
-    (``"mars-adamw"``), or :math:`u_t = -\eta_t (\mathrm{sign}(m_t) + \lambda
-    \theta_{t-1})` (``"mars-lion"``). The norm is taken per leaf (each
+    (`"mars-adamw"`), or :math:`u_t = -\eta_t (\mathrm{sign}(m_t) + \lambda
+    \theta_{t-1})` (`"mars-lion"`). The norm is taken per leaf (each
     parameter tensor), as in the authors' code. MARS leaves are the 2-D
     parameters; every other leaf (scalars, vectors, 3-D and higher) takes
-    plain AdamW on :math:`g_t` with ``b1_1d``, ``b2_1d``, learning rate
-    ``learning_rate_1d`` and weight decay ``weight_decay_1d``, unless
-    ``optimize_1d=True`` sends every leaf through MARS. This follows the
-    authors' reference implementation, which tests ``ndim == 2``.
+    plain AdamW on :math:`g_t` with `b1_1d`, `b2_1d`, learning rate
+    `learning_rate_1d` and weight decay `weight_decay_1d`, unless
+    `optimize_1d=True` sends every leaf through MARS. This follows the
+    authors' reference implementation, which tests `ndim == 2`.
 
     The MARS-Shampoo variant of the paper is not implemented (gradax's
     :class:`muon` covers orthogonalized updates), nor the exact form that
-    evaluates a second gradient per step, nor the reference's ``amsgrad``.
+    evaluates a second gradient per step, nor the reference's `amsgrad`.
 
-    Differences from the reference: ``learning_rate_1d`` is its own number
-    or schedule (the reference keeps the ratio ``lr_1d / lr`` and so applies
-    the main learning-rate schedule to it); ``None`` means
-    ``learning_rate``, the reference's default ratio of 1. The first step
+    Differences from the reference: `learning_rate_1d` is its own number
+    or schedule (the reference keeps the ratio `lr_1d / lr` and so applies
+    the main learning-rate schedule to it); `None` means
+    `learning_rate`, the reference's default ratio of 1. The first step
     uses :math:`g_0 = 0` as the reference does (timm's port uses
     :math:`g_0 = g_1` instead and sends every leaf of 2 or more dimensions
     through MARS). Not in optax.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment on MARS leaves, in [0, 1).
       b2: decay of the second moment on MARS leaves, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -213,15 +213,15 @@ class mars(Alias):
       gamma: :math:`\gamma >= 0`, the strength of the gradient correction
         (0 gives AdamW, or Lion with one momentum, on the clipped gradient).
       mu_dtype: dtype of the first moment.
-      mars_type: ``"mars-adamw"`` or ``"mars-lion"`` (``"mars-shampoo"`` is
+      mars_type: `"mars-adamw"` or `"mars-lion"` (`"mars-shampoo"` is
         not implemented). Keyword-only.
       optimize_1d: MARS on every leaf, not only the 2-D ones. Keyword-only.
       b1_1d: AdamW's first-moment decay on the other leaves, in [0, 1) (the
-        reference's ``betas_1d[0]``). Keyword-only.
+        reference's `betas_1d[0]`). Keyword-only.
       b2_1d: AdamW's second-moment decay on the other leaves, in [0, 1)
-        (``betas_1d[1]``). Keyword-only.
-      learning_rate_1d: AdamW's learning rate on the other leaves, >= 0;
-        None: ``learning_rate``. Keyword-only.
+        (`betas_1d[1]`). Keyword-only.
+      learning_rate_1d: AdamW's learning rate on the other leaves;
+        None: `learning_rate`. Keyword-only.
       weight_decay_1d: AdamW's weight decay on the other leaves, >= 0 (the
         reference's default 0.1). Keyword-only.
 

@@ -21,21 +21,21 @@ class noisy_sgd(Alias):
       \, z_t\Big).
 
     The PRNG key lives in the state (an :class:`gradax.AddNoiseState`), so a
-    fixed ``key`` or ``seed`` gives the same noise every run.
+    fixed `key` or `seed` gives the same noise every run.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       eta: :math:`\eta_{\text{noise}} \ge 0`, the noise variance at the first
         step.
       gamma: :math:`\gamma \ge 0`, the annealing exponent.
-      key: a PRNG key (``jax.random.key`` or ``jax.random.PRNGKey`` data) or
-        an integer seed; None means seed 0. It becomes a key in ``init``.
-      seed: an integer seed, the older spelling of ``key`` (give one or the
+      key: a PRNG key (`jax.random.key` or `jax.random.PRNGKey` data) or
+        an integer seed; None means seed 0. It becomes a key in `init`.
+      seed: an integer seed, the older spelling of `key` (give one or the
         other).
 
     Returns:
-      The optimizer: ``chain(add_noise(eta, gamma, key, seed=seed),
-      scale_by_learning_rate(learning_rate))``.
+      The optimizer: `chain(add_noise(eta, gamma, key, seed=seed),
+      scale_by_learning_rate(learning_rate))`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

@@ -27,7 +27,7 @@ class ScaleByNovogradState(NamedTuple):
 class scale_by_novograd(GradientTransformation):
     """Computes NovoGrad's direction (no learning rate).
 
-    See :class:`novograd` for the update rule. ``update`` needs ``params``.
+    See :class:`novograd` for the update rule. `update` needs `params`.
 
     Args:
       b1: decay of the momentum, in [0, 1).
@@ -90,7 +90,7 @@ class novograd(Alias):
       + \lambda \theta_{t-1},\quad u_t = -\eta_t m_t.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the momentum, in [0, 1).
       b2: decay of the per-leaf second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.
@@ -98,7 +98,7 @@ class novograd(Alias):
       weight_decay: :math:`\lambda`, >= 0.
 
     Returns:
-      The optimizer, a gradient transformation; ``update`` needs ``params``.
+      The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

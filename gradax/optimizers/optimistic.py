@@ -76,13 +76,13 @@ class optimistic_gradient_descent(Alias):
     maximizing player's.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       alpha: :math:`\alpha \ge 0`, the weight of the current gradient.
       beta: :math:`\beta \ge 0`, the weight of the gradient's change.
 
     Returns:
-      The optimizer: ``chain(scale_by_optimistic_gradient(alpha, beta),
-      scale_by_learning_rate(learning_rate))``.
+      The optimizer: `chain(scale_by_optimistic_gradient(alpha, beta),
+      scale_by_learning_rate(learning_rate))`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax
@@ -120,7 +120,7 @@ class optimistic_adam_v2(Alias):
       u_t = -\eta_t \big((\alpha + \beta) d_t - \beta d_{t-1}\big).
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       alpha: :math:`\alpha \ge 0`, the weight of the current direction.
       beta: :math:`\beta \ge 0`, the weight of the direction's change.
       b1: decay of Adam's first moment, in [0, 1).
@@ -131,8 +131,8 @@ class optimistic_adam_v2(Alias):
       nesterov: use Nesterov momentum in Adam's direction.
 
     Returns:
-      The optimizer: ``chain(scale_by_adam(...),
-      scale_by_optimistic_gradient(alpha, beta), scale_by_learning_rate(lr))``.
+      The optimizer: `chain(scale_by_adam(...),
+      scale_by_optimistic_gradient(alpha, beta), scale_by_learning_rate(lr))`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

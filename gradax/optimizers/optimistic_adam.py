@@ -23,11 +23,11 @@ class optimistic_adam(Alias):
       u_t = -\big(\eta\, r_t + o\,(r_t - r_{t-1})\big),
 
     with :math:`r_0 = r_1`. Prefer :class:`optimistic_adam_v2`, whose
-    learning rate scales both terms and whose ``alpha``, ``beta`` are the
+    learning rate scales both terms and whose `alpha`, `beta` are the
     weights of :class:`optimistic_gradient_descent`; this is the older
     interface that optax 0.2.8 still exports (deprecated there).
 
-    Differences from optax: ``learning_rate`` and ``optimism`` may be
+    Differences from optax: `learning_rate` and `optimism` may be
     schedules (optax raises for a schedule); no deprecation warning.
 
     Args:

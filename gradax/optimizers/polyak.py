@@ -20,12 +20,12 @@ _MAX_LEARNING_RATE = Range(0.0, allow_inf=True)
 
 
 class scale_by_polyak(GradientTransformation):
-    """Multiplies the updates by the Polyak step size (needs ``value=``).
+    """Multiplies the updates by the Polyak step size (needs `value=`).
 
-    See :class:`polyak_sgd` for the step size. ``update`` must be given the
-    objective's value at the current parameters as ``value=``.
+    See :class:`polyak_sgd` for the step size. `update` must be given the
+    objective's value at the current parameters as `value=`.
 
-    Differences from optax: an unknown ``variant`` raises ValueError when the
+    Differences from optax: an unknown `variant` raises ValueError when the
     transformation is built, not at its first update.
 
     Args:
@@ -33,8 +33,8 @@ class scale_by_polyak(GradientTransformation):
         real number.
       max_learning_rate: the largest step size, >= 0 (inf: no cap).
       eps: added to the squared norm of the updates, >= 0.
-      variant: ``"sps"``, or ``"sps+"`` to clip a negative gap
-        ``value - f_min`` to 0.
+      variant: `"sps"`, or `"sps+"` to clip a negative gap
+        `value - f_min` to 0.
     """
 
     _required_extra_args = ("value",)
@@ -65,9 +65,9 @@ class scale_by_polyak(GradientTransformation):
 
 
 class polyak_sgd(Alias):
-    r"""SGD with the Polyak step size (SPS); ``update`` needs ``value=``.
+    r"""SGD with the Polyak step size (SPS); `update` needs `value=`.
 
-    With the objective's value :math:`f(\theta_{t-1})` passed as ``value``,
+    With the objective's value :math:`f(\theta_{t-1})` passed as `value`,
     a lower bound :math:`f^*` and the scaled gradient :math:`s_t g_t`:
 
     .. math::
@@ -76,19 +76,19 @@ class polyak_sgd(Alias):
       u_t = -\gamma_t\, s_t g_t,
 
     with :math:`\gamma_t = 0` when :math:`\|s_t g_t\|^2 + \epsilon` is below
-    float64's machine epsilon. ``"sps+"`` uses :math:`\max(f - f^*, 0)`.
+    float64's machine epsilon. `"sps+"` uses :math:`\max(f - f^*, 0)`.
 
     Args:
       max_learning_rate: :math:`\gamma_{\max} \ge 0` (inf: no cap).
       scaling: :math:`s_t`, a number, an array or a schedule multiplying the
-        gradient first (as ``sgd(learning_rate=scaling)``); a negative one
+        gradient first (as `sgd(learning_rate=scaling)`); a negative one
         ascends, as in optax, and building the optimizer warns.
       f_min: :math:`f^*`, a lower bound on the objective, any real number.
       eps: :math:`\epsilon \ge 0`.
-      variant: ``"sps"`` or ``"sps+"``.
+      variant: `"sps"` or `"sps+"`.
 
     Returns:
-      The optimizer: ``chain(sgd(scaling), scale_by_polyak(...))``.
+      The optimizer: `chain(sgd(scaling), scale_by_polyak(...))`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

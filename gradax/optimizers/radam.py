@@ -100,11 +100,11 @@ class radam(Alias):
       & \rho_t \ge \text{threshold} \\
       \hat m_t & \text{otherwise.} \end{cases}
 
-    Differences from optax: the keyword-only argument ``cautious`` is not in optax;
+    Differences from optax: the keyword-only argument `cautious` is not in optax;
     the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: :math:`\epsilon`, >= 0.

@@ -18,7 +18,7 @@ class rmsprop(Alias):
     r"""RMSProp: steps divided by a moving root mean square of the gradients.
 
     With gradient :math:`g_t`, decay :math:`\rho` and :math:`v_0` =
-    ``initial_scale``:
+    `initial_scale`:
 
     .. math::
       v_t = \rho v_{t-1} + (1 - \rho) |g_t|^2,\quad
@@ -26,13 +26,13 @@ class rmsprop(Alias):
 
     Centered, with :math:`m_t = \rho m_{t-1} + (1 - \rho) g_t`, the
     denominator is :math:`\sqrt{v_t - |m_t|^2 + \epsilon}`. With
-    ``eps_in_sqrt=False`` :math:`\epsilon` is added outside the root; with
-    ``bias_correction=True`` :math:`m_t, v_t` are divided by
-    :math:`1 - \rho^t`. A ``momentum`` :math:`\mu` then accumulates the
+    `eps_in_sqrt=False` :math:`\epsilon` is added outside the root; with
+    `bias_correction=True` :math:`m_t, v_t` are divided by
+    :math:`1 - \rho^t`. A `momentum` :math:`\mu` then accumulates the
     scaled steps as :class:`trace` does.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       decay: :math:`\rho`, in [0, 1] ([0, 1) with bias correction).
       eps: :math:`\epsilon`, >= 0.
       initial_scale: :math:`v_0`, >= 0.

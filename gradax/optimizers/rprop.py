@@ -55,10 +55,10 @@ class scale_by_rprop(GradientTransformation):
     """Rprop's signed, per-element adaptive steps (descent needs a sign flip).
 
     See :class:`rprop` for the update rule. The learning rate is only the
-    initial step size: a schedule is read once, at step 0, by ``init``.
+    initial step size: a schedule is read once, at step 0, by `init`.
 
     Args:
-      learning_rate: the initial step size, >= 0.
+      learning_rate: the initial step size.
       eta_minus: step size factor after a sign change, in (0, 1].
       eta_plus: step size factor while the sign holds, >= 1.
       min_step_size: smallest step size, >= 0.
@@ -133,7 +133,7 @@ class rprop(Alias):
     full-batch gradients.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, the initial step size. A schedule
+      learning_rate: :math:`\eta`, the initial step size. A schedule
         is evaluated once, at step 0 (unlike optax, where it fails).
       eta_minus: :math:`\eta_-` in (0, 1].
       eta_plus: :math:`\eta_+ \ge 1`.
@@ -141,7 +141,7 @@ class rprop(Alias):
       max_step_size: :math:`\delta_{\max} > 0` (inf: no cap).
 
     Returns:
-      The optimizer: ``chain(scale_by_rprop(...), scale(-1.0))``.
+      The optimizer: `chain(scale_by_rprop(...), scale(-1.0))`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

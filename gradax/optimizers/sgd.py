@@ -25,14 +25,14 @@ class sgd(Alias):
       -\eta_t (g_t + \mu\, m_t) & \text{nesterov} \end{cases}
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       momentum: :math:`\mu`, in [0, 1] (1: a running sum); None for no momentum.
       nesterov: use Nesterov momentum.
       accumulator_dtype: dtype of the momentum (default: the params').
 
     Returns:
-      The optimizer: ``chain(trace(momentum, ...) or identity(),
-      scale_by_learning_rate(learning_rate))``.
+      The optimizer: `chain(trace(momentum, ...) or identity(),
+      scale_by_learning_rate(learning_rate))`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

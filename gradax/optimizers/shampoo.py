@@ -193,7 +193,7 @@ class shampoo(Alias):
     r"""Shampoo: Kronecker-factored preconditioning, grafted to a diagonal method.
 
     For each matrix :math:`G_t` (fan-in x fan-out; each slice of a stacked
-    weight, and each block of a matrix whose side exceeds ``block_size``, has
+    weight, and each block of a matrix whose side exceeds `block_size`, has
     its own factors):
 
     .. math::
@@ -210,12 +210,12 @@ class shampoo(Alias):
     :math:`A_t = \beta_2 A_{t-1} + (1 - \beta_2) G_t^2` (Adam's denominator,
     so learning rates carry over from Adam). With :math:`\beta_2 = 1` the
     factors are sums (the original Shampoo). The inverse roots come from
-    ``eigh`` in float32 (or wider), with the damping relative to the largest
+    `eigh` in float32 (or wider), with the damping relative to the largest
     eigenvalue as in the distributed Shampoo reference; they are recomputed
-    every ``preconditioning_compute_steps`` updates (the first included) and
-    cached in the state in between. Updates ``t <= start_preconditioning_step``
+    every `preconditioning_compute_steps` updates (the first included) and
+    cached in the state in between. Updates `t <= start_preconditioning_step`
     use :math:`D_t` instead of :math:`U_t`, as do leaves that are not
-    matrices (vectors, scalars). A side longer than ``block_size`` is cut
+    matrices (vectors, scalars). A side longer than `block_size` is cut
     into blocks (the last one zero-padded), each with its own factors; the
     grafted norm is taken per matrix.
 
@@ -225,7 +225,7 @@ class shampoo(Alias):
     is bias-corrected.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number or schedule.
+      learning_rate: :math:`\eta`, a number or schedule.
       b1: :math:`\beta_1`, momentum decay in [0, 1).
       b2: :math:`\beta_2` in [0, 1].
       eps: :math:`\epsilon` of the grafting optimizer, >= 0.
@@ -240,7 +240,7 @@ class shampoo(Alias):
       nesterov: Nesterov momentum (NAdam's form).
       weight_dimension_numbers: which leaves are (stacks of) matrices:
         "auto" (2-D matrices, 3-D stacks along the first axis, 4-D conv
-        kernels ``(h, w, c_in, c_out)``), None (2-D only), or dimension numbers
+        kernels `(h, w, c_in, c_out)`), None (2-D only), or dimension numbers
         as :class:`gradax.muon` takes them.
 
     Returns:

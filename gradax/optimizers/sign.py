@@ -20,10 +20,10 @@ class sign_sgd(Alias):
       u_t = -\eta_t \operatorname{sign}(g_t).
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
 
     Returns:
-      The optimizer: ``chain(scale_by_sign(), scale_by_learning_rate(lr))``.
+      The optimizer: `chain(scale_by_sign(), scale_by_learning_rate(lr))`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax
@@ -57,13 +57,13 @@ class signum(Alias):
     The average is not debiased: that would not change its sign.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       beta: :math:`\beta`, the decay of the average, in [0, 1].
       accumulator_dtype: dtype of the stored average (default: the params').
 
     Returns:
-      The optimizer: ``chain(ema(beta, debias=False), scale_by_sign(),
-      scale_by_learning_rate(lr))``.
+      The optimizer: `chain(ema(beta, debias=False), scale_by_sign(),
+      scale_by_learning_rate(lr))`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

@@ -24,9 +24,9 @@ class ScaleBySM3State(NamedTuple):
 
 
 def _axis_accumulators(p: Any) -> list[jax.Array]:
-    """Zeros for each axis of ``p`` (one scalar if ``p`` is a scalar).
+    """Zeros for each axis of `p` (one scalar if `p` is a scalar).
 
-    Shapes come from ``eval_shape`` of a reduction, so that on a mesh with
+    Shapes come from `eval_shape` of a reduction, so that on a mesh with
     explicit axes each vector has the sharding of its axis.
     """
     if p.ndim == 0:
@@ -40,12 +40,12 @@ def _axis_accumulators(p: Any) -> list[jax.Array]:
 
 
 def _broadcast_to_axis(v: jax.Array, shape: tuple[int, ...], axis: int) -> jax.Array:
-    """Reshape the vector of ``axis`` to broadcast against ``shape``."""
+    """Reshape the vector of `axis` to broadcast against `shape`."""
     return jnp.reshape(v, [1] * axis + [shape[axis]] + [1] * (len(shape) - axis - 1))
 
 
 def _new_coefficient(b2: Any) -> Any:
-    """Weight of the new squared gradient: ``1 - b2``, or 1 when ``b2 == 1``."""
+    """Weight of the new squared gradient: `1 - b2`, or 1 when `b2 == 1`."""
     if isinstance(b2, (int, float)):
         return 1.0 if b2 == 1.0 else 1.0 - b2
     return jnp.where(b2 == 1.0, 1.0, 1.0 - b2)
@@ -123,16 +123,16 @@ class sm3(Alias):
     :class:`sm3` uses :math:`b_2 = 1` and :math:`\epsilon = 10^{-8}`.
 
     Differences from optax: scalar parameters and complex parameters (using
-    :math:`|g|^2`) work; optax fails on both. ``learning_rate`` may be a
+    :math:`|g|^2`) work; optax fails on both. `learning_rate` may be a
     schedule.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       momentum: :math:`b_1`, in [0, 1).
 
     Returns:
-      The optimizer: ``chain(scale_by_sm3(momentum),
-      scale_by_learning_rate(learning_rate))``.
+      The optimizer: `chain(scale_by_sm3(momentum),
+      scale_by_learning_rate(learning_rate))`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

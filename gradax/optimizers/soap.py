@@ -34,9 +34,9 @@ class scale_by_soap(GradientTransformation):
     Args:
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
-      shampoo_beta: decay of the factors ``L, R``, < 1: in [0, 1), or negative
-        for ``b2``.
-      eps: added to ``sqrt(v)``, >= 0.
+      shampoo_beta: decay of the factors `L, R`, < 1: in [0, 1), or negative
+        for `b2`.
+      eps: added to `sqrt(v)`, >= 0.
       weight_decay: decoupled weight decay :math:`\\lambda`, >= 0 (needs params).
       precondition_frequency: refresh the eigenbases every this many
         updates, an integer >= 1.
@@ -214,30 +214,30 @@ class soap(Alias):
       R_t = \beta R_{t-1} + (1 - \beta) G_t^H G_t.
 
     The first update only sets :math:`L_1, R_1` and :math:`Q_L, Q_R` (from
-    ``eigh``) and returns zeros, so no gradient is ever rotated by a basis
+    `eigh`) and returns zeros, so no gradient is ever rotated by a basis
     built from itself. When :math:`s` is a multiple of
-    ``precondition_frequency``, each basis is refreshed after the step by one
-    power iteration, ``Q <- qr(L Q')``, with ``Q'`` the old columns sorted by
-    the estimated eigenvalues ``diag(Q^H L Q)``, and :math:`V` is permuted to
-    match. A side longer than ``max_precond_dim`` is not rotated; vectors and
+    `precondition_frequency`, each basis is refreshed after the step by one
+    power iteration, `Q <- qr(L Q')`, with `Q'` the old columns sorted by
+    the estimated eigenvalues `diag(Q^H L Q)`, and :math:`V` is permuted to
+    match. A side longer than `max_precond_dim` is not rotated; vectors and
     scalars get plain Adam with the same step counting (unless
-    ``precondition_1d``). Numbers follow the reference implementation, except
+    `precondition_1d`). Numbers follow the reference implementation, except
     that the weight decay uses :math:`\theta_{t-1}` (AdamW's) where the
     reference decays the already updated weight (a difference of order
-    :math:`\eta^2\lambda`), and ``normalize_grads`` works per matrix; and
+    :math:`\eta^2\lambda`), and `normalize_grads` works per matrix; and
     rotated rows and columns at the rounding noise floor (norm below
-    ``4 sqrt(n) eps`` of the matrix's: the gradient's components along a
+    `4 sqrt(n) eps` of the matrix's: the gradient's components along a
     rank-deficient factor's null space, whose basis rounding picks) are set
     to zero before the division, where the reference turns them into O(1)
     steps in arbitrary directions. Where a factor has repeated nonzero eigenvalues its
     eigenbasis is not unique, and, as in the reference, the numbers depend on
-    the one ``eigh`` returns (Adam's division is not rotation invariant).
+    the one `eigh` returns (Adam's division is not rotation invariant).
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number or schedule.
+      learning_rate: :math:`\eta`, a number or schedule.
       b1: :math:`b_1` in [0, 1).
       b2: :math:`b_2` in [0, 1).
-      shampoo_beta: :math:`\beta < 1`: in [0, 1), or negative for ``b2``.
+      shampoo_beta: :math:`\beta < 1`: in [0, 1), or negative for `b2`.
       eps: :math:`\epsilon` >= 0.
       weight_decay: :math:`\lambda` >= 0.
       precondition_frequency: refresh the bases every this many updates, an
@@ -249,7 +249,7 @@ class soap(Alias):
       correct_bias: Adam's bias correction of the step size.
       weight_dimension_numbers: which leaves are (stacks of) matrices:
         "auto" (2-D matrices, 3-D stacks along the first axis, 4-D conv
-        kernels ``(h, w, c_in, c_out)``), None (2-D only), or dimension numbers
+        kernels `(h, w, c_in, c_out)`), None (2-D only), or dimension numbers
         as :class:`gradax.muon` takes them.
 
     Returns:

@@ -71,18 +71,18 @@ class yogi(Alias):
     r"""Yogi: an Adam whose effective step cannot grow too fast.
 
     With gradient :math:`g_t` and step :math:`t \ge 1`, both moments starting
-    at ``1e-6``:
+    at `1e-6`:
 
     .. math::
       m_t = b_1 m_{t-1} + (1 - b_1) g_t,\quad
       v_t = v_{t-1} - (1 - b_2)\, \mathrm{sign}(v_{t-1} - g_t^2)\, g_t^2,\\
       u_t = -\eta_t \frac{m_t / (1 - b_1^t)}{\sqrt{v_t / (1 - b_2^t)} + \epsilon}.
 
-    Differences from optax: the keyword-only argument ``cautious`` is not in optax;
+    Differences from optax: the keyword-only argument `cautious` is not in optax;
     the defaults give optax's numbers.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number, an array or a schedule.
+      learning_rate: :math:`\eta`, a number, an array or a schedule.
       b1: decay of the first moment, in [0, 1).
       b2: rate of the second-moment update, in [0, 1).
       eps: :math:`\epsilon`, >= 0.

@@ -1,10 +1,10 @@
 """Pieces the Muon variants share: per-matrix maps, RMS alignment, NorMuon's base.
 
-The full optimizers (``normuon``, ``adamuon``, ``dion``, ``dion2``) derive
-from :class:`gradax.orthogonal.muon.MuonGroups`, like ``muon`` itself: matrices
+The full optimizers (`normuon`, `adamuon`, `dion`, `dion2`) derive
+from :class:`gradax.orthogonal.muon.MuonGroups`, like `muon` itself: matrices
 get the variant's direction, its shape factor, decoupled weight decay and the
 learning rate; every other leaf gets AdamW. Only the direction differs, so
-each optimizer overrides ``_muon_direction()``.
+each optimizer overrides `_muon_direction()`.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from .muon import MuonGroups
 def map_matrices(
     fn: Callable, dims: Any, *trees: Any, otherwise: Callable | None = None
 ) -> Any:
-    """``fn(dims, *leaves)`` on matrix leaves, ``otherwise(*leaves)`` elsewhere.
+    """`fn(dims, *leaves)` on matrix leaves, `otherwise(*leaves)` elsewhere.
 
-    ``otherwise`` defaults to returning the first tree's leaf unchanged.
+    `otherwise` defaults to returning the first tree's leaf unchanged.
     """
 
     def apply(d, *xs):
@@ -57,7 +57,7 @@ def map_matrices(
 
 
 def pick(dims: Any, tuples: Any, index: int) -> Any:
-    """Element ``index`` of the tuples a :func:`map_matrices` call returned.
+    """Element `index` of the tuples a :func:`map_matrices` call returned.
 
     A None in place of a tuple (a leaf that is not a matrix) stays None.
     """
@@ -70,24 +70,24 @@ def pick(dims: Any, tuples: Any, index: int) -> Any:
 
 
 def batch_shape(shape: tuple[int, ...], dims: Any) -> tuple[int, ...]:
-    """Shape of the batch axes of a weight viewed as ``(..., fan_in, fan_out)``."""
+    """Shape of the batch axes of a weight viewed as `(..., fan_in, fan_out)`."""
     view = block_view(shape, dims)
     out = jax.eval_shape(view.to_matrices, jax.ShapeDtypeStruct(shape, jnp.float32))
     return tuple(out.shape[:-2])
 
 
 def frobenius(x: jax.Array) -> jax.Array:
-    """Frobenius norm of each matrix of ``(..., m, n)``, keeping both axes."""
+    """Frobenius norm of each matrix of `(..., m, n)`, keeping both axes."""
     return jnp.sqrt(jnp.sum(jnp.abs(x) ** 2, axis=(-2, -1), keepdims=True))
 
 
 def rms_align(y: jax.Array, o: jax.Array, rms: Any) -> jax.Array:
-    """Rescale each matrix of ``y`` ``(..., fan_in, fan_out)`` to a fixed size.
+    """Rescale each matrix of `y` `(..., fan_in, fan_out)` to a fixed size.
 
-    With ``rms`` a number: ``||y||_F = rms * sqrt(fan_in * fan_out)`` (update
-    RMS ``rms``, as NorMuon and AdaMuon write it). With ``rms=None``: ``y``
-    gets the Frobenius norm of ``o`` (the orthogonalized update before the
-    adaptive step) times KellerJordan's ``sqrt(max(1, fan_out / fan_in))``, as
+    With `rms` a number: `||y||_F = rms * sqrt(fan_in * fan_out)` (update
+    RMS `rms`, as NorMuon and AdaMuon write it). With `rms=None`: `y`
+    gets the Frobenius norm of `o` (the orthogonalized update before the
+    adaptive step) times KellerJordan's `sqrt(max(1, fan_out / fan_in))`, as
     the NorMuon reference code does. A zero matrix stays zero.
     """
     fan_in, fan_out = y.shape[-2:]
@@ -102,18 +102,18 @@ def rms_align(y: jax.Array, o: jax.Array, rms: Any) -> jax.Array:
 
 
 def matrix_dims(spec: Any, tree: Any) -> Any:
-    """Dimension numbers of a direction's ``weight_dimension_numbers`` spec."""
+    """Dimension numbers of a direction's `weight_dimension_numbers` spec."""
     return full_dimension_numbers(spec, tree, default_2d_only=False)
 
 
 class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransformation):
     """Muon's momentum and orthogonalization, then an adaptive second moment.
 
-    The direction of NorMuon and AdaMuon. Subclasses set ``_state_class`` (a
-    NamedTuple ``(count, mu, nu)``) and implement ``_nu_init(param, dims)``
-    (the second moment of one leaf) and ``_normalize(o, nu, view)``: ``o`` is
-    the leaf's orthogonalized update as matrices ``(..., fan_in, fan_out)``,
-    ``view`` its :class:`MatrixView`; it returns the normalized matrices and
+    The direction of NorMuon and AdaMuon. Subclasses set `_state_class` (a
+    NamedTuple `(count, mu, nu)`) and implement `_nu_init(param, dims)`
+    (the second moment of one leaf) and `_normalize(o, nu, view)`: `o` is
+    the leaf's orthogonalized update as matrices `(..., fan_in, fan_out)`,
+    `view` its :class:`MatrixView`; it returns the normalized matrices and
     the new second moment. The momentum and the orthogonalization are the
     family's steps (:meth:`momentum_step`, :meth:`orthogonalize_tree`).
     """
@@ -134,7 +134,7 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
     bias_correction: bool = False  # off, as in the papers
 
     def dimension_numbers(self, tree: Any) -> Any:
-        """The dimension numbers of each leaf of ``tree`` (None: not a matrix)."""
+        """The dimension numbers of each leaf of `tree` (None: not a matrix)."""
         return matrix_dims(self.weight_dimension_numbers, tree)
 
     def _prepare(self, x: jax.Array) -> jax.Array:
@@ -187,7 +187,7 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
 class NormalizedMuonAliasBase(MomentumOptions, NewtonSchulzOptions, MuonGroups):
     """The arguments of the NorMuon and AdaMuon optimizers (see :class:`normuon`).
 
-    Each of them overrides ``_muon_direction()`` to build its direction.
+    Each of them overrides `_muon_direction()` to build its direction.
     """
 
     _abstract = True

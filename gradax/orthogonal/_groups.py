@@ -1,9 +1,9 @@
 """The two parameter groups of the Muon family, and Muon's shape factor.
 
-:class:`MuonGroups` is the base of ``muon``, ``normuon``, ``adamuon``,
-``dion`` and ``dion2``: matrices get the member's direction, the shape factor
+:class:`MuonGroups` is the base of `muon`, `normuon`, `adamuon`,
+`dion` and `dion2`: matrices get the member's direction, the shape factor
 (:class:`scale_by_shape`), decoupled weight decay and the learning rate;
-every other leaf gets AdamW or the transformation given as ``adam``.
+every other leaf gets AdamW or the transformation given as `adam`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from .routing import quiet_report, warn_about_embeddings
 
 
 def _optional_transformation(value: Any, name: str) -> Any:
-    """Converter of ``adam=``: None, or a transformation (optax ones wrapped)."""
+    """Converter of `adam=`: None, or a transformation (optax ones wrapped)."""
     return None if value is None else as_transformation(value, name)
 
 
@@ -51,9 +51,9 @@ class scale_by_shape(GradientTransformation):
 
     Args:
       weight_dimension_numbers: as in :class:`scale_by_muon`.
-      consistent_rms: if a number, use ``consistent_rms * sqrt(max(fan_in,
-        fan_out))`` (Moonlight: 0.2); if None, ``sqrt(max(1, fan_out /
-        fan_in))`` (KellerJordan).
+      consistent_rms: if a number, use `consistent_rms * sqrt(max(fan_in,
+        fan_out))` (Moonlight: 0.2); if None, `sqrt(max(1, fan_out /
+        fan_in))` (KellerJordan).
       shape_scaling: overrides the rule: 'keller', 'rms', 'spectral', 'none'.
     """
 
@@ -143,19 +143,19 @@ SHAPE_SCALING_OPTION = AbstractField(
 class MuonGroups(Alias):
     r"""Base of every optimizer of the Muon family: two parameter groups.
 
-    Matrices (as routed by ``muon_weight_dimension_numbers``) get the
+    Matrices (as routed by `muon_weight_dimension_numbers`) get the
     optimizer's direction, the shape factor, decoupled weight decay and the
     learning rate; every other leaf gets AdamW, or the transformation given
-    as ``adam``. The options of the AdamW group and of the routing are
+    as `adam`. The options of the AdamW group and of the routing are
     declared here, once, for every member.
 
-    A member (``muon``, ``normuon``, ``adamuon``, ``dion``, ``dion2``)
+    A member (`muon`, `normuon`, `adamuon`, `dion`, `dion2`)
     extends Muon in one way: it overrides :meth:`_muon_direction`, which
     builds its direction from its own fields, named one by one. It also
     declares what :meth:`build` reads besides the fields below, as arguments
-    or as fixed class constants: ``eps`` (also AdamW's default eps),
-    ``weight_decay``, ``weight_decay_mask``, ``mu_dtype``, ``nesterov``
-    (also AdamW's), ``consistent_rms`` and ``shape_scaling``. These are
+    or as fixed class constants: `eps` (also AdamW's default eps),
+    `weight_decay`, `weight_decay_mask`, `mu_dtype`, `nesterov`
+    (also AdamW's), `consistent_rms` and `shape_scaling`. These are
     :class:`gradax._pytree.AbstractField`\ s: a member that leaves one out
     fails when its class is created.
 
@@ -167,20 +167,20 @@ class MuonGroups(Alias):
       adam_eps_root: the AdamW group's eps inside the square root, >= 0.
       adam_weight_decay: the AdamW group's decoupled weight decay, >= 0.
       adam_learning_rate: the AdamW group's learning rate (None: the
-        optimizer's ``learning_rate``).
-      adam_eps: the AdamW group's eps (None: the optimizer's ``eps``).
+        optimizer's `learning_rate`).
+      adam_eps: the AdamW group's eps (None: the optimizer's `eps`).
       muon_weight_dimension_numbers: None (2-D leaves are matrices), "auto"
-        (also stacked ``(L, m, n)`` and conv ``(h, w, c_in, c_out)``), one
+        (also stacked `(L, m, n)` and conv `(h, w, c_in, c_out)`), one
         :class:`MuonDimensionNumbers`, a tree of them with None for AdamW
         leaves, or a function of the params returning such a tree.
       cautious_weight_decay: decay matrices only where update and weight
         agree in sign (arXiv:2510.12402).
       adam: the whole transformation of the leaves that are not matrices,
         learning rate included (gradax or optax), e.g.
-        ``gradax.adam(3e-4, b1=0.9, b2=0.95, eps=1e-10)`` for KellerJordan's
-        plain Adam. None (the default): ``adamw`` built from the ``adam_*``
-        options, with the optimizer's ``nesterov`` and ``mu_dtype`` (optax's
-        rule). Given together with an ``adam_*`` option, it is an error.
+        `gradax.adam(3e-4, b1=0.9, b2=0.95, eps=1e-10)` for KellerJordan's
+        plain Adam. None (the default): `adamw` built from the `adam_*`
+        options, with the optimizer's `nesterov` and `mu_dtype` (optax's
+        rule). Given together with an `adam_*` option, it is an error.
     """
 
     _abstract = True
@@ -265,11 +265,11 @@ class MuonGroups(Alias):
     def _routed(self, tree: Any, *, quiet: bool) -> MuonGroups:
         """This optimizer with a routing function replaced by its result.
 
-        The function is called once per ``init``/``update``, on the whole tree
+        The function is called once per `init`/`update`, on the whole tree
         the optimizer was given; the groups it builds then never call it on a
-        masked part of the tree. ``quiet`` silences a report the function
-        prints with :func:`muon_labels` (printed at ``init``, not at each
-        ``update``).
+        masked part of the tree. `quiet` silences a report the function
+        prints with :func:`muon_labels` (printed at `init`, not at each
+        `update`).
         """
         spec = self.muon_weight_dimension_numbers
         if not is_routing_function(spec):

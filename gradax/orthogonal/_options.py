@@ -1,33 +1,33 @@
 """The Muon family's one contract: its options and its two shared steps.
 
-Every member that orthogonalizes with Newton–Schulz (``muon``, ``normuon``,
-``adamuon``, ``dion2``, ``scion`` and their directions) derives from
+Every member that orthogonalizes with Newton–Schulz (`muon`, `normuon`,
+`adamuon`, `dion2`, `scion` and their directions) derives from
 :class:`NewtonSchulzSteps`; every member with Muon's momentum from
 :class:`MomentumOptions`. These bases declare the options once, with their
 valid values, and own the steps that read them:
 
-- :meth:`NewtonSchulzSteps.orthogonalize_matrices` (and ``_tree``,
-  ``_leaf``): the iteration, from ``ns_coeffs`` and ``ns_steps`` through
+- :meth:`NewtonSchulzSteps.orthogonalize_matrices` (and `_tree`,
+  `_leaf`): the iteration, from `ns_coeffs` and `ns_steps` through
   :func:`gradax.orthogonal.coefficients.newton_schulz_table`, the one rule
   that maps the two to the iterations run;
 - :meth:`MomentumOptions.momentum_step`: the momentum and the direction
   that is orthogonalized.
 
-Positional options (``ns_coeffs``, ``ns_steps``, ``eps``, ``beta``) have a
-place in the signature that differs between members (NorMuon's ``beta2``
-comes between ``beta`` and ``eps``), and a base class can only put its own
+Positional options (`ns_coeffs`, `ns_steps`, `eps`, `beta`) have a
+place in the signature that differs between members (NorMuon's `beta2`
+comes between `beta` and `eps`), and a base class can only put its own
 fields first. So the bases declare them as :class:`AbstractField`\\ s (the
-``*_OPTION`` constants here), and each member writes ``ns_coeffs: Any =
-NS_COEFFS_OPTION.declare()`` where the argument goes; class creation fails if
+`*_OPTION` constants here), and each member writes `ns_coeffs: Any =
+NS_COEFFS_OPTION.declare()` where the argument goes; class creation fails if
 a member leaves one out or declares it with other valid values. The keyword-only options
-(``preconditioning``, ``method``, ``precision``, ``distributed``;
-``nesterov``, ``momentum``, ``bias_correction``) are ordinary fields of
+(`preconditioning`, `method`, `precision`, `distributed`;
+`nesterov`, `momentum`, `bias_correction`) are ordinary fields of
 :class:`NewtonSchulzOptions` and :class:`MomentumOptions`.
 
-Option names are optax's (``ns_coeffs``, ``ns_steps``, ``preconditioning``)
+Option names are optax's (`ns_coeffs`, `ns_steps`, `preconditioning`)
 all the way down to :meth:`NewtonSchulzSteps.orthogonalize_matrices`, the one
 place that hands them to :func:`gradax.orthogonalize` under its own names
-(``coefficients``, ``steps``, ``normalization`` and ``precondition``).
+(`coefficients`, `steps`, `normalization` and `precondition`).
 """
 
 from __future__ import annotations
@@ -92,8 +92,8 @@ BETA_OPTION = AbstractField("the momentum decay, in [0, 1)", default=0.95, valid
 class NewtonSchulzSteps(Module):
     """The Newton–Schulz iteration of a member of the Muon family.
 
-    Requires ``ns_coeffs``, ``ns_steps`` and ``eps`` among the member's
-    arguments (declared with ``NS_COEFFS_OPTION.declare()`` and so on). A
+    Requires `ns_coeffs`, `ns_steps` and `eps` among the member's
+    arguments (declared with `NS_COEFFS_OPTION.declare()` and so on). A
     member without the keyword options of :class:`NewtonSchulzOptions`
     (Scion) orthogonalizes with their defaults, the class constants here.
     """
@@ -137,12 +137,12 @@ class NewtonSchulzSteps(Module):
         newton_schulz_table(self.ns_coeffs, self.ns_steps)
 
     def orthogonalize_matrices(self, matrices: jax.Array) -> jax.Array:
-        """Orthogonalize a stack of matrices ``(..., m, n)`` with these options.
+        """Orthogonalize a stack of matrices `(..., m, n)` with these options.
 
         The one place where the family's option names become those of
-        :func:`gradax.orthogonalize`: ``newton_schulz_table(ns_coeffs,
-        ns_steps)`` gives its ``coefficients`` and ``steps``, and
-        ``preconditioning`` its ``normalization`` and ``precondition``.
+        :func:`gradax.orthogonalize`: `newton_schulz_table(ns_coeffs,
+        ns_steps)` gives its `coefficients` and `steps`, and
+        `preconditioning` its `normalization` and `precondition`.
         """
         coefficients, steps = newton_schulz_table(self.ns_coeffs, self.ns_steps)
         normalization, precondition = PRECONDITIONING[self.preconditioning]
@@ -161,7 +161,7 @@ class NewtonSchulzSteps(Module):
         )
 
     def orthogonalization_mesh(self) -> Any | None:
-        """The mesh to spread the matrices over, from ``distributed``."""
+        """The mesh to spread the matrices over, from `distributed`."""
         if self.distributed is False or self.distributed is None:
             return None
         if isinstance(self.distributed, str) or self.distributed is True:
@@ -175,7 +175,7 @@ class NewtonSchulzSteps(Module):
         return self.distributed
 
     def orthogonalize_tree(self, dims: Any, tree: Any) -> Any:
-        """Orthogonalize every leaf of ``tree`` that has dimension numbers.
+        """Orthogonalize every leaf of `tree` that has dimension numbers.
 
         Under a device mesh, same-shape matrices are stacked and each device
         orthogonalizes whole matrices (no collective inside the iteration).
@@ -229,7 +229,7 @@ class NewtonSchulzOptions(NewtonSchulzSteps):
         :func:`orthogonalize`).
       precision: the iteration's dtype: None, "float32", "highest",
         "bfloat16" or "float16" (see :func:`orthogonalize`).
-      distributed: "auto" (under ``jax.set_mesh``, stack same-shape matrices
+      distributed: "auto" (under `jax.set_mesh`, stack same-shape matrices
         and give each device whole matrices to orthogonalize, so no
         collective runs inside the iteration), True (require a mesh), False
         or None (never), or a mesh.
@@ -273,14 +273,14 @@ class NewtonSchulzOptions(NewtonSchulzSteps):
 class MomentumOptions(Module):
     """How Muon accumulates momentum (keyword-only options).
 
-    Requires ``beta`` among the member's arguments (declared with
-    ``BETA_OPTION.declare()``).
+    Requires `beta` among the member's arguments (declared with
+    `BETA_OPTION.declare()`).
 
     Args:
       nesterov: use Nesterov momentum (in an optimizer, for both groups).
-      momentum: "ema" (``m = beta m + (1 - beta) g``; KellerJordan, torch,
-        optax) or "sum" (``m = beta m + g``; Moonlight, Keras, Dion).
-      bias_correction: divide EMA momentum by ``1 - beta^t`` (optax's
+      momentum: "ema" (`m = beta m + (1 - beta) g`; KellerJordan, torch,
+        optax) or "sum" (`m = beta m + g`; Moonlight, Keras, Dion).
+      bias_correction: divide EMA momentum by `1 - beta^t` (optax's
         NAdam-style rule); False for KellerJordan and torch.
     """
 
@@ -318,7 +318,7 @@ class MomentumOptions(Module):
           count: the number of updates done before this one.
 
         Returns:
-          ``(new_mu, direction)``.
+          `(new_mu, direction)`.
         """
         beta, count = self.beta, safe_increment(count)
         if self.momentum == "sum":

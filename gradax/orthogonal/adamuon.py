@@ -28,10 +28,10 @@ class scale_by_adamuon(NormalizedMuonBase):
       ns_steps: Newton–Schulz steps, >= 1.
       beta: momentum decay, in [0, 1).
       beta2: decay of the elementwise second moment, in [0, 1).
-      eps: added to norms before normalizing and to ``sqrt(v)``, >= 0.
+      eps: added to norms before normalizing and to `sqrt(v)`, >= 0.
       mu_dtype: dtype of the momentum buffer.
       consistent_rms: target RMS of the update (0.2), >= 0; None keeps the
-        orthogonalized update's norm times ``sqrt(max(1, fan_out/fan_in))``.
+        orthogonalized update's norm times `sqrt(max(1, fan_out/fan_in))`.
       weight_dimension_numbers: as in :class:`scale_by_muon`.
       nesterov, momentum, bias_correction: Muon's momentum options, as in
         :class:`scale_by_muon` (bias correction is off, as in the paper;
@@ -39,8 +39,8 @@ class scale_by_adamuon(NormalizedMuonBase):
         the scale).
       preconditioning, method, precision, distributed: Muon's
         Newton–Schulz options, as in :class:`scale_by_muon`.
-      sign: orthogonalize ``sign(M)`` (the paper's sign stabilization, v2 on)
-        rather than ``M`` (the paper's first version).
+      sign: orthogonalize `sign(M)` (the paper's sign stabilization, v2 on)
+        rather than `M` (the paper's first version).
     """
 
     sign: bool = static_field(default=True, kw_only=True)
@@ -81,7 +81,7 @@ class adamuon(NormalizedMuonAliasBase):
     (Without Nesterov, :math:`O_t = \mathrm{NS}(\mathrm{sign}(M_t))`.) The
     final rescaling gives the update an RMS of 0.2, AdamW's, so AdamW's
     learning rate and weight decay carry over. Every other leaf is updated by
-    ``adamw`` as in :class:`muon`. A zero gradient gives a zero update.
+    `adamw` as in :class:`muon`. A zero gradient gives a zero update.
 
     Args:
       learning_rate: :math:`\eta`, a number or schedule.

@@ -1,10 +1,10 @@
 """A weight cut into blocks orthogonalized separately: per head, fused QKV.
 
-:class:`gradax.MuonSplit` with ``num_heads`` or ``split_sizes``
+:class:`gradax.MuonSplit` with `num_heads` or `split_sizes`
 cuts one axis of a matrix into blocks (microsoft/dion's options of the same
 names). Blocks of one size become a batch axis next to the cut axis, so each
 size is one stack of matrices and one batched Newton–Schulz call: H equal
-heads are a reshape; a fused ``[q | k | v]`` with ``dk == dv != dq`` gives
+heads are a reshape; a fused `[q | k | v]` with `dk == dv != dq` gives
 two stacks. Without a split this is :func:`gradax._matrices.matrix_view`.
 """
 
@@ -97,7 +97,7 @@ def split_of(shape: tuple[int, ...], dims: Any) -> tuple[int, tuple[int, ...]] |
 
 
 def matrix_blocks(shape: tuple[int, ...], dims: Any) -> Blocks:
-    """How a weight maps to stacks ``(..., fan_in, fan_out)``, one per block size."""
+    """How a weight maps to stacks `(..., fan_in, fan_out)`, one per block size."""
     shape = tuple(shape)
     split = split_of(shape, dims)
     whole = MuonDimensionNumbers(dims.reduction_axis, dims.output_axis)
@@ -167,7 +167,7 @@ def block_view(shape: tuple[int, ...], dims: Any) -> MatrixView:
     """One stack of matrices (no split, or equal blocks) as a :class:`MatrixView`.
 
     Raises:
-      ValueError: ``split_sizes`` of different sizes (more than one stack).
+      ValueError: `split_sizes` of different sizes (more than one stack).
     """
     blocks = matrix_blocks(shape, dims)
     if len(blocks.fans) != 1:

@@ -1,8 +1,8 @@
 """Newton–Schulz coefficient schemes, and the Polar Express generator.
 
 A scheme is a (T, 3) table of quintic coefficients (a, b, c): step t maps
-``X -> a X + (b A + c A^2) X`` with ``A = X X^T``, i.e. applies the odd
-polynomial ``p(s) = a s + b s^3 + c s^5`` to every singular value. All tables
+`X -> a X + (b A + c A^2) X` with `A = X X^T`, i.e. applies the odd
+polynomial `p(s) = a s + b s^3 + c s^5` to every singular value. All tables
 are NumPy float64 arrays, built without touching a device.
 """
 
@@ -75,7 +75,7 @@ PRESET_NAMES = (*PRESETS, "polar_express")
 
 
 def is_coefficient_table(value: Any) -> bool:
-    """Whether ``value`` is explicit coefficients: finite, of shape (3,) or (T, 3)."""
+    """Whether `value` is explicit coefficients: finite, of shape (3,) or (T, 3)."""
     if isinstance(value, (str, bool)):
         return False
     try:
@@ -102,11 +102,11 @@ def _quintic(coeffs: np.ndarray, x: Any) -> Any:
 
 
 def _minimax_quintic(lo: float, hi: float, iterations: int = 100) -> np.ndarray:
-    """The odd quintic minimizing ``max |1 - p(x)|`` on ``[lo, hi]`` (Remez).
+    """The odd quintic minimizing `max |1 - p(x)|` on `[lo, hi]` (Remez).
 
-    The optimum equioscillates at four points: ``lo``, the two interior
-    extrema of ``p`` (where ``p'(x) = a + 3 b x^2 + 5 c x^4 = 0``) and ``hi``,
-    with errors ``-E, +E, -E, +E``.
+    The optimum equioscillates at four points: `lo`, the two interior
+    extrema of `p` (where `p'(x) = a + 3 b x^2 + 5 c x^4 = 0`) and `hi`,
+    with errors `-E, +E, -E, +E`.
     """
     points = np.array([lo, lo + (hi - lo) / 3, lo + 2 * (hi - lo) / 3, hi])
     coeffs = np.zeros(3)
@@ -162,21 +162,21 @@ def polar_express_coefficients(
 ) -> np.ndarray:
     """Per-step minimax-optimal quintic coefficients (Polar Express).
 
-    Step ``t`` uses the odd quintic that minimizes ``max |1 - p(x)|`` over the
-    interval where the singular values can be, ``[max(l_t, cushion u_t),
-    u_t]``, recentred so ``p(l_t) + p(u_t) = 2``; the interval then becomes
-    ``[p(l_t), 2 - p(l_t)]``. Every step but the last is made safe for
-    rounding by evaluating ``p(x / safety)``.
+    Step `t` uses the odd quintic that minimizes `max |1 - p(x)|` over the
+    interval where the singular values can be, `[max(l_t, cushion u_t),
+    u_t]`, recentred so `p(l_t) + p(u_t) = 2`; the interval then becomes
+    `[p(l_t), 2 - p(l_t)]`. Every step but the last is made safe for
+    rounding by evaluating `p(x / safety)`.
 
     Args:
       steps: number of steps, >= 1.
       lower: smallest singular value to map to 1 (after normalization), in
         (0, 1).
       safety: rounding margin, >= 1 (1.0 reproduces the published table).
-      cushion: smallest ratio ``l_t / u_t`` the design interval may have.
+      cushion: smallest ratio `l_t / u_t` the design interval may have.
 
     Returns:
-      A NumPy array of shape ``(steps, 3)``.
+      A NumPy array of shape `(steps, 3)`.
 
     Example:
       >>> import gradax
@@ -209,8 +209,8 @@ def resolve_coefficients(
     """The (steps, 3) table and the normalization factor for a scheme.
 
     A preset name, "polar_express", a single row (a, b, c) repeated, or a
-    (T, 3) table. A table shorter than ``steps`` repeats its last row; a
-    longer one is cut to its first ``steps`` rows.
+    (T, 3) table. A table shorter than `steps` repeats its last row; a
+    longer one is cut to its first `steps` rows.
     """
     norm_factor = 1.0
     if isinstance(coefficients, str):
@@ -248,25 +248,25 @@ def resolve_coefficients(
 
 
 def newton_schulz_table(ns_coeffs: Any, ns_steps: int) -> tuple[Any, int]:
-    """The one rule of the Muon family: ``(ns_coeffs, ns_steps)`` to iterations.
+    """The one rule of the Muon family: `(ns_coeffs, ns_steps)` to iterations.
 
     optax's rule, for every member that orthogonalizes (muon, normuon,
-    adamuon, dion2, scion): a preset name runs ``ns_steps`` steps of its
+    adamuon, dion2, scion): a preset name runs `ns_steps` steps of its
     table (:func:`resolve_coefficients`: a short table repeats its last row);
-    one row ``(a, b, c)`` runs ``ns_steps`` times; a table of ``T > 1`` rows
-    runs whole, once each, and must not have more rows than ``ns_steps``.
+    one row `(a, b, c)` runs `ns_steps` times; a table of `T > 1` rows
+    runs whole, once each, and must not have more rows than `ns_steps`.
 
     Args:
       ns_coeffs: a preset name, or coefficients of shape (3,) or (T, 3).
       ns_steps: the number of steps, an integer >= 1.
 
     Returns:
-      ``(coefficients, steps)`` for :func:`gradax.orthogonalize`: the preset
-      name or the rows as a tuple of ``(a, b, c)`` floats, and the number of
+      `(coefficients, steps)` for :func:`gradax.orthogonalize`: the preset
+      name or the rows as a tuple of `(a, b, c)` floats, and the number of
       steps it runs.
 
     Raises:
-      ValueError: if a table has more rows than ``ns_steps``.
+      ValueError: if a table has more rows than `ns_steps`.
 
     Example:
       >>> from gradax.orthogonal.coefficients import newton_schulz_table

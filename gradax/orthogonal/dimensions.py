@@ -1,6 +1,6 @@
 """Which axes of a weight form the matrix that Muon orthogonalizes.
 
-The dimension numbers and matrix views live in ``gradax._matrices`` (Shampoo
+The dimension numbers and matrix views live in `gradax._matrices` (Shampoo
 and SOAP use them too); Muon's shape factor is here.
 """
 
@@ -23,10 +23,10 @@ SHAPE_SCALING = OneOf(SHAPE_SCALINGS)
 def shape_scale(fan_in: int, fan_out: int, rule: str, rms: Any = 0.2) -> Any:
     """The factor Muon multiplies an orthogonalized update by.
 
-    ``"keller"``: ``sqrt(max(1, fan_out / fan_in))`` (KellerJordan, torch's
-    'original'); ``"rms"``: ``rms * sqrt(max(fan_in, fan_out))`` (Moonlight's
-    0.2, torch's 'match_rms_adamw'); ``"spectral"``: ``sqrt(fan_out / fan_in)``
-    (Dion); ``"none"``: 1.
+    `"keller"`: `sqrt(max(1, fan_out / fan_in))` (KellerJordan, torch's
+    'original'); `"rms"`: `rms * sqrt(max(fan_in, fan_out))` (Moonlight's
+    0.2, torch's 'match_rms_adamw'); `"spectral"`: `sqrt(fan_out / fan_in)`
+    (Dion); `"none"`: 1.
     """
     if rule == "keller":
         return math.sqrt(max(1.0, fan_out / fan_in))

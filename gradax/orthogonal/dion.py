@@ -38,7 +38,7 @@ def dion_rank(rank: int | float, fan_in: int, fan_out: int) -> int:
     """The rank Dion uses for a (fan_in, fan_out) matrix.
 
     An int is the rank itself; a float in (0, 1] is a fraction of
-    ``min(fan_in, fan_out)`` (rounded up). Either is capped to that minimum.
+    `min(fan_in, fan_out)` (rounded up). Either is capped to that minimum.
     """
     short = min(fan_in, fan_out)
     wanted = math.ceil(rank * short) if isinstance(rank, float) else int(rank)
@@ -68,15 +68,15 @@ def _mm(spec: str, a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 class scale_by_dion(GradientTransformation):
-    """Dion's direction ``Q_t P_t^T`` (no learning rate). See :class:`dion`.
+    """Dion's direction `Q_t P_t^T` (no learning rate). See :class:`dion`.
 
     Args:
       rank: an int (the rank r) or a float in (0, 1] (a fraction of
-        ``min(fan_in, fan_out)``, rounded up).
+        `min(fan_in, fan_out)`, rounded up).
       mu: error-feedback decay :math:`\\mu`, in [0, 1).
-      eps: added to the column norms of ``R``, >= 0.
-      mu_dtype: dtype of the momentum and of ``Q``.
-      seed: the PRNG seed of the random initial ``Q``.
+      eps: added to the column norms of `R`, >= 0.
+      mu_dtype: dtype of the momentum and of `Q`.
+      seed: the PRNG seed of the random initial `Q`.
       weight_dimension_numbers: as in :class:`scale_by_muon`.
     """
 
@@ -159,7 +159,7 @@ class dion(MuonGroups):
 
     For each matrix parameter with gradient :math:`G_t`, written as the
     paper's :math:`X` of shape (fan-out, fan-in) (the transpose of the
-    ``(fan_in, fan_out)`` weight of ``x @ W``), with momentum :math:`M` and
+    `(fan_in, fan_out)` weight of `x @ W`), with momentum :math:`M` and
     right factor :math:`Q` of rank :math:`r`:
 
     .. math::
@@ -172,19 +172,19 @@ class dion(MuonGroups):
 
     :math:`P_t` has orthonormal columns, so the update has rank at most
     :math:`r`; what the rank-:math:`r` step leaves out stays in :math:`M`
-    (error feedback). :math:`Q_0` is Gaussian, from ``seed``. Where
+    (error feedback). :math:`Q_0` is Gaussian, from `seed`. Where
     :math:`B_t Q_{t-1}` is rank-deficient, QR completes :math:`P_t` with
     columns rounding picks; their columns of :math:`R_t` (norm below
-    ``4 sqrt(n) eps`` of :math:`\|B_t\|_F`) are left out of the update and
+    `4 sqrt(n) eps` of :math:`\|B_t\|_F`) are left out of the update and
     of :math:`M_t` and keep their old :math:`Q` column, where the reference
     normalizes that noise into an O(1) term. Every other
-    leaf is updated by ``adamw`` as in :class:`muon`.
+    leaf is updated by `adamw` as in :class:`muon`.
 
     Args:
       learning_rate: :math:`\eta`, a number or schedule.
       rank: :math:`r`, an int, or a float in (0, 1] for a fraction of
-        ``min(fan_in, fan_out)`` (1.0, full rank, is the reference default;
-        note ``1`` is rank one but ``1.0`` is full rank).
+        `min(fan_in, fan_out)` (1.0, full rank, is the reference default;
+        note `1` is rank one but `1.0` is full rank).
       mu: error-feedback decay :math:`\mu` in [0, 1).
       eps: added to column norms; also AdamW's eps.
       weight_decay: :math:`\lambda` for the matrices, >= 0.

@@ -50,7 +50,7 @@ def selects_rows(select: str, fan_in: int, fan_out: int) -> bool:
     """Whether Dion2 picks rows (fan-in slices) of a (fan_in, fan_out) matrix.
 
     "auto" picks along the shorter side, fan-out slices on a tie (the
-    reference code's rule for a ``(fan_out, fan_in)`` weight).
+    reference code's rule for a `(fan_out, fan_in)` weight).
     """
     if select == "rows":
         return True
@@ -60,7 +60,7 @@ def selects_rows(select: str, fan_in: int, fan_out: int) -> bool:
 
 
 def selected_count(fraction: float, slices: int) -> int:
-    """How many of ``slices`` rows/columns Dion2 orthogonalizes."""
+    """How many of `slices` rows/columns Dion2 orthogonalizes."""
     return max(1, min(slices, math.ceil(fraction * slices)))
 
 
@@ -73,7 +73,7 @@ class scale_by_dion2(NewtonSchulzOptions, GradientTransformation):
       ef_decay: factor on the selected slices of the momentum afterwards, in
         [0, 1].
       ns_coeffs: a preset name or coefficients (see :func:`orthogonalize`);
-        default ``"polar_express_fixed5"``, the reference code's (see
+        default `"polar_express_fixed5"`, the reference code's (see
         :class:`dion2`).
       ns_steps: Newton–Schulz steps, >= 1.
       eps: added to the norm before normalizing, >= 0.
@@ -161,7 +161,7 @@ class dion2(NewtonSchulzOptions, MuonGroups):
     r"""Dion2: Muon on the heaviest fraction of the momentum's rows.
 
     For each matrix parameter with gradient :math:`G_t` and summed momentum
-    :math:`M`: :math:`B_t = M_{t-1} + G_t`; pick the ``ceil(fraction * s)``
+    :math:`M`: :math:`B_t = M_{t-1} + G_t`; pick the `ceil(fraction * s)`
     of its :math:`s` rows (or columns) with the largest L1 norms, the set
     :math:`S`; then
 
@@ -172,20 +172,20 @@ class dion2(NewtonSchulzOptions, MuonGroups):
             \,U_t + \lambda W_{t-1}\Big).
 
     Only the selected rows move (apart from weight decay), and only a
-    ``fraction`` of the matrix is orthogonalized. By default the slices run
-    along the shorter side. Every other leaf is updated by ``adamw`` as in
+    `fraction` of the matrix is orthogonalized. By default the slices run
+    along the shorter side. Every other leaf is updated by `adamw` as in
     :class:`muon`.
 
     Args:
       learning_rate: :math:`\eta`, a number or schedule.
       fraction: share of slices orthogonalized per step, in (0, 1].
       ef_decay: error-feedback decay of the selected slices, in [0, 1].
-      ns_coeffs: Newton–Schulz coefficients: ``"polar_express_fixed5"``
+      ns_coeffs: Newton–Schulz coefficients: `"polar_express_fixed5"`
         (the default) is the reference code's, the five fixed Polar Express
         rows and the 1.02 safety factor on the Frobenius norm of
-        ``dion/polar_express.py`` (microsoft/dion, commit 0a059a4), which
-        its Dion2 uses by default (``use_polar_express=True``);
-        ``"polar_express"`` is gradax's own generated table (safety 1.01),
+        `dion/polar_express.py` (microsoft/dion, commit 0a059a4), which
+        its Dion2 uses by default (`use_polar_express=True`);
+        `"polar_express"` is gradax's own generated table (safety 1.01),
         whose orthogonalized slices differ from the reference's by 9 to 13%
         (Frobenius, Gaussian matrices) after 5 steps; or any
         :func:`orthogonalize` preset or table.
@@ -194,7 +194,7 @@ class dion2(NewtonSchulzOptions, MuonGroups):
       weight_decay: :math:`\lambda` for the matrices, >= 0.
       weight_decay_mask: which matrices decay (tree of bools or function).
       mu_dtype: dtype of the momentum buffers.
-      select: "auto", "rows" (fan-in slices of ``x @ W``'s W) or "columns".
+      select: "auto", "rows" (fan-in slices of `x @ W`'s W) or "columns".
       shape_scaling: "spectral" (the default), "keller", "rms" or "none".
       preconditioning, method, precision: as in :class:`muon`.
       adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate, adam_eps:

@@ -55,7 +55,7 @@ class MuonState(NamedTuple):
 
 
 def _state_coefficients(ns_coeffs: Any, ns_steps: int) -> jax.Array:
-    """The coefficients as optax's ``MuonState.ns_coeffs`` holds them."""
+    """The coefficients as optax's `MuonState.ns_coeffs` holds them."""
     if isinstance(ns_coeffs, str):
         table, _ = resolve_coefficients(ns_coeffs, ns_steps)
         return jnp.asarray(table, jnp.float32)
@@ -73,7 +73,7 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
       mu_dtype: dtype of the momentum buffer.
       nesterov, momentum, bias_correction: how momentum is kept (see
         :class:`gradax.orthogonal._options.MomentumOptions`).
-      adaptive: scale by the dual norm ``<M, O>`` (arXiv:2409.20325).
+      adaptive: scale by the dual norm `<M, O>` (arXiv:2409.20325).
       preconditioning, method, precision, distributed: how it orthogonalizes
         (see :class:`gradax.orthogonal._options.NewtonSchulzOptions`).
       weight_dimension_numbers: a :class:`MuonDimensionNumbers`, a tree of
@@ -91,7 +91,7 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
 
     def dimension_numbers(self, tree: Any) -> Any:
-        """The dimension numbers of each leaf of ``tree`` (None: not a matrix)."""
+        """The dimension numbers of each leaf of `tree` (None: not a matrix)."""
         return full_dimension_numbers(
             self.weight_dimension_numbers, tree, default_2d_only=False
         )
@@ -133,19 +133,19 @@ class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
       W_t = W_{t-1} - \eta_t\,(s\,O_t + \lambda W_{t-1}),
 
     with shape factor :math:`s = \sqrt{\max(1, \text{fan-out}/\text{fan-in})}`
-    (or ``consistent_rms * sqrt(max(fan_in, fan_out))``). With the defaults
-    the numbers are those of ``optax.contrib.muon`` (whose EMA momentum is also
+    (or `consistent_rms * sqrt(max(fan_in, fan_out))`). With the defaults
+    the numbers are those of `optax.contrib.muon` (whose EMA momentum is also
     bias-corrected, NAdam-style). Every other leaf is updated by
-    ``adamw(adam_learning_rate, adam_b1, adam_b2, eps, adam_eps_root,
-    weight_decay=adam_weight_decay)``, or by the transformation given as
-    ``adam``. See docs/muon.md for the settings that reproduce
+    `adamw(adam_learning_rate, adam_b1, adam_b2, eps, adam_eps_root,
+    weight_decay=adam_weight_decay)`, or by the transformation given as
+    `adam`. See docs/muon.md for the settings that reproduce
     torch.optim.Muon, KellerJordan's Muon, Moonlight and Keras, both groups.
 
     Args:
-      learning_rate: :math:`\eta`, a number or schedule, >= 0.
+      learning_rate: :math:`\eta`, a number or schedule.
       ns_coeffs: a preset ("standard"/"keller", "dion"/"you5", "jiacheng6",
         "polar_express") or coefficients of shape (3,) or (T, 3) (a table
-        must not have more rows than ``ns_steps``).
+        must not have more rows than `ns_steps`).
       ns_steps: Newton–Schulz steps, an integer >= 1.
       beta: momentum decay in [0, 1).
       eps: added to norms before dividing, >= 0 (also AdamW's eps by
@@ -157,12 +157,12 @@ class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
       nesterov: Nesterov momentum (both groups).
       adaptive: scale by the dual norm (arXiv:2409.20325).
       preconditioning: 'frobenius', 'spectral', 'aol' or 'schatten' (the
-        last two floor their first step's sums at 1e-8 whatever ``eps``,
+        last two floor their first step's sums at 1e-8 whatever `eps`,
         as optax does).
       adam_b1, adam_b2, adam_eps_root, adam_weight_decay: AdamW group settings.
       adam_learning_rate: AdamW group learning rate (default: learning_rate).
       muon_weight_dimension_numbers: None (2-D leaves are matrices), "auto"
-        (also stacked ``(L, m, n)`` and conv ``(h, w, c_in, c_out)``), one
+        (also stacked `(L, m, n)` and conv `(h, w, c_in, c_out)`), one
         :class:`MuonDimensionNumbers`, a tree of them with None for AdamW
         leaves, or a function of the params returning such a tree. A
         :class:`MuonSplit` orthogonalizes blocks (heads, fused QKV) apart.
@@ -180,17 +180,17 @@ class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
         "float16").
       adam_eps: AdamW group eps (default: eps).
       adam: the transformation of every leaf that is not a matrix, learning
-        rate included, in place of the ``adam_*`` options (e.g.
-        ``gradax.adam(3e-4, b1=0.9, b2=0.95, eps=1e-10)``: KellerJordan's
+        rate included, in place of the `adam_*` options (e.g.
+        `gradax.adam(3e-4, b1=0.9, b2=0.95, eps=1e-10)`: KellerJordan's
         plain Adam, where the default group would use Muon's Nesterov).
-      distributed: "auto" (under ``jax.set_mesh``, stack same-shape matrices
+      distributed: "auto" (under `jax.set_mesh`, stack same-shape matrices
         and give each device whole matrices to orthogonalize, so no
         collective runs inside the iteration), True, False, or a mesh.
 
     An invalid value raises a ValueError naming the argument when the
     optimizer is built.
 
-    Differences from optax: the keyword-only options after ``consistent_rms``
+    Differences from optax: the keyword-only options after `consistent_rms`
     are gradax's; "auto" routing; a warning when an embedding- or head-like
     leaf is routed to Muon.
 

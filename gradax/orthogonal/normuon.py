@@ -28,10 +28,10 @@ class scale_by_normuon(NormalizedMuonBase):
       ns_steps: Newton–Schulz steps, >= 1.
       beta: momentum decay, in [0, 1).
       beta2: decay of the per-neuron second moment, in [0, 1).
-      eps: added to norms before normalizing and to ``sqrt(v)``, >= 0.
+      eps: added to norms before normalizing and to `sqrt(v)`, >= 0.
       mu_dtype: dtype of the momentum buffer.
       consistent_rms: target RMS of the update (0.2), >= 0; None keeps the
-        orthogonalized update's norm times ``sqrt(max(1, fan_out/fan_in))``,
+        orthogonalized update's norm times `sqrt(max(1, fan_out/fan_in))`,
         as the NorMuon reference code does.
       weight_dimension_numbers: as in :class:`scale_by_muon`.
       nesterov, momentum, bias_correction: Muon's momentum options, as in
@@ -75,9 +75,9 @@ class normuon(NormalizedMuonAliasBase):
             \frac{\hat O_t}{\|\hat O_t\|_F} + \lambda W_{t-1}\Big).
 
     :math:`v_t` holds one number per output neuron: the paper's rows of a
-    ``(fan_out, fan_in)`` weight are the columns of the ``(fan_in,
-    fan_out)`` weight of ``x @ W``, so the mean runs over the fan-in axis.
-    Every other leaf is updated by ``adamw`` as in :class:`muon`. A zero
+    `(fan_out, fan_in)` weight are the columns of the `(fan_in,
+    fan_out)` weight of `x @ W`, so the mean runs over the fan-in axis.
+    Every other leaf is updated by `adamw` as in :class:`muon`. A zero
     gradient gives a zero update (no NaN).
 
     Args:

@@ -21,12 +21,12 @@ _TAU = Spec(
 
 
 def _head_layout(shape: tuple[int, ...], head_axis: int, heads: int, split: bool):
-    """Where a leaf's heads are: ``(axis, block, split_layout)``.
+    """Where a leaf's heads are: `(axis, block, split_layout)`.
 
-    A head axis of size ``heads * block`` holds each head's ``block``
-    entries contiguously (the fused layout of ``(d, H * dh)`` kernels). A head
-    axis of size ``heads`` (``(d, H, dh)`` kernels) has the per-head entries on
-    the next axis when ``split`` (MLA) needs them, else the block is 1.
+    A head axis of size `heads * block` holds each head's `block`
+    entries contiguously (the fused layout of `(d, H * dh)` kernels). A head
+    axis of size `heads` (`(d, H, dh)` kernels) has the per-head entries on
+    the next axis when `split` (MLA) needs them, else the block is 1.
     """
     if not shape:
         raise ValueError("qk_clip needs arrays with a head axis, got a scalar")
@@ -49,7 +49,7 @@ def _head_layout(shape: tuple[int, ...], head_axis: int, heads: int, split: bool
 
 
 def _place(w: Any, layout: tuple, factors: jax.Array, touched: jax.Array):
-    """Multiply ``w`` by per-head ``factors`` (H, block) where ``touched``."""
+    """Multiply `w` by per-head `factors` (H, block) where `touched`."""
     w = jnp.asarray(w)
     axis, block, split = layout
     heads = factors.shape[0]
@@ -93,34 +93,34 @@ def qk_clip(
     :math:`\tau`. Heads with :math:`S_h \le \tau` keep their weights bit for
     bit. Call it after the optimizer step (MuonClip = Muon + QK-Clip).
 
-    MLA mode (``rope_dim`` given), as in Kimi K2: each query head's block is
-    ``[non-rotary | rotary]`` with ``rope_dim`` rotary entries last; the
+    MLA mode (`rope_dim` given), as in Kimi K2: each query head's block is
+    `[non-rotary | rotary]` with `rope_dim` rotary entries last; the
     non-rotary query and the (per-head) key parts get :math:`\sqrt{\gamma_h}`,
     the rotary query part :math:`\gamma_h`. The rotary key is shared between
     heads: do not pass it, it stays as it is. Pass the key up-projection as
-    ``w_k``; with ``k_nope_dim`` only the first ``k_nope_dim`` entries of each
-    head's block are keys (DeepSeek's fused ``[k_nope | v]`` layout).
+    `w_k`; with `k_nope_dim` only the first `k_nope_dim` entries of each
+    head's block are keys (DeepSeek's fused `[k_nope | v]` layout).
 
     Args:
       w_q: the query weights: an array or a pytree of arrays (kernel, bias),
-        each with the heads along ``head_axis``, either ``H`` contiguous
-        blocks (``(d, H * dh)``) or one entry per head (``(d, H, dh)``, then
+        each with the heads along `head_axis`, either `H` contiguous
+        blocks (`(d, H * dh)`) or one entry per head (`(d, H, dh)`, then
         MLA reads the per-head entries on the next axis).
       w_k: the key weights, laid out the same way, one key head per query
         head (for grouped-query attention, repeat the key heads first).
-      max_logits: ``S_h``, shape ``(H,)``. For stacked layers ``(L, ...)``,
-        use ``jax.vmap(qk_clip, in_axes=(0, 0, 0, None))``.
+      max_logits: `S_h`, shape `(H,)`. For stacked layers `(L, ...)`,
+        use `jax.vmap(qk_clip, in_axes=(0, 0, 0, None))`.
       tau: the logit cap :math:`\tau` > 0 (Kimi K2: 100).
       head_axis: the axis of every leaf that indexes heads.
       rope_dim: MLA mode: rotary entries at the end of each query head.
-      k_nope_dim: MLA mode: key entries at the start of each ``w_k`` head
+      k_nope_dim: MLA mode: key entries at the start of each `w_k` head
         block (default: the whole block).
 
     Returns:
-      ``(w_q, w_k)`` with the offending heads rescaled.
+      `(w_q, w_k)` with the offending heads rescaled.
 
     Raises:
-      ValueError: ``tau`` is not > 0, or the shapes do not match.
+      ValueError: `tau` is not > 0, or the shapes do not match.
 
     Example:
       >>> import jax.numpy as jnp, gradax

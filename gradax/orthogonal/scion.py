@@ -38,20 +38,20 @@ def scion_lmos(params: Any, weight_dimension_numbers: Any = None) -> Any:
     """Scion's default oracle for each parameter, by Muon's routing rules.
 
     A leaf that Muon would not orthogonalize (not a matrix under
-    ``weight_dimension_numbers``) gets "rms"; a matrix whose path looks like
-    an output head (``lm_head``, ``unembed``, ``head``, ``logit``,
-    ``readout``) gets "sign"; one that looks like an embedding (``embed``,
-    ``wte``, ``wpe``, ``tok``, ``vocab``) gets "row"; every other matrix gets
+    `weight_dimension_numbers`) gets "rms"; a matrix whose path looks like
+    an output head (`lm_head`, `unembed`, `head`, `logit`,
+    `readout`) gets "sign"; one that looks like an embedding (`embed`,
+    `wte`, `wpe`, `tok`, `vocab`) gets "row"; every other matrix gets
     "spectral".
 
     Args:
       params: the parameter tree (arrays or ShapeDtypeStructs).
-      weight_dimension_numbers: as Muon's ``muon_weight_dimension_numbers``:
+      weight_dimension_numbers: as Muon's `muon_weight_dimension_numbers`:
         None (2-D leaves are matrices), "auto" (also stacked and conv
         weights), dimension numbers, a tree of them or a function.
 
     Returns:
-      A tree of oracle names, to edit and pass as ``lmo``.
+      A tree of oracle names, to edit and pass as `lmo`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -83,7 +83,7 @@ class ScionState(NamedTuple):
 
 
 class scale_by_scion(NewtonSchulzSteps, GradientTransformation):
-    """Scion's direction, ``rho * d(M)`` per leaf. See :class:`scion`.
+    """Scion's direction, `rho * d(M)` per leaf. See :class:`scion`.
 
     Args:
       beta: momentum decay, in [0, 1) (0: no momentum).
@@ -92,13 +92,13 @@ class scale_by_scion(NewtonSchulzSteps, GradientTransformation):
       eps: added to norms before dividing, >= 0.
       radius: :math:`\\rho` of "spectral" and "rms" leaves, >= 0.
       embedding_radius: :math:`\\rho` of "row" and "column" leaves (None:
-        ``radius``).
-      head_radius: :math:`\\rho` of "sign" leaves (None: ``radius``).
+        `radius`).
+      head_radius: :math:`\\rho` of "sign" leaves (None: `radius`).
       lmo: the oracle of each leaf: None (:func:`scion_lmos`), one name for
         every leaf, a tree of names (a prefix of the params) or a function
         of the params returning one.
       weight_dimension_numbers: which axes of a leaf form its matrices, as
-        Muon's ``muon_weight_dimension_numbers``.
+        Muon's `muon_weight_dimension_numbers`.
       mu_dtype: dtype of the momentum buffer.
     """
 
@@ -118,7 +118,7 @@ class scale_by_scion(NewtonSchulzSteps, GradientTransformation):
             raise ValueError(f"lmo must be one of {LMOS}, got {self.lmo!r}")
 
     def lmo_tree(self, tree: Any) -> Any:
-        """The oracle name of each leaf of ``tree``."""
+        """The oracle name of each leaf of `tree`."""
         spec = self.lmo
         if spec is None:
             return scion_lmos(tree, self.weight_dimension_numbers)
@@ -213,7 +213,7 @@ class scion(Alias):
 
     the constrained form being a Frank–Wolfe step that keeps the weights in
     the ball of radius :math:`\rho` (for :math:`\eta_t \le 1`). For a leaf
-    seen as ``(fan_in, fan_out)`` matrices (Muon's dimension numbers):
+    seen as `(fan_in, fan_out)` matrices (Muon's dimension numbers):
 
     - "spectral" (hidden matrices): :math:`\sqrt{n_{out}/n_{in}}\,
       \mathrm{NS}(M)`, the polar factor by gradax's Newton–Schulz iteration;
@@ -223,21 +223,21 @@ class scion(Alias):
     - "sign" (the output head): :math:`\mathrm{sign}(M) / n_{in}`;
     - "rms" (vectors, scalars, anything else): :math:`M / \mathrm{RMS}(M)`.
 
-    The oracles are the reference's ``Spectral``, ``ColNorm`` (transposed,
-    for an embedding stored ``(vocab, dim)``), ``RowNorm`` (normalized),
-    ``Sign`` (normalized) and ``BiasRMS``, written for gradax's
-    ``(fan_in, fan_out)`` layout. Which leaf gets which is
-    :func:`scion_lmos`'s rule unless ``lmo`` says otherwise. The reference's
-    ``momentum`` is :math:`1 - \beta`.
+    The oracles are the reference's `Spectral`, `ColNorm` (transposed,
+    for an embedding stored `(vocab, dim)`), `RowNorm` (normalized),
+    `Sign` (normalized) and `BiasRMS`, written for gradax's
+    `(fan_in, fan_out)` layout. Which leaf gets which is
+    :func:`scion_lmos`'s rule unless `lmo` says otherwise. The reference's
+    `momentum` is :math:`1 - \beta`.
 
     Args:
-      learning_rate: :math:`\eta \ge 0`, a number or schedule (at most 1 in
+      learning_rate: :math:`\eta`, a number or schedule (at most 1 in
         the constrained form).
       beta: :math:`\beta`, momentum decay in [0, 1).
       radius: :math:`\rho` of "spectral" and "rms" leaves, >= 0.
       embedding_radius: :math:`\rho` of "row" and "column" leaves (None:
-        ``radius``).
-      head_radius: :math:`\rho` of "sign" leaves (None: ``radius``).
+        `radius`).
+      head_radius: :math:`\rho` of "sign" leaves (None: `radius`).
       unconstrained: take the unconstrained step (uScion) instead of the
         Frank–Wolfe one.
       ns_coeffs: Newton–Schulz coefficients, as Muon's.
@@ -246,7 +246,7 @@ class scion(Alias):
       lmo: the oracle of each leaf ("spectral", "row", "column", "sign",
         "rms"): None (:func:`scion_lmos`), one name, a tree of names or a
         function of the params.
-      weight_dimension_numbers: as Muon's ``muon_weight_dimension_numbers``.
+      weight_dimension_numbers: as Muon's `muon_weight_dimension_numbers`.
       mu_dtype: dtype of the momentum buffer.
 
     Returns:

@@ -1,12 +1,12 @@
-"""optax's Newton–Schulz entry point, ``orthogonalize_via_newton_schulz``.
+"""optax's Newton–Schulz entry point, `orthogonalize_via_newton_schulz`.
 
-Code written for optax calls it from ``optax.contrib._muon`` directly, often
-with ``state.ns_coeffs`` (a traced array) inside a jitted update. This is that
+Code written for optax calls it from `optax.contrib._muon` directly, often
+with `state.ns_coeffs` (a traced array) inside a jitted update. This is that
 call on gradax's iteration (:func:`~.newton_schulz.orthogonalize_rows`): the
 dimension numbers make a stack of matrices as in
-:meth:`NewtonSchulzSteps.orthogonalize_leaf`, ``preconditioning`` maps to
-:func:`gradax.orthogonalize`'s ``normalization`` and ``precondition`` through
-the family's one table (``PRECONDITIONING``), and the coefficients become one
+:meth:`NewtonSchulzSteps.orthogonalize_leaf`, `preconditioning` maps to
+:func:`gradax.orthogonalize`'s `normalization` and `precondition` through
+the family's one table (`PRECONDITIONING`), and the coefficients become one
 row a step.
 """
 
@@ -27,7 +27,7 @@ from .newton_schulz import orthogonalize_rows
 
 
 def _steps_from(ns_coeffs: Any, ns_steps: Any) -> Sequence[Sequence[Any]]:
-    """optax's rule: (3,) runs ``ns_steps`` times, (n, 3) runs each row once."""
+    """optax's rule: (3,) runs `ns_steps` times, (n, 3) runs each row once."""
     shape = jnp.shape(ns_coeffs)
     if len(shape) not in (1, 2) or shape[-1] != 3:
         raise ValueError(
@@ -67,7 +67,7 @@ def orthogonalize_via_newton_schulz(
 ) -> jax.Array:
     r"""Orthogonalize a matrix (or a weight, by its dimension numbers), as optax does.
 
-    ``optax.contrib._muon.orthogonalize_via_newton_schulz``: the same
+    `optax.contrib._muon.orthogonalize_via_newton_schulz`: the same
     arguments, defaults and numbers. The (wide) matrix :math:`X_0` is
     :math:`G / (\|G\| + \epsilon)`, then each step with its coefficients
     :math:`(a, b, c)` is
@@ -80,36 +80,36 @@ def orthogonalize_via_newton_schulz(
     :math:`G = U S V^\top`.
 
     Args:
-      x: a matrix ``(m, n)``, or a weight of any rank >= 2 with
-        ``dimension_numbers``.
-      ns_coeffs: the coefficients ``(a, b, c)``: shape (3,), used at every
-        step, or (n, 3), one row a step (``ns_steps`` is then ignored). An
-        array, traced or not (``state.ns_coeffs`` of a ``MuonState``).
+      x: a matrix `(m, n)`, or a weight of any rank >= 2 with
+        `dimension_numbers`.
+      ns_coeffs: the coefficients `(a, b, c)`: shape (3,), used at every
+        step, or (n, 3), one row a step (`ns_steps` is then ignored). An
+        array, traced or not (`state.ns_coeffs` of a `MuonState`).
       ns_steps: the number of steps for (3,) coefficients, a concrete
         integer >= 0.
-      preconditioning: how :math:`X_0` is made: ``'frobenius'`` divides by
-        :math:`\|G\|_F + \epsilon`, ``'spectral'`` by :math:`\|G\|_2 +
-        \epsilon` (by SVD), ``'aol'`` scales row :math:`i` of the first step
-        by :math:`(\sum_j |A_{ij}|)^{-1/2}` (Turbo-Muon), ``'schatten'``
+      preconditioning: how :math:`X_0` is made: `'frobenius'` divides by
+        :math:`\|G\|_F + \epsilon`, `'spectral'` by :math:`\|G\|_2 +
+        \epsilon` (by SVD), `'aol'` scales row :math:`i` of the first step
+        by :math:`(\sum_j |A_{ij}|)^{-1/2}` (Turbo-Muon), `'schatten'`
         divides by :math:`\|G G^\top\|_F^{1/2}` (the Schatten-4 norm).
       eps: added to the Frobenius or spectral norm before dividing. The AOL
         and Schatten-4 scalings floor their sums at 1e-8, as optax's do.
       dimension_numbers: a :class:`MuonDimensionNumbers` (or
-        :class:`MuonSplit`): which axes of ``x`` are the matrix's rows and
+        :class:`MuonSplit`): which axes of `x` are the matrix's rows and
         columns; the others are batch axes, each slice orthogonalized on its
-        own. Required when ``x`` is not 2-D; ignored when it is.
+        own. Required when `x` is not 2-D; ignored when it is.
 
     Returns:
-      An array with ``x``'s shape and dtype.
+      An array with `x`'s shape and dtype.
 
     Raises:
-      ValueError: ``x`` is not 2-D and has no dimension numbers,
-        ``ns_coeffs`` is not of shape (3,) or (n, 3), or ``preconditioning``
+      ValueError: `x` is not 2-D and has no dimension numbers,
+        `ns_coeffs` is not of shape (3,) or (n, 3), or `preconditioning`
         is not one of the four.
 
-    Differences from optax: a float16 or bfloat16 ``x`` is iterated in
-    float32 (optax iterates in ``x``'s dtype, its coefficients rounded to
-    it); in ``'schatten'`` a complex ``x`` gets :math:`G G^H` where optax
+    Differences from optax: a float16 or bfloat16 `x` is iterated in
+    float32 (optax iterates in `x`'s dtype, its coefficients rounded to
+    it); in `'schatten'` a complex `x` gets :math:`G G^H` where optax
     forms :math:`G G^\top` (and returns NaN).
 
     Example:

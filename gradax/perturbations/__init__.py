@@ -1,4 +1,4 @@
-"""Differentiable perturbed functions: ``optax.perturbations``.
+"""Differentiable perturbed functions: `optax.perturbations`.
 
 :func:`make_perturbed_fun` smooths any function (even a piecewise constant
 one, like an argmax) by averaging it over random perturbations of its input,

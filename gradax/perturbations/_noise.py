@@ -16,8 +16,8 @@ class Normal(Module):
     .. math::
       \log p(z) = -\tfrac{1}{2} z^2 + \text{const}
 
-    ``sample(key, sample_shape=(), dtype=float)`` draws samples and
-    ``log_prob(inputs)`` is the log-density up to its constant, all that
+    `sample(key, sample_shape=(), dtype=float)` draws samples and
+    `log_prob(inputs)` is the log-density up to its constant, all that
     :func:`make_perturbed_fun` needs.
 
     Example:
@@ -34,7 +34,7 @@ class Normal(Module):
         return jax.random.normal(key, sample_shape, dtype)
 
     def log_prob(self, inputs: jax.Array) -> jax.Array:
-        """The log-density at ``inputs``, up to an additive constant."""
+        """The log-density at `inputs`, up to an additive constant."""
         return -0.5 * inputs**2
 
 
@@ -44,8 +44,8 @@ class Gumbel(Module):
     .. math::
       \log p(z) = -z - e^{-z}
 
-    ``sample(key, sample_shape=(), dtype=float)`` draws samples and
-    ``log_prob(inputs)`` is the log-density, all that
+    `sample(key, sample_shape=(), dtype=float)` draws samples and
+    `log_prob(inputs)` is the log-density, all that
     :func:`make_perturbed_fun` needs. Perturbing scores with Gumbel noise
     turns an argmax into a sample of the softmax distribution.
 
@@ -63,5 +63,5 @@ class Gumbel(Module):
         return jax.random.gumbel(key, sample_shape, dtype)
 
     def log_prob(self, inputs: jax.Array) -> jax.Array:
-        """The log-density at ``inputs``."""
+        """The log-density at `inputs`."""
         return -inputs - jnp.exp(-inputs)

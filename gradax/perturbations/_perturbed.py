@@ -13,7 +13,7 @@ from ._noise import Gumbel
 
 
 def _magic_box(log_prob: jax.Array) -> jax.Array:
-    """1 in value; its derivative is ``d log_prob`` times itself (DiCE)."""
+    """1 in value; its derivative is `d log_prob` times itself (DiCE)."""
     return jnp.exp(log_prob - jax.lax.stop_gradient(log_prob))
 
 
@@ -24,7 +24,7 @@ def make_perturbed_fun(
     noise: Any = Gumbel(),
     use_baseline: Any = True,
 ) -> Callable[[Any, Any], Any]:
-    r"""A differentiable Monte-Carlo smoothing of ``fun`` by random perturbations.
+    r"""A differentiable Monte-Carlo smoothing of `fun` by random perturbations.
 
     For a noise distribution :math:`\mu` with log-density :math:`\log p` and a
     scale :math:`\sigma`, the smoothed function is
@@ -34,7 +34,7 @@ def make_perturbed_fun(
 
     which is differentiable in :math:`x` even where :math:`f` is not
     (an argmax, a sort, a rounding). The returned function estimates it with
-    ``num_samples`` samples :math:`z_k`, written so that JAX derivatives of any
+    `num_samples` samples :math:`z_k`, written so that JAX derivatives of any
     order of the estimate are unbiased estimates of the derivatives of
     :math:`f_\sigma`: with :math:`y_k = x + \sigma z_k` held fixed and
     :math:`\ell_k(x) = \log p((y_k - x) / \sigma)`,
@@ -56,13 +56,13 @@ def make_perturbed_fun(
       num_samples: number of perturbations :math:`K` averaged over.
       sigma: scale :math:`\sigma` of the perturbations.
       noise: the distribution :math:`\mu`: an object with
-        ``sample(key, sample_shape, dtype)`` and ``log_prob(inputs)``, such as
+        `sample(key, sample_shape, dtype)` and `log_prob(inputs)`, such as
         :class:`Gumbel` (the default) or :class:`Normal`.
       use_baseline: subtract the baseline :math:`b = f(x)` (unperturbed) for
         variance reduction.
 
     Returns:
-      ``perturbed(key, x)``: ``fun``'s signature with a leading PRNG key.
+      `perturbed(key, x)`: `fun`'s signature with a leading PRNG key.
 
     Example:
       >>> import jax, jax.numpy as jnp

@@ -1,8 +1,8 @@
-"""Euclidean projections onto convex sets, for pytrees: ``optax.projections``.
+"""Euclidean projections onto convex sets, for pytrees: `optax.projections`.
 
 Each function returns the point of a set nearest (in the l2 norm over all
 leaves together) to its input, with the structure of the input. They serve
-projected gradient descent: ``params = projection(apply_updates(params, u))``.
+projected gradient descent: `params = projection(apply_updates(params, u))`.
 """
 
 from ._affine import projection_halfspace as projection_halfspace

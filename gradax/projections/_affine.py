@@ -17,10 +17,10 @@ def projection_vector(x: Any, a: Any) -> Any:
 
     Args:
       x: pytree to project.
-      a: pytree with the structure of ``x``, spanning the line (nonzero).
+      a: pytree with the structure of `x`, spanning the line (nonzero).
 
     Returns:
-      A pytree with the structure of ``x``.
+      A pytree with the structure of `x`.
 
     Example:
       >>> from gradax import projections
@@ -40,11 +40,11 @@ def projection_hyperplane(x: Any, a: Any, b: Any) -> Any:
 
     Args:
       x: pytree to project.
-      a: pytree with the structure of ``x``, the hyperplane's normal (nonzero).
+      a: pytree with the structure of `x`, the hyperplane's normal (nonzero).
       b: scalar offset of the hyperplane.
 
     Returns:
-      A pytree with the structure of ``x``.
+      A pytree with the structure of `x`.
 
     Example:
       >>> import jax.numpy as jnp
@@ -69,11 +69,11 @@ def projection_halfspace(x: Any, a: Any, b: Any) -> Any:
 
     Args:
       x: pytree to project.
-      a: pytree with the structure of ``x``, the boundary's normal (nonzero).
+      a: pytree with the structure of `x`, the boundary's normal (nonzero).
       b: scalar offset of the boundary.
 
     Returns:
-      A pytree with the structure of ``x``.
+      A pytree with the structure of `x`.
 
     Example:
       >>> import jax.numpy as jnp

@@ -9,10 +9,10 @@ import jax.numpy as jnp
 
 
 def _clip_prefix(tree: Any, lower: Any, upper: Any) -> Any:
-    """Clips ``tree`` leaf by leaf; a bound may be a prefix of ``tree``.
+    """Clips `tree` leaf by leaf; a bound may be a prefix of `tree`.
 
     A bound that is a single number (or array) applies to every leaf below
-    it, so ``lower=0.0`` works for a whole dict of arrays.
+    it, so `lower=0.0` works for a whole dict of arrays.
     """
 
     def fill(bound: Any) -> Any:
@@ -32,7 +32,7 @@ def projection_non_negative(tree: Any) -> Any:
       tree: pytree to project.
 
     Returns:
-      A pytree with the structure of ``tree``: each leaf with its negative
+      A pytree with the structure of `tree`: each leaf with its negative
       entries set to zero.
 
     Example:
@@ -55,12 +55,12 @@ def projection_box(tree: Any, lower: Any, upper: Any) -> Any:
     Args:
       tree: pytree to project.
       lower: the lower bound :math:`\ell`: a scalar, or a pytree with the
-        structure of ``tree`` (more generally, a prefix of it: a bound at
+        structure of `tree` (more generally, a prefix of it: a bound at
         a node applies to every leaf below).
-      upper: the upper bound :math:`u`, in the same forms as ``lower``.
+      upper: the upper bound :math:`u`, in the same forms as `lower`.
 
     Returns:
-      A pytree with the structure of ``tree``.
+      A pytree with the structure of `tree`.
 
     Example:
       >>> import jax.numpy as jnp
@@ -78,15 +78,15 @@ def projection_hypercube(tree: Any, scale: Any = 1) -> Any:
       \operatorname{proj}(x) =
       \operatorname*{argmin}_{0 \le p \le \text{scale}} \|x - p\|_2^2
 
-    This is :func:`projection_box` with ``lower=0`` and ``upper=scale``.
+    This is :func:`projection_box` with `lower=0` and `upper=scale`.
 
     Args:
       tree: pytree to project.
-      scale: side of the hypercube: a scalar or a pytree like ``tree``
+      scale: side of the hypercube: a scalar or a pytree like `tree`
         (default 1, the unit hypercube).
 
     Returns:
-      A pytree with the structure of ``tree``.
+      A pytree with the structure of `tree`.
 
     Example:
       >>> import jax.numpy as jnp
@@ -98,7 +98,7 @@ def projection_hypercube(tree: Any, scale: Any = 1) -> Any:
 
 
 def projection_linf_ball(tree: Any, scale: Any = 1) -> Any:
-    r"""Projects a pytree onto the l-infinity ball of radius ``scale``.
+    r"""Projects a pytree onto the l-infinity ball of radius `scale`.
 
     .. math::
       \operatorname{proj}(x) =
@@ -110,7 +110,7 @@ def projection_linf_ball(tree: Any, scale: Any = 1) -> Any:
       scale: radius of the ball, a scalar.
 
     Returns:
-      A pytree with the structure of ``tree``; every leaf keeps its dtype.
+      A pytree with the structure of `tree`; every leaf keeps its dtype.
 
     Example:
       >>> import jax.numpy as jnp

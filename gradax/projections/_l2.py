@@ -10,7 +10,7 @@ from .. import tree as gtree
 
 
 def projection_l2_sphere(tree: Any, scale: Any = 1) -> Any:
-    r"""Projects a pytree onto the l2 sphere of radius ``scale``.
+    r"""Projects a pytree onto the l2 sphere of radius `scale`.
 
     All leaves together form one vector :math:`x`:
 
@@ -26,7 +26,7 @@ def projection_l2_sphere(tree: Any, scale: Any = 1) -> Any:
       scale: radius of the sphere.
 
     Returns:
-      A pytree with the structure of ``tree``.
+      A pytree with the structure of `tree`.
 
     Example:
       >>> import jax.numpy as jnp
@@ -38,7 +38,7 @@ def projection_l2_sphere(tree: Any, scale: Any = 1) -> Any:
 
 
 def projection_l2_ball(tree: Any, scale: Any = 1) -> Any:
-    r"""Projects a pytree onto the l2 ball of radius ``scale``.
+    r"""Projects a pytree onto the l2 ball of radius `scale`.
 
     All leaves together form one vector :math:`x`:
 
@@ -56,7 +56,7 @@ def projection_l2_ball(tree: Any, scale: Any = 1) -> Any:
       scale: radius of the ball, a positive scalar.
 
     Returns:
-      A pytree with the structure of ``tree``.
+      A pytree with the structure of `tree`.
 
     Example:
       >>> import jax.numpy as jnp

@@ -13,12 +13,12 @@ from .. import tree as gtree
 
 @jax.custom_jvp
 def _unit_simplex(values: jax.Array) -> jax.Array:
-    """Euclidean projection of a vector onto ``{p >= 0, sum(p) = 1}``.
+    """Euclidean projection of a vector onto `{p >= 0, sum(p) = 1}`.
 
-    The projection is ``max(values - theta, 0)`` for the threshold ``theta``
-    that makes it sum to one. With ``u`` the values sorted in decreasing
-    order, the support has size ``k``, the largest ``i`` with
-    ``u_i > (u_1 + ... + u_i - 1) / i``, and ``theta = (u_1 + ... + u_k - 1) / k``
+    The projection is `max(values - theta, 0)` for the threshold `theta`
+    that makes it sum to one. With `u` the values sorted in decreasing
+    order, the support has size `k`, the largest `i` with
+    `u_i > (u_1 + ... + u_i - 1) / i`, and `theta = (u_1 + ... + u_k - 1) / k`
     (Held et al. 1974; Duchi et al. 2008).
     """
     # Half precision would round the running sums and the sizes (bfloat16
@@ -46,7 +46,7 @@ def _unit_simplex_jvp(primals, tangents):
 
 
 def projection_simplex(tree: Any, scale: Any = 1) -> Any:
-    r"""Projects a pytree onto the simplex of total mass ``scale``.
+    r"""Projects a pytree onto the simplex of total mass `scale`.
 
     All leaves together form one vector :math:`x`:
 
@@ -65,7 +65,7 @@ def projection_simplex(tree: Any, scale: Any = 1) -> Any:
         the probability simplex).
 
     Returns:
-      A pytree with the structure of ``tree``.
+      A pytree with the structure of `tree`.
 
     Example:
       >>> import jax.numpy as jnp
@@ -84,7 +84,7 @@ def projection_simplex(tree: Any, scale: Any = 1) -> Any:
 
 
 def projection_l1_sphere(tree: Any, scale: Any = 1) -> Any:
-    r"""Projects a pytree onto the l1 sphere of radius ``scale``.
+    r"""Projects a pytree onto the l1 sphere of radius `scale`.
 
     .. math::
       \operatorname{proj}(x) =
@@ -92,14 +92,14 @@ def projection_l1_sphere(tree: Any, scale: Any = 1) -> Any:
       = \operatorname{sign}(x) \odot \operatorname{proj}_{\Delta}(|x|)
 
     where :math:`\operatorname{proj}_{\Delta}` is :func:`projection_simplex`
-    with total mass ``scale``.
+    with total mass `scale`.
 
     Args:
       tree: pytree to project.
       scale: radius of the sphere, a positive scalar.
 
     Returns:
-      A pytree with the structure of ``tree``.
+      A pytree with the structure of `tree`.
 
     Example:
       >>> import jax.numpy as jnp
@@ -112,7 +112,7 @@ def projection_l1_sphere(tree: Any, scale: Any = 1) -> Any:
 
 
 def projection_l1_ball(tree: Any, scale: Any = 1) -> Any:
-    r"""Projects a pytree onto the l1 ball of radius ``scale``.
+    r"""Projects a pytree onto the l1 ball of radius `scale`.
 
     .. math::
       \operatorname{proj}(x) =
@@ -126,7 +126,7 @@ def projection_l1_ball(tree: Any, scale: Any = 1) -> Any:
       scale: radius of the ball, a positive scalar.
 
     Returns:
-      A pytree with the structure of ``tree``.
+      A pytree with the structure of `tree`.
 
     Example:
       >>> import jax.numpy as jnp

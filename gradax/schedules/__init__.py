@@ -1,7 +1,7 @@
 """Learning-rate and hyperparameter schedules.
 
-Each schedule is a pytree: its values are leaves (so ``jit`` can take it as an
-argument and ``grad`` can differentiate through it), while the steps where it
+Each schedule is a pytree: its values are leaves (so `jit` can take it as an
+argument and `grad` can differentiate through it), while the steps where it
 changes are static.
 """
 

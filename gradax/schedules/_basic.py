@@ -36,7 +36,7 @@ from ._util import (
 
 
 def polynomial_value(count, init_value, end_value, power, steps, begin):
-    """Polynomial interpolation from ``init_value`` to ``end_value``."""
+    """Polynomial interpolation from `init_value` to `end_value`."""
     if steps <= 0:
         return init_value
     begin = max(begin, 0)
@@ -49,7 +49,7 @@ def polynomial_value(count, init_value, end_value, power, steps, begin):
 
 
 def exponential_value(count, init_value, steps, rate, begin, staircase, end_value):
-    """``init_value * rate ** ((count - begin) / steps)``, optionally bounded."""
+    """`init_value * rate ** ((count - begin) / steps)`, optionally bounded."""
     if steps <= 0:
         return init_value
     known_rate = concrete_scalar(rate)
@@ -75,7 +75,7 @@ def exponential_value(count, init_value, steps, rate, begin, staircase, end_valu
 def exponential_bounds(init_value, steps, rate, end_value):
     """Bounds of :func:`exponential_value`, or None if unknown or unbounded.
 
-    Without ``end_value`` a rate above 1 grows without bound (None: nothing
+    Without `end_value` a rate above 1 grows without bound (None: nothing
     is known to check against). Decaying, the value tends to 0, which float
     arithmetic reaches.
     """
@@ -116,10 +116,10 @@ def _cosine_between(start, end, pct):
 
 
 def piecewise_interpolate_value(count, kind, init_value, boundaries, scales):
-    """Interpolates between the running products of ``scales`` at ``boundaries``.
+    """Interpolates between the running products of `scales` at `boundaries`.
 
-    ``boundaries`` is sorted; ``scales[i]`` multiplies the value reached at
-    ``boundaries[i]``. Before step 0 the value is 0, after the last boundary it
+    `boundaries` is sorted; `scales[i]` multiplies the value reached at
+    `boundaries[i]`. Before step 0 the value is 0, after the last boundary it
     is the last product.
     """
     between = _linear_between if kind == "linear" else _cosine_between
@@ -138,7 +138,7 @@ def piecewise_interpolate_bounds(init_value, boundaries, scales):
 
     Both interpolations stay between the two levels they join, so the bounds
     are those of the levels in use from step 0 on: the level of the last
-    boundary <= 0 (``init_value`` if none) and every later one.
+    boundary <= 0 (`init_value` if none) and every later one.
     """
     known = known_numbers(init_value, *scales)
     if known is None:
@@ -151,7 +151,7 @@ def piecewise_interpolate_bounds(init_value, boundaries, scales):
 
 
 def boundaries_dict(name: str, mapping: Any) -> dict | None:
-    """A copy of a ``{step: scale}`` mapping with plain-number keys, sorted."""
+    """A copy of a `{step: scale}` mapping with plain-number keys, sorted."""
     if mapping is None:
         return None
     if not isinstance(mapping, Mapping):
@@ -168,14 +168,14 @@ _SCALE = Spec(NONNEGATIVE, schedule=False, array=True, allow_none=False)
 
 
 def scales_by_step(mapping: Any, name: str) -> dict | None:
-    """Converter of a ``{step: scale}`` argument: sorted, checked, plain keys."""
+    """Converter of a `{step: scale}` argument: sorted, checked, plain keys."""
     pairs = boundaries_dict(name, mapping)
     validate_scales(name, pairs)
     return pairs
 
 
 def validate_scales(name: str, mapping: dict | None) -> None:
-    """Each factor of ``mapping`` must be >= 0 (as optax requires)."""
+    """Each factor of `mapping` must be >= 0 (as optax requires)."""
     for step, scale in (mapping or {}).items():
         validate(f"{name}[{step!r}]", scale, _SCALE)
 
@@ -214,20 +214,20 @@ class constant_schedule(ScheduleBase):
 
 
 class polynomial_schedule(ScheduleBase):
-    """Goes from ``init_value`` to ``end_value`` along a power of the progress.
+    """Goes from `init_value` to `end_value` along a power of the progress.
 
-    With :math:`s` = ``transition_steps``, :math:`b` = ``transition_begin``
+    With :math:`s` = `transition_steps`, :math:`b` = `transition_begin`
     and :math:`\\tau = \\mathrm{clip}(t - b, 0, s)`,
 
     .. math:: f(t) = (v_0 - v_1) (1 - \\tau / s)^p + v_1
 
-    A non-positive ``transition_steps`` gives the constant ``init_value``; a
-    negative ``transition_begin`` counts as 0 (both as in optax).
+    A non-positive `transition_steps` gives the constant `init_value`; a
+    negative `transition_begin` counts as 0 (both as in optax).
 
     Args:
-      init_value: the value :math:`v_0` up to ``transition_begin``.
-      end_value: the value :math:`v_1` from ``transition_begin +
-        transition_steps`` on.
+      init_value: the value :math:`v_0` up to `transition_begin`.
+      end_value: the value :math:`v_1` from `transition_begin +
+        transition_steps` on.
       power: the exponent :math:`p` (1 is linear), >= 0.
       transition_steps: how many steps the transition takes, an integer.
       transition_begin: the step where the transition starts, an integer.
@@ -275,20 +275,20 @@ class polynomial_schedule(ScheduleBase):
 
 
 class linear_schedule(ScheduleBase):
-    """Goes linearly from ``init_value`` to ``end_value``.
+    """Goes linearly from `init_value` to `end_value`.
 
-    With :math:`s` = ``transition_steps`` and :math:`b` = ``transition_begin``,
+    With :math:`s` = `transition_steps` and :math:`b` = `transition_begin`,
 
     .. math:: f(t) = v_0 + (v_1 - v_0) \\, \\mathrm{clip}(t - b, 0, s) / s
 
-    This is :class:`polynomial_schedule` with ``power=1``, with the same
-    handling of non-positive ``transition_steps`` and negative
-    ``transition_begin``.
+    This is :class:`polynomial_schedule` with `power=1`, with the same
+    handling of non-positive `transition_steps` and negative
+    `transition_begin`.
 
     Args:
-      init_value: the value :math:`v_0` up to ``transition_begin``.
-      end_value: the value :math:`v_1` from ``transition_begin +
-        transition_steps`` on.
+      init_value: the value :math:`v_0` up to `transition_begin`.
+      end_value: the value :math:`v_1` from `transition_begin +
+        transition_steps` on.
       transition_steps: how many steps the transition takes, an integer.
       transition_begin: the step where the transition starts, an integer.
 
@@ -353,7 +353,7 @@ class piecewise_constant_schedule(ScheduleBase):
 
     .. math:: f(t) = v_0 \\prod_{b_i \\le t} c_i
 
-    for the pairs :math:`(b_i, c_i)` of ``boundaries_and_scales``. The value
+    for the pairs :math:`(b_i, c_i)` of `boundaries_and_scales`. The value
     changes exactly at each boundary: step :math:`b_i` already has the new
     value.
 
@@ -418,7 +418,7 @@ class piecewise_interpolate_schedule(ScheduleBase):
     before step 0 it is 0 (as in optax).
 
     Args:
-      interpolate_type: ``'linear'`` or ``'cosine'``.
+      interpolate_type: `'linear'` or `'cosine'`.
       init_value: the value :math:`v_0` at step 0.
       boundaries_and_scales: a dict from step :math:`b_i` to a non-negative
         factor :math:`c_i`, or None. The steps are static; the factors are
@@ -459,30 +459,30 @@ class piecewise_interpolate_schedule(ScheduleBase):
 
 
 class exponential_decay(ScheduleBase):
-    """Multiplies a value by ``decay_rate`` every ``transition_steps`` steps.
+    """Multiplies a value by `decay_rate` every `transition_steps` steps.
 
-    With :math:`s` = ``transition_steps``, :math:`b` = ``transition_begin``
-    and :math:`r` = ``decay_rate``,
+    With :math:`s` = `transition_steps`, :math:`b` = `transition_begin`
+    and :math:`r` = `decay_rate`,
 
     .. math:: f(t) = v_0 \\, r^{(t - b) / s} \\quad (t > b), \\qquad
         f(t) = v_0 \\quad (t \\le b)
 
-    where the exponent is rounded down when ``staircase`` is set. With an
-    ``end_value``, the value stops there: it is a lower bound when
+    where the exponent is rounded down when `staircase` is set. With an
+    `end_value`, the value stops there: it is a lower bound when
     :math:`r < 1` and an upper bound otherwise.
 
-    As in optax, a non-positive ``transition_steps`` or a zero ``decay_rate``
-    gives the constant ``init_value``, and a negative ``transition_begin``
+    As in optax, a non-positive `transition_steps` or a zero `decay_rate`
+    gives the constant `init_value`, and a negative `transition_begin`
     counts as 0.
 
     Args:
-      init_value: the value :math:`v_0` up to ``transition_begin``.
+      init_value: the value :math:`v_0` up to `transition_begin`.
       transition_steps: the number of steps :math:`s` per factor of
-        ``decay_rate``, an integer.
-      decay_rate: the factor :math:`r` per ``transition_steps`` steps, >= 0
+        `decay_rate`, an integer.
+      decay_rate: the factor :math:`r` per `transition_steps` steps, >= 0
         (above 1 the value grows).
       transition_begin: the step :math:`b` where the decay starts, an integer.
-      staircase: decay in whole factors only, once every ``transition_steps``.
+      staircase: decay in whole factors only, once every `transition_steps`.
       end_value: a bound the value does not pass, or None.
 
     Returns:

@@ -24,7 +24,7 @@ from ._util import (
 
 
 def cosine_value(count, init_value, decay_steps, alpha, exponent):
-    """Half-cosine decay from ``init_value`` to ``alpha * init_value``."""
+    """Half-cosine decay from `init_value` to `alpha * init_value`."""
     # Python integers become floats so that large counts do not overflow int32.
     if isinstance(decay_steps, int):
         decay_steps = float(decay_steps)
@@ -36,7 +36,7 @@ def cosine_value(count, init_value, decay_steps, alpha, exponent):
 
 
 def _end_fraction(peak_value, end_value):
-    """``end_value / peak_value``, taken as 0 when ``peak_value`` is 0."""
+    """`end_value / peak_value`, taken as 0 when `peak_value` is 0."""
     known_peak = concrete_scalar(peak_value)
     if known_peak is not None:
         return 0.0 if known_peak == 0.0 else end_value / peak_value
@@ -46,19 +46,19 @@ def _end_fraction(peak_value, end_value):
 
 
 def cosine_bounds(init_value, alpha, exponent) -> tuple[float, float]:
-    """Bounds of :func:`cosine_value`: it goes from ``init_value`` to
-    ``alpha * init_value`` (or stays at ``init_value`` when ``exponent`` is 0,
-    since ``0 ** 0 = 1``)."""
+    """Bounds of :func:`cosine_value`: it goes from `init_value` to
+    `alpha * init_value` (or stays at `init_value` when `exponent` is 0,
+    since `0 ** 0 = 1`)."""
     if exponent == 0:
         return hull(init_value)
     return hull(init_value, alpha * init_value)
 
 
 class cosine_decay_schedule(ScheduleBase):
-    """Decays a value along a half cosine over ``decay_steps`` steps.
+    """Decays a value along a half cosine over `decay_steps` steps.
 
-    With :math:`D` = ``decay_steps``, :math:`\\alpha` = ``alpha`` and
-    :math:`p` = ``exponent``,
+    With :math:`D` = `decay_steps`, :math:`\\alpha` = `alpha` and
+    :math:`p` = `exponent`,
 
     .. math::
         f(t) = v_0 \\left[(1 - \\alpha) \\left(\\tfrac{1}{2}\\left(
@@ -72,7 +72,7 @@ class cosine_decay_schedule(ScheduleBase):
       init_value: the value :math:`v_0` at step 0.
       decay_steps: the number of steps :math:`D` of the decay, an integer
         >= 1.
-      alpha: the final value as a fraction of ``init_value``, any real number.
+      alpha: the final value as a fraction of `init_value`, any real number.
       exponent: the power :math:`p` of the cosine factor, >= 0.
 
     Returns:
@@ -104,9 +104,9 @@ class cosine_decay_schedule(ScheduleBase):
 
 
 class warmup_cosine_decay_schedule(ScheduleBase):
-    """Linear warmup to a peak, then cosine decay to ``end_value``.
+    """Linear warmup to a peak, then cosine decay to `end_value`.
 
-    With :math:`W` = ``warmup_steps`` and :math:`D` = ``decay_steps`` (the
+    With :math:`W` = `warmup_steps` and :math:`D` = `decay_steps` (the
     total length, warmup included),
 
     .. math::
@@ -117,7 +117,7 @@ class warmup_cosine_decay_schedule(ScheduleBase):
                 & t \\ge W
         \\end{cases}
 
-    It is continuous at :math:`W` and equals ``end_value`` from :math:`D` on.
+    It is continuous at :math:`W` and equals `end_value` from :math:`D` on.
 
     Args:
       init_value: the value :math:`v_0` at step 0.
@@ -125,7 +125,7 @@ class warmup_cosine_decay_schedule(ScheduleBase):
       warmup_steps: the length :math:`W` of the warmup, an integer >= 0 (0
         for none).
       decay_steps: the total length :math:`D` of the schedule, warmup
-        included; an integer greater than ``warmup_steps``.
+        included; an integer greater than `warmup_steps`.
       end_value: the value :math:`v_1` at the end.
       exponent: the power :math:`p` of the cosine factor, >= 0.
 
@@ -194,7 +194,7 @@ class warmup_cosine_decay_schedule(ScheduleBase):
 
 
 def _as_cycles(value: Any, name: str) -> tuple:
-    """Converter of ``cosine_kwargs``: a tuple of warmup-cosine schedules."""
+    """Converter of `cosine_kwargs`: a tuple of warmup-cosine schedules."""
     if isinstance(value, Mapping) or not isinstance(value, Iterable):
         raise ValueError(
             f"{name} must be a sequence of dicts of arguments of "
@@ -218,7 +218,7 @@ class sgdr_schedule(ScheduleBase):
     """Cosine decay with warm restarts: cycles of warmup and cosine decay.
 
     Each cycle is a :class:`warmup_cosine_decay_schedule`; cycle :math:`k`
-    starts when the ones before it have run their ``decay_steps`` and sees the
+    starts when the ones before it have run their `decay_steps` and sees the
     step count from its own start.
 
     Args:

@@ -31,7 +31,7 @@ from ._util import (
 
 
 def _as_schedules(value: Any, name: str) -> tuple:
-    """Converter of ``schedules``: a tuple of schedules (gradax ones kept as trees)."""
+    """Converter of `schedules`: a tuple of schedules (gradax ones kept as trees)."""
     if not isinstance(value, Sequence) or isinstance(value, str):
         raise ValueError(f"{name} must be a sequence of schedules, got {value!r}")
     schedules = tuple(as_hyperparameter(s) for s in value)
@@ -45,7 +45,7 @@ def _as_schedules(value: Any, name: str) -> tuple:
 
 
 def _as_steps(value: Any, name: str) -> tuple:
-    """Converter of ``boundaries``: a tuple of plain step numbers.
+    """Converter of `boundaries`: a tuple of plain step numbers.
 
     A sequence, or a one-dimensional NumPy or JAX array (read once, here:
     the boundaries are static), as optax iterates over either.
@@ -72,9 +72,9 @@ class join_schedules(ScheduleBase):
         pytrees (their numbers are leaves); other callables (optax schedules,
         functions) are wrapped as static functions.
       boundaries: the :math:`n - 1` steps at which the next schedule takes
-        over. They are static. As in optax, ``boundaries[i]`` starts
-        ``schedules[i + 1]``: a boundary beyond the last schedule is ignored
-        (``n`` boundaries, as some training stacks pass, work) and a
+        over. They are static. As in optax, `boundaries[i]` starts
+        `schedules[i + 1]`: a boundary beyond the last schedule is ignored
+        (`n` boundaries, as some training stacks pass, work) and a
         schedule without a boundary never runs; either warns.
 
     Returns:
@@ -137,17 +137,17 @@ class join_schedules(ScheduleBase):
 
 
 class warmup_constant_schedule(ScheduleBase):
-    """Linear warmup from ``init_value`` to ``peak_value``, then constant.
+    """Linear warmup from `init_value` to `peak_value`, then constant.
 
-    With :math:`W` = ``warmup_steps``,
+    With :math:`W` = `warmup_steps`,
 
     .. math:: f(t) = v_0 + (v_p - v_0) \\, \\mathrm{clip}(t, 0, W) / W
 
-    (the constant ``init_value`` when :math:`W \\le 0`, as in optax).
+    (the constant `init_value` when :math:`W \\le 0`, as in optax).
 
     Args:
       init_value: the value :math:`v_0` at step 0.
-      peak_value: the value :math:`v_p` from ``warmup_steps`` on.
+      peak_value: the value :math:`v_p` from `warmup_steps` on.
       warmup_steps: the length :math:`W` of the warmup, an integer >= 0.
 
     Returns:
@@ -178,10 +178,10 @@ class warmup_constant_schedule(ScheduleBase):
 
 
 class warmup_exponential_decay_schedule(ScheduleBase):
-    """Linear warmup to ``peak_value``, then :class:`exponential_decay` from it.
+    """Linear warmup to `peak_value`, then :class:`exponential_decay` from it.
 
-    With :math:`W` = ``warmup_steps``, :math:`s` = ``transition_steps``,
-    :math:`b` = ``transition_begin`` and :math:`r` = ``decay_rate``,
+    With :math:`W` = `warmup_steps`, :math:`s` = `transition_steps`,
+    :math:`b` = `transition_begin` and :math:`r` = `decay_rate`,
 
     .. math::
         f(t) = \\begin{cases}
@@ -196,9 +196,9 @@ class warmup_exponential_decay_schedule(ScheduleBase):
       init_value: the value :math:`v_0` at step 0.
       peak_value: the value :math:`v_p` at the end of the warmup.
       warmup_steps: the length :math:`W` of the warmup, an integer >= 0.
-      transition_steps: the number of steps per factor of ``decay_rate``, an
+      transition_steps: the number of steps per factor of `decay_rate`, an
         integer.
-      decay_rate: the factor :math:`r` per ``transition_steps`` steps, >= 0.
+      decay_rate: the factor :math:`r` per `transition_steps` steps, >= 0.
       transition_begin: steps after the warmup before the decay starts, an
         integer.
       staircase: decay in whole factors only.

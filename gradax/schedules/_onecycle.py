@@ -10,7 +10,7 @@ from ._util import FRACTION, PERIOD_STEPS, ScheduleBase, known_numbers
 
 
 def _merged(pairs):
-    """``pairs`` (step, scale) as sorted steps and scales, the later pair winning.
+    """`pairs` (step, scale) as sorted steps and scales, the later pair winning.
 
     A dict, like the user-facing piecewise_interpolate_schedule: when two
     boundaries round to the same step, the later scale replaces the earlier.
@@ -23,7 +23,7 @@ def _merged(pairs):
 
 
 def _interpolate(count, kind, init_value, pairs):
-    """Interpolates through ``pairs`` (step, scale), the later pair winning."""
+    """Interpolates through `pairs` (step, scale), the later pair winning."""
     return piecewise_interpolate_value(count, kind, init_value, *_merged(pairs))
 
 
@@ -32,17 +32,17 @@ def _interpolate_bounds(init_value, pairs):
 
 
 class linear_onecycle_schedule(ScheduleBase):
-    """One cycle of linear ramps: up to ``peak_value``, back down, then lower.
+    """One cycle of linear ramps: up to `peak_value`, back down, then lower.
 
-    With :math:`T` = ``transition_steps``, the value goes linearly through
+    With :math:`T` = `transition_steps`, the value goes linearly through
 
     ============================  ======================================
     step                          value
     ============================  ======================================
-    0                             ``peak_value / div_factor``
-    ``int(pct_start * T)``        ``peak_value``
-    ``int(pct_final * T)``        ``peak_value / div_factor``
-    :math:`T` and after           ``peak_value / div_factor / final_div_factor``
+    0                             `peak_value / div_factor`
+    `int(pct_start * T)`        `peak_value`
+    `int(pct_final * T)`        `peak_value / div_factor`
+    :math:`T` and after           `peak_value / div_factor / final_div_factor`
     ============================  ======================================
 
     Args:
@@ -51,7 +51,7 @@ class linear_onecycle_schedule(ScheduleBase):
       pct_start: the fraction of the cycle spent going up, in [0, 1].
       pct_final: the fraction of the cycle at which the way down ends, in
         [0, 1].
-      div_factor: the initial value is ``peak_value / div_factor``; > 0.
+      div_factor: the initial value is `peak_value / div_factor`; > 0.
       final_div_factor: the last value is the initial one divided by this; > 0.
 
     Returns:
@@ -100,19 +100,19 @@ class linear_onecycle_schedule(ScheduleBase):
 
 
 class cosine_onecycle_schedule(ScheduleBase):
-    """One cycle of half cosines: up to ``peak_value``, then far below it.
+    """One cycle of half cosines: up to `peak_value`, then far below it.
 
-    With :math:`T` = ``transition_steps``, the value follows a half cosine from
-    ``peak_value / div_factor`` at step 0 up to ``peak_value`` at step
-    ``int(pct_start * T)``, then another down to
-    ``peak_value / (div_factor * final_div_factor)`` at step :math:`T`, where
+    With :math:`T` = `transition_steps`, the value follows a half cosine from
+    `peak_value / div_factor` at step 0 up to `peak_value` at step
+    `int(pct_start * T)`, then another down to
+    `peak_value / (div_factor * final_div_factor)` at step :math:`T`, where
     it stays.
 
     Args:
       transition_steps: the length :math:`T` of the cycle, an integer >= 1.
       peak_value: the highest value.
       pct_start: the fraction of the cycle spent going up, in [0, 1].
-      div_factor: the initial value is ``peak_value / div_factor``; > 0.
+      div_factor: the initial value is `peak_value / div_factor`; > 0.
       final_div_factor: the last value is the initial one divided by this; > 0.
 
     Returns:

@@ -50,10 +50,10 @@ def step_number(name: str, value: Any) -> numbers.Real:
 
 
 def concrete_scalar(value: Any) -> Any | None:
-    """``value`` if it is a host number known now, else None.
+    """`value` if it is a host number known now, else None.
 
     JAX arrays count as unknown (reading one back would sync with the device,
-    and inside ``jit`` it is traced), so their branch is taken by ``where``.
+    and inside `jit` it is traced), so their branch is taken by `where`.
     """
     if isinstance(value, (bool, int, float, np.bool_, np.number)):
         return value
@@ -64,13 +64,13 @@ def concrete_scalar(value: Any) -> Any | None:
 
 @dataclasses.dataclass(frozen=True)
 class Tolerated(Range):
-    """Values optax takes (the range itself), and the ``usual`` ones among them.
+    """Values optax takes (the range itself), and the `usual` ones among them.
 
     A schedule's argument declared with it accepts every value in the range,
     as optax does, and building the schedule warns (a
     :class:`~gradax.declare.HyperparameterWarning` naming the argument) for
-    a known value outside ``usual``: a fractional step count, a negative
-    warmup, a percentage above 1. ``note`` says what the value does.
+    a known value outside `usual`: a fractional step count, a negative
+    warmup, a percentage above 1. `note` says what the value does.
     """
 
     usual: Range = Range()
@@ -78,7 +78,7 @@ class Tolerated(Range):
 
 
 def tolerated(usual: Range, note: str, **accepted: Any) -> Tolerated:
-    """A :class:`Tolerated` range: ``accepted`` bounds, ``usual`` values."""
+    """A :class:`Tolerated` range: `accepted` bounds, `usual` values."""
     return Tolerated(usual=usual, note=note, **accepted)
 
 
@@ -95,7 +95,7 @@ def _known_numbers_of(value: Any) -> np.ndarray | None:
 
 
 def outside_usual(name: str, value: Any, valid: Tolerated) -> tuple[str, str] | None:
-    """``(what, why)`` when ``value`` is accepted but not ``valid.usual``."""
+    """`(what, why)` when `value` is accepted but not `valid.usual`."""
     known = _known_numbers_of(value)
     if known is None:
         return None
@@ -128,18 +128,18 @@ FRACTION = tolerated(Range(0.0, 1.0), _AS_OPTAX)
 
 
 def select(pred: Any, on_true: Any, on_false: Any) -> Any:
-    """``on_true if pred else on_false``, also when ``pred`` is traced."""
+    """`on_true if pred else on_false`, also when `pred` is traced."""
     if concrete_scalar(pred) is not None:
         return on_true if bool(pred) else on_false
     return jnp.where(pred, on_true, on_false)
 
 
 class ScheduleBase(Schedule):
-    """A gradax schedule: fields are its arguments, ``_evaluate`` its formula.
+    """A gradax schedule: fields are its arguments, `_evaluate` its formula.
 
     Static numbers (step counts, fractions) are declared with
-    ``hyper(..., static=True)`` and brought to plain Python numbers before
-    their declarations are checked. Calls evaluate ``_evaluate`` under
+    `hyper(..., static=True)` and brought to plain Python numbers before
+    their declarations are checked. Calls evaluate `_evaluate` under
     standard dtype promotion, because a schedule mixes an integer step count
     with float values by design (as optax does), and must give the same
     numbers when a caller has turned on strict promotion.
@@ -172,12 +172,12 @@ class ScheduleBase(Schedule):
             return self._evaluate(count)
 
     def _evaluate(self, count: Any) -> Any:
-        """The value at step ``count``; subclasses implement it."""
+        """The value at step `count`; subclasses implement it."""
         raise NotImplementedError
 
 
 def join(count: Any, pieces: Any, boundaries: Any) -> Any:
-    """Runs ``pieces[i]`` from ``boundaries[i-1]`` on, counting from there."""
+    """Runs `pieces[i]` from `boundaries[i-1]` on, counting from there."""
     out = pieces[0](count)
     for boundary, piece in zip(boundaries, pieces[1:], strict=True):
         out = jnp.where(count < boundary, out, piece(count - boundary))
@@ -190,7 +190,7 @@ def join(count: Any, pieces: Any, boundaries: Any) -> Any:
 
 
 def known_numbers(*values: Any) -> tuple[float, ...] | None:
-    """``values`` as floats when all are host numbers, else None.
+    """`values` as floats when all are host numbers, else None.
 
     Arrays and tracers are not read (nothing touches a device when a schedule
     is checked at construction), so a schedule holding one has no known bounds.
@@ -205,7 +205,7 @@ def known_numbers(*values: Any) -> tuple[float, ...] | None:
 
 
 def hull(*values: float) -> tuple[float, float]:
-    """The smallest interval holding all ``values``."""
+    """The smallest interval holding all `values`."""
     return min(values), max(values)
 
 

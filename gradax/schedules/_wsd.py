@@ -13,7 +13,7 @@ DECAY_TYPES = ("linear", "cosine", "1-sqrt")
 
 
 def decay_steps_of(total_steps: int, decay_fraction: float) -> int:
-    """The number of decay steps: ``decay_fraction * total_steps``, rounded."""
+    """The number of decay steps: `decay_fraction * total_steps`, rounded."""
     return int(round(decay_fraction * total_steps))
 
 
@@ -30,7 +30,7 @@ def _shape(progress: Any, decay_type: str) -> Any:
 class warmup_stable_decay_schedule(ScheduleBase):
     r"""Linear warmup, a constant plateau, then a decay over the last steps.
 
-    With :math:`W` = ``warmup_steps``, :math:`T` = ``total_steps``,
+    With :math:`W` = `warmup_steps`, :math:`T` = `total_steps`,
     :math:`D = \mathrm{round}(\text{decay\_fraction} \cdot T)` decay steps
     starting at :math:`S = T - D`, and :math:`p = (t - S) / D`:
 
@@ -42,7 +42,7 @@ class warmup_stable_decay_schedule(ScheduleBase):
         \end{cases}
 
     with :math:`\phi(p) = 1 - p` ("linear"), :math:`\tfrac12(1 + \cos \pi p)`
-    ("cosine") or :math:`1 - \sqrt{p}` ("1-sqrt"). It reaches ``end_value``
+    ("cosine") or :math:`1 - \sqrt{p}` ("1-sqrt"). It reaches `end_value`
     at :math:`T` and stays there. The plateau can be cut short or extended
     without touching the warmup, which is why long pretraining runs use it.
 
@@ -51,7 +51,7 @@ class warmup_stable_decay_schedule(ScheduleBase):
       peak_value: the plateau's value :math:`v_p`.
       warmup_steps: the length :math:`W` of the warmup, an integer >= 0.
       total_steps: the length :math:`T` of the schedule, an integer >= 1.
-      decay_fraction: the fraction of ``total_steps`` the decay takes, in
+      decay_fraction: the fraction of `total_steps` the decay takes, in
         [0, 1] (0: no decay; MiniCPM and levanter use 0.1 to 0.2).
       end_value: the value :math:`v_1` at the end of the decay.
       decay_type: the decay's shape, "linear", "cosine" or "1-sqrt".
@@ -60,7 +60,7 @@ class warmup_stable_decay_schedule(ScheduleBase):
       A schedule, called with the step count.
 
     Raises:
-      ValueError: the warmup and the decay do not fit in ``total_steps``.
+      ValueError: the warmup and the decay do not fit in `total_steps`.
 
     Example:
       >>> import gradax

@@ -36,7 +36,7 @@ class precond_update_prob_schedule(ScheduleBase):
       [1.0, 1.0, 0.472, 0.03]
 
     References:
-      psgd-jax (Evan Walters), ``kron.py``'s schedule of the same name.
+      psgd-jax (Evan Walters), `kron.py`'s schedule of the same name.
     """
 
     max_prob: Any = hyper(default=1.0, valid=UNIT, schedule=False)

@@ -22,8 +22,8 @@ class WrappedScheduleState(NamedTuple):
 class WrappedSchedule(StatefulSchedule):
     """A schedule of the step count, in the stateful-schedule protocol.
 
-    ``init()`` starts a counter at 0, ``update(state)`` adds one, and
-    ``self(state)`` is ``schedule_fn(state.count)``; so it can be given to
+    `init()` starts a counter at 0, `update(state)` adds one, and
+    `self(state)` is `schedule_fn(state.count)`; so it can be given to
     :func:`inject_stateful_hyperparams` where a schedule is expected.
 
     Args:

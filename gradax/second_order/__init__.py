@@ -1,4 +1,4 @@
-"""Second-order utilities: ``optax.second_order`` (deprecated there and here).
+"""Second-order utilities: `optax.second_order` (deprecated there and here).
 
 :func:`hvp` (Hessian-vector product), :func:`hessian_diag` and
 :func:`fisher_diag`. optax deprecated them in 0.2.7; like optax, each call

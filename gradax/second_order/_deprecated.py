@@ -55,15 +55,15 @@ def hvp(
     :math:`H`. Every call warns with a :class:`DeprecationWarning`.
 
     Args:
-      loss: the loss, ``loss(params, inputs, targets) -> scalar``.
-      v: a flat vector with as many entries as ``params`` (in
-        ``jax.flatten_util.ravel_pytree`` order).
+      loss: the loss, `loss(params, inputs, targets) -> scalar`.
+      v: a flat vector with as many entries as `params` (in
+        `jax.flatten_util.ravel_pytree` order).
       params: the parameters :math:`\theta`, a pytree.
-      inputs: inputs :math:`x` passed to ``loss``.
-      targets: targets :math:`y` passed to ``loss``.
+      inputs: inputs :math:`x` passed to `loss`.
+      targets: targets :math:`y` passed to `loss`.
 
     Returns:
-      :math:`H v`, as a pytree with the structure of ``params``.
+      :math:`H v`, as a pytree with the structure of `params`.
 
     Example:
       >>> import warnings, jax.numpy as jnp
@@ -92,17 +92,17 @@ def hessian_diag(
       H = \nabla^2_\theta\, \ell(\theta, x, y)
 
     with one Hessian-vector product per parameter (vectorized with
-    ``vmap``), so only for small models. Every call warns with a
+    `vmap`), so only for small models. Every call warns with a
     :class:`DeprecationWarning`.
 
     Args:
-      loss: the loss, ``loss(params, inputs, targets) -> scalar``.
+      loss: the loss, `loss(params, inputs, targets) -> scalar`.
       params: the parameters :math:`\theta`, a pytree.
-      inputs: inputs :math:`x` passed to ``loss``.
-      targets: targets :math:`y` passed to ``loss``.
+      inputs: inputs :math:`x` passed to `loss`.
+      targets: targets :math:`y` passed to `loss`.
 
     Returns:
-      The diagonal as a flat vector (``ravel_pytree`` order of ``params``).
+      The diagonal as a flat vector (`ravel_pytree` order of `params`).
 
     Example:
       >>> import warnings, jax.numpy as jnp
@@ -140,13 +140,13 @@ def fisher_diag(
     Every call warns with a :class:`DeprecationWarning`.
 
     Args:
-      negative_log_likelihood: ``nll(params, inputs, targets) -> scalar``.
+      negative_log_likelihood: `nll(params, inputs, targets) -> scalar`.
       params: the parameters :math:`\theta`, a pytree.
-      inputs: inputs :math:`x` passed to ``negative_log_likelihood``.
-      targets: targets :math:`y` passed to ``negative_log_likelihood``.
+      inputs: inputs :math:`x` passed to `negative_log_likelihood`.
+      targets: targets :math:`y` passed to `negative_log_likelihood`.
 
     Returns:
-      The diagonal as a flat vector (``ravel_pytree`` order of ``params``).
+      The diagonal as a flat vector (`ravel_pytree` order of `params`).
 
     Example:
       >>> import warnings, jax.numpy as jnp

@@ -23,7 +23,7 @@ P = jax.sharding.PartitionSpec
 
 
 def current_mesh() -> Any | None:
-    """The mesh set with ``jax.set_mesh`` (or ``with mesh:``), if any."""
+    """The mesh set with `jax.set_mesh` (or `with mesh:`), if any."""
     mesh = jax.sharding.get_abstract_mesh()
     if mesh is None or mesh.empty or mesh.size <= 1:
         return None
@@ -34,7 +34,7 @@ def current_mesh() -> Any | None:
 
 
 def _layout(x: jax.Array, mesh: Any, spec: Any) -> jax.Array:
-    """Put ``x`` in the layout ``spec`` over ``mesh`` (Auto or Explicit axes)."""
+    """Put `x` in the layout `spec` over `mesh` (Auto or Explicit axes)."""
     if explicit_sharding(x) is not None:
         return jax.sharding.reshard(x, spec)
     return jax.lax.with_sharding_constraint(x, jax.NamedSharding(mesh, spec))
@@ -45,11 +45,11 @@ def orthogonalize_many(
     orthogonalize: Callable[[jax.Array], jax.Array],
     mesh: Any,
 ) -> list[jax.Array]:
-    """``[orthogonalize(m) for m in matrices]``, spread over ``mesh``.
+    """`[orthogonalize(m) for m in matrices]`, spread over `mesh`.
 
     Args:
-      matrices: arrays of shape ``(..., m, n)``.
-      orthogonalize: maps a stack ``(k, m, n)`` to its orthogonalization.
+      matrices: arrays of shape `(..., m, n)`.
+      orthogonalize: maps a stack `(k, m, n)` to its orthogonalization.
       mesh: the device mesh; all of its axes are used for the stack axis.
 
     Returns:

@@ -7,7 +7,7 @@ offers them (the Adam family and Lion):
   the update :math:`u` only where it agrees in sign with the gradient
   :math:`g`, and rescale the kept entries of each leaf (each parameter
   tensor). The authors' released code (github.com/kyleliang919/C-Optim,
-  commit 2c0517c) has two rescalings, chosen here by ``mask_scale``:
+  commit 2c0517c) has two rescalings, chosen here by `mask_scale`:
 
   .. math::
     \phi = \mathbb{1}[u \odot g > 0],\qquad
@@ -16,11 +16,11 @@ offers them (the Adam family and Lion):
     u \leftarrow u \odot \phi\, \frac{n}{\textstyle\sum \phi + 1}
     \ \ (\texttt{"numel"}),
 
-  with :math:`n` the number of entries of the leaf. ``"mean"`` is the rule
-  of ``c_adamw.py`` at that commit (its comments call ``"numel"`` the
+  with :math:`n` the number of entries of the leaf. `"mean"` is the rule
+  of `c_adamw.py` at that commit (its comments call `"numel"` the
   original implementation, replaced by the mean after timm found it more
-  favourable); ``"numel"`` is the rule of ``c_lion.py``, so gradax's Lion
-  uses it by default and the Adam family ``"mean"``. The paper's Algorithm 1
+  favourable); `"numel"` is the rule of `c_lion.py`, so gradax's Lion
+  uses it by default and the Adam family `"mean"`. The paper's Algorithm 1
   divides by :math:`\mathrm{mean}(\phi) + \epsilon` instead. Where no entry
   agrees, the leaf's update is zero under either rule.
 - cautious weight decay (Chen et al., 2025, arXiv:2510.12402, Algorithm 1):
@@ -55,7 +55,7 @@ MASK_SCALE = OneOf(MASK_SCALES)
 
 
 def _alignment(a: jax.Array, b: jax.Array) -> jax.Array:
-    """``a * b`` for real entries, ``Re(conj(a) * b)`` for complex ones."""
+    """`a * b` for real entries, `Re(conj(a) * b)` for complex ones."""
     if jnp.iscomplexobj(a) or jnp.iscomplexobj(b):
         return jnp.real(jnp.conj(a) * b)
     return a * b
@@ -72,21 +72,21 @@ def _caution_leaf(u: jax.Array, g: jax.Array, mask_scale: str) -> jax.Array:
 
 
 def caution(updates: Any, grads: Any, *, mask_scale: str = "mean") -> Any:
-    """Cautious updates: zero where ``updates`` and ``grads`` disagree in sign.
+    """Cautious updates: zero where `updates` and `grads` disagree in sign.
 
     Kept entries of each leaf are rescaled as in Liang et al. (2024): divided
     by the fraction of entries kept (at least 1e-3), or multiplied by
-    ``n / (kept + 1)``; see the module docstring.
+    `n / (kept + 1)`; see the module docstring.
 
     Args:
       updates: a tree of proposed updates (the direction, before the learning
         rate).
       grads: the gradients, same structure.
-      mask_scale: ``"mean"`` (C-Optim ``c_adamw.py``) or ``"numel"`` (C-Optim
-        ``c_lion.py``). Keyword-only.
+      mask_scale: `"mean"` (C-Optim `c_adamw.py`) or `"numel"` (C-Optim
+        `c_lion.py`). Keyword-only.
 
     Returns:
-      A tree like ``updates``.
+      A tree like `updates`.
 
     Example:
       >>> import jax.numpy as jnp
@@ -140,7 +140,7 @@ class _cautious_decay(GradientTransformation):
 
 
 class add_cautious_decayed_weights(Alias):
-    r"""Cautious weight decay: adds ``weight_decay * params`` where signs agree.
+    r"""Cautious weight decay: adds `weight_decay * params` where signs agree.
 
     With incoming update :math:`u`, parameters :math:`x` and rate
     :math:`\lambda`: :math:`u + \lambda\, \mathbb{1}[u \odot x \ge 0]\, x`,

@@ -28,7 +28,7 @@ CLIP_BOUND = Range(0.0, allow_inf=True)
 
 
 class clip(GradientTransformation):
-    """Clips every element of the updates to ``[-max_delta, max_delta]``.
+    """Clips every element of the updates to `[-max_delta, max_delta]`.
 
     Args:
       max_delta: the largest allowed absolute value, >= 0 (inf: no
@@ -91,7 +91,7 @@ class clip_by_block_rms(GradientTransformation):
 
 
 class clip_by_global_norm(GradientTransformation):
-    r"""Rescales the updates so that their global norm is at most ``max_norm``.
+    r"""Rescales the updates so that their global norm is at most `max_norm`.
 
     With :math:`\|g\|` the Euclidean norm of all elements of all leaves,
     :math:`u = g` if :math:`\|g\| < c`, else :math:`u = (g / \|g\|)\, c`.
@@ -138,7 +138,7 @@ class clip_by_global_norm(GradientTransformation):
 
 
 def global_norm(updates: Any) -> jax.Array:
-    """The Euclidean norm of all elements of a tree (same as ``tree.norm``).
+    """The Euclidean norm of all elements of a tree (same as `tree.norm`).
 
     Kept for optax compatibility; prefer :func:`gradax.tree.norm`.
 
@@ -161,12 +161,12 @@ def global_norm(updates: Any) -> jax.Array:
 
 
 def unitwise_norm(x: jax.Array, axis: int | tuple[int, ...] | None = None) -> jax.Array:
-    """The Euclidean norm of each unit of ``x``, broadcast to ``x.shape``.
+    """The Euclidean norm of each unit of `x`, broadcast to `x.shape`.
 
-    A unit is what remains after reducing over ``axis``. By default the axes
+    A unit is what remains after reducing over `axis`. By default the axes
     follow common layer layouts: the whole array for scalars and vectors (also
     arrays with a single non-trivial axis), axis 0 for rank 2 and 3 (dense
-    ``[in, out]`` and multi-head kernels), axes 0-2 for rank 4 (HWIO
+    `[in, out]` and multi-head kernels), axes 0-2 for rank 4 (HWIO
     convolutions) and axes 0-3 for rank 5 (3-D convolutions).
 
     Args:
@@ -174,10 +174,10 @@ def unitwise_norm(x: jax.Array, axis: int | tuple[int, ...] | None = None) -> ja
       axis: the axes to reduce over; None picks them from the rank.
 
     Returns:
-      A real array of the shape of ``x``.
+      A real array of the shape of `x`.
 
     Raises:
-      ValueError: for rank above 5 with ``axis=None``.
+      ValueError: for rank above 5 with `axis=None`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -206,16 +206,16 @@ def unitwise_norm(x: jax.Array, axis: int | tuple[int, ...] | None = None) -> ja
 def unitwise_clip(
     g_norm: jax.Array, max_norm: jax.Array, grad: jax.Array, div_eps: Any = 1e-6
 ) -> jax.Array:
-    """``grad`` where ``g_norm < max_norm``, else ``grad`` rescaled to ``max_norm``.
+    """`grad` where `g_norm < max_norm`, else `grad` rescaled to `max_norm`.
 
     Args:
-      g_norm: unit-wise norms of ``grad`` (shape of ``grad``).
-      max_norm: unit-wise largest norms (shape of ``grad``).
+      g_norm: unit-wise norms of `grad` (shape of `grad`).
+      max_norm: unit-wise largest norms (shape of `grad`).
       grad: the array to clip.
-      div_eps: floor of ``g_norm`` in the division, to avoid dividing by zero.
+      div_eps: floor of `g_norm` in the division, to avoid dividing by zero.
 
     Returns:
-      An array like ``grad``.
+      An array like `grad`.
     """
     for name, value in (("g_norm", g_norm), ("max_norm", max_norm)):
         if jnp.shape(value) != jnp.shape(grad):
@@ -248,7 +248,7 @@ class adaptive_grad_clip(GradientTransformation):
       axis: the axes a unit norm reduces over (see :func:`unitwise_norm`).
 
     Returns:
-      A transformation with an empty state; ``update`` needs ``params``.
+      A transformation with an empty state; `update` needs `params`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -327,8 +327,8 @@ def per_example_global_norm_clip(
         clipping).
 
     Returns:
-      ``(sum, num_clipped)``: the sum of the clipped gradients (a tree like
-      ``grads`` without the batch axis) and the number of examples clipped.
+      `(sum, num_clipped)`: the sum of the clipped gradients (a tree like
+      `grads` without the batch axis) and the number of examples clipped.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -356,7 +356,7 @@ def per_example_layer_norm_clip(
 
     Leaf :math:`k` of :math:`K` is clipped as in
     :func:`per_example_global_norm_clip` with its own bound: :math:`C/\sqrt{K}`
-    if ``uniform``, else :math:`C\sqrt{D_k / D}` with :math:`D_k` the size of
+    if `uniform`, else :math:`C\sqrt{D_k / D}` with :math:`D_k` the size of
     one example of leaf :math:`k` and :math:`D` the total.
 
     Args:
@@ -365,7 +365,7 @@ def per_example_layer_norm_clip(
       uniform: split :math:`C` equally between leaves (else by size).
 
     Returns:
-      ``(sums, num_clipped)``: two trees like ``grads``, the sums of clipped
+      `(sums, num_clipped)`: two trees like `grads`, the sums of clipped
       gradients (without the batch axis) and, per leaf, the number of examples
       clipped.
 

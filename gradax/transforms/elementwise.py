@@ -43,10 +43,10 @@ class add_noise(GradientTransformation):
     Args:
       eta: :math:`\eta`, the noise variance at the first step, >= 0.
       gamma: :math:`\gamma`, the annealing exponent, >= 0.
-      key: a PRNG key (``jax.random.key``, or raw ``jax.random.PRNGKey``
+      key: a PRNG key (`jax.random.key`, or raw `jax.random.PRNGKey`
         data) or an integer seed; None means seed 0. The key is made in
-        ``init``, not here.
-      seed: an integer seed (any integer), the older spelling of ``key``
+        `init`, not here.
+      seed: an integer seed (any integer), the older spelling of `key`
         (give one or the other).
 
     Returns:
@@ -176,12 +176,12 @@ class zero_nans(GradientTransformation):
 class keep_params_nonnegative(GradientTransformation):
     """Changes the updates so that no parameter goes below zero.
 
-    Where ``params + updates < 0`` the update becomes ``-params`` (the
+    Where `params + updates < 0` the update becomes `-params` (the
     parameter lands on 0). Put it last in a chain, after the learning rate.
     Parameters that are already negative are moved to 0.
 
     Returns:
-      A transformation with an empty state; ``update`` needs ``params``.
+      A transformation with an empty state; `update` needs `params`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

@@ -2,7 +2,7 @@
 
 A measurement is any function of the updates (their norm, a flag); placed in
 a chain it sees the updates as transformed so far, and passes them on
-unchanged. ``gradax.tree.get(state, name)`` reads a measurement back.
+unchanged. `gradax.tree.get(state, name)` reads a measurement back.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ class SnapshotState(NamedTuple):
 
 
 class snapshot(GradientTransformation):
-    """Stores ``measure(updates)`` in the state under ``measure_name``.
+    """Stores `measure(updates)` in the state under `measure_name`.
 
-    The updates pass through unchanged. ``init`` stores ``measure(params)``.
+    The updates pass through unchanged. `init` stores `measure(params)`.
 
     Args:
-      measure_name: the key of the measurement (``gradax.tree.get(state,
-        measure_name)`` returns it).
+      measure_name: the key of the measurement (`gradax.tree.get(state,
+        measure_name)` returns it).
       measure: a function of the updates returning an array or a tree.
 
     Returns:
@@ -62,7 +62,7 @@ class snapshot(GradientTransformation):
 
 
 class _measure(GradientTransformation):
-    """A stateless transformation whose output is ``fn(updates)``."""
+    """A stateless transformation whose output is `fn(updates)`."""
 
     fn: Callable[[Any], Any] = static_field()
     floating: bool = static_field(default=False)
@@ -79,7 +79,7 @@ class _measure(GradientTransformation):
 
 
 def _floating_dtype(dtype: Any) -> Any:
-    """``dtype`` if inexact, else JAX's default float (a flag's average is one)."""
+    """`dtype` if inexact, else JAX's default float (a flag's average is one)."""
     if jnp.issubdtype(dtype, jnp.inexact):
         return dtype
     return jnp.result_type(float)
@@ -98,7 +98,7 @@ class MonitorState(NamedTuple):
 
 
 def _as_measures(value: Any, name: str) -> dict[str, GradientTransformation]:
-    """Converter of ``measures``: name -> transformation that measures."""
+    """Converter of `measures`: name -> transformation that measures."""
     if not isinstance(value, dict):
         raise TypeError(
             f"{name} must be a dict of name to measure, got {type(value).__name__}"
@@ -125,12 +125,12 @@ class monitor(GradientTransformation):
     Each measure is either a function of the updates (recorded as it is, like
     :class:`snapshot`) or a transformation, whose output updates are the
     measurement and whose state is kept (e.g. :class:`measure_with_ema`).
-    Extra keyword arguments of ``update`` are passed on to the measures.
+    Extra keyword arguments of `update` are passed on to the measures.
 
-    Differences from optax: after ``init`` the measurements hold zeros of
+    Differences from optax: after `init` the measurements hold zeros of
     their final shapes and dtypes (optax: an empty dict), so the state has
-    the same structure before and after an update, as ``lax.cond`` and
-    ``scan`` need.
+    the same structure before and after an update, as `lax.cond` and
+    `scan` need.
 
     Args:
       measures: a dict from measurement name to a function of the updates or
@@ -162,7 +162,7 @@ class monitor(GradientTransformation):
         object.__setattr__(self, "names", tuple(measures))
 
     def replace(self, **changes: Any) -> monitor:
-        """A copy with new ``measures`` (their order is the new dict's)."""
+        """A copy with new `measures` (their order is the new dict's)."""
         if "names" in changes:
             raise TypeError("monitor.replace: names follow measures; give measures")
         return monitor(changes.pop("measures", self.measures), **changes)
@@ -201,11 +201,11 @@ class _measured_ema(ema):
 
 
 class measure_with_ema(Alias):
-    r"""Records an exponential moving average of ``measure(updates)``.
+    r"""Records an exponential moving average of `measure(updates)`.
 
     With measurement :math:`x_t = \text{measure}(u_t)`, its average is
     :math:`m_t = \beta m_{t-1} + (1 - \beta) x_t`, divided by
-    :math:`1 - \beta^t` when ``debias``. The output "updates" are
+    :math:`1 - \beta^t` when `debias`. The output "updates" are
     :math:`m_t`: use it as a measure of :class:`monitor`, which keeps the
     real updates. Integer and boolean measurements are averaged as floats.
 
@@ -217,8 +217,8 @@ class measure_with_ema(Alias):
         measurement's, or the default float for integers and booleans).
 
     Returns:
-      A transformation, ``chain(measure, ema)``; its state is
-      ``(EmptyState(), EmaState)``.
+      A transformation, `chain(measure, ema)`; its state is
+      `(EmptyState(), EmaState)`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

@@ -33,7 +33,7 @@ class ScaleByRmsState(NamedTuple):
 
 
 class ScaleByRmsWithCountState(NamedTuple):
-    """State of :class:`scale_by_rms` with ``bias_correction=True``."""
+    """State of :class:`scale_by_rms` with `bias_correction=True`."""
 
     count: jax.Array  # int32 scalar
     nu: Any  # like params
@@ -47,7 +47,7 @@ class ScaleByRStdDevState(NamedTuple):
 
 
 class ScaleByRStdDevWithCountState(NamedTuple):
-    """State of :class:`scale_by_stddev` with ``bias_correction=True``."""
+    """State of :class:`scale_by_stddev` with `bias_correction=True`."""
 
     count: jax.Array  # int32 scalar
     mu: Any  # like params
@@ -84,9 +84,9 @@ class scale_by_rss(GradientTransformation):
 
 
 def check_rms_decay(tx: Any) -> None:
-    """With bias correction, ``decay = 1`` would divide by ``1 - 1**t = 0``.
+    """With bias correction, `decay = 1` would divide by `1 - 1**t = 0`.
 
-    A rule between two arguments (``decay`` alone may be 1). Host numbers are
+    A rule between two arguments (`decay` alone may be 1). Host numbers are
     checked, and schedules through their known bounds; a JAX array's values
     are not read here.
     """
@@ -108,7 +108,7 @@ def check_rms_decay(tx: Any) -> None:
 
 
 def _inverse_root(eps: Any, eps_in_sqrt: bool):
-    """``1 / sqrt(n + eps)`` or ``1 / (sqrt(n) + eps)``."""
+    """`1 / sqrt(n + eps)` or `1 / (sqrt(n) + eps)`."""
     if eps_in_sqrt:
         return lambda n: jax.lax.rsqrt(n + eps)
     return lambda n: 1 / (jnp.sqrt(n) + eps)
@@ -118,15 +118,15 @@ class scale_by_rms(GradientTransformation):
     """Divides updates by the root of a moving average of their squares.
 
     The direction of :class:`rmsprop`, see there for the update rule. With
-    ``decay=b2, eps_in_sqrt=False, bias_correction=True`` it equals
-    :class:`scale_by_adam` with ``b1=0`` and keeps no first moment.
+    `decay=b2, eps_in_sqrt=False, bias_correction=True` it equals
+    :class:`scale_by_adam` with `b1=0` and keeps no first moment.
 
     Args:
       decay: decay of the moving average, in [0, 1] ([0, 1) with bias
         correction).
       eps: added to the denominator, >= 0.
       initial_scale: starting value of the moving average, >= 0.
-      eps_in_sqrt: add ``eps`` inside the square root (else outside).
+      eps_in_sqrt: add `eps` inside the square root (else outside).
       bias_correction: divide the moving average by :math:`1 - \\text{decay}^t`.
     """
 
@@ -170,7 +170,7 @@ class scale_by_stddev(GradientTransformation):
         correction).
       eps: added to the denominator, >= 0.
       initial_scale: starting value of the moving average of squares, >= 0.
-      eps_in_sqrt: add ``eps`` inside the square root (else outside).
+      eps_in_sqrt: add `eps` inside the square root (else outside).
       bias_correction: divide both moving averages by
         :math:`1 - \\text{decay}^t`.
     """

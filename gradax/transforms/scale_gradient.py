@@ -31,14 +31,14 @@ _identity_scaled_backward.defvjp(_forward, _backward)
 
 
 def scale_gradient(inputs: Any, scale: Any) -> Any:
-    """Returns ``inputs`` unchanged, but scales their gradient by ``scale``.
+    """Returns `inputs` unchanged, but scales their gradient by `scale`.
 
     In the backward pass the cotangent of every leaf is multiplied by
-    ``scale``; ``scale`` itself gets no gradient. A Python ``scale`` of 1
-    returns ``inputs`` as they are, and 0 stops the gradient.
+    `scale`; `scale` itself gets no gradient. A Python `scale` of 1
+    returns `inputs` as they are, and 0 stops the gradient.
 
-    Differences from optax: ``scale`` may be a traced array (optax compares
-    it with 1 and 0 in Python, which fails under ``jit``); the scaled
+    Differences from optax: `scale` may be a traced array (optax compares
+    it with 1 and 0 in Python, which fails under `jit`); the scaled
     cotangents keep their dtype.
 
     Args:
@@ -46,7 +46,7 @@ def scale_gradient(inputs: Any, scale: Any) -> Any:
       scale: the factor applied to the gradient on the backward pass.
 
     Returns:
-      ``inputs``, with the scaled backward pass.
+      `inputs`, with the scaled backward pass.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

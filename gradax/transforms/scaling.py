@@ -16,7 +16,7 @@ def _scale_tree(updates: Any, factor: Any) -> Any:
 
 
 class scale(GradientTransformation):
-    """Multiplies every update by ``step_size``.
+    """Multiplies every update by `step_size`.
 
     Args:
       step_size: any real number (a plain multiplier: negative flips the
@@ -40,7 +40,7 @@ class scale(GradientTransformation):
 
 
 class scale_by_schedule(GradientTransformation):
-    """Multiplies updates by ``step_size_fn(count)``, count starting at 0.
+    """Multiplies updates by `step_size_fn(count)`, count starting at 0.
 
     Args:
       step_size_fn: a schedule (any callable of the step count) of real
@@ -59,13 +59,13 @@ class scale_by_schedule(GradientTransformation):
 
 
 class scale_by_learning_rate(GradientTransformation):
-    """Multiplies updates by ``-learning_rate`` (or ``+`` with flip_sign=False).
+    """Multiplies updates by `-learning_rate` (or `+` with flip_sign=False).
 
     Args:
       learning_rate: a real number, an array, a schedule, or None (no
-        scaling). With ``flip_sign`` a negative one ascends, as in optax, and
-        building the transformation warns (``HyperparameterWarning``).
-      flip_sign: negate so that ``apply_updates`` descends. Without it the
+        scaling). With `flip_sign` a negative one ascends, as in optax, and
+        building the transformation warns (`HyperparameterWarning`).
+      flip_sign: negate so that `apply_updates` descends. Without it the
         rate is a plain multiplier, like :class:`scale`'s, and a negative one
         is how it descends: no warning then.
     """

@@ -23,7 +23,7 @@ ScaleByTrustRatioState = EmptyState
 
 
 def _floored(x: jax.Array, measure: Any, floor: Any) -> jax.Array:
-    """``max(measure(x), floor)``, with a zero (not NaN) gradient at the floor.
+    """`max(measure(x), floor)`, with a zero (not NaN) gradient at the floor.
 
     Where the measure is at or below the floor it is recomputed on ones, so
     that the discarded branch has a finite derivative.
@@ -51,7 +51,7 @@ class scale_by_trust_ratio(GradientTransformation):
     r"""Scales each block's update by its trust ratio.
 
     For a block with parameters :math:`\theta` and update :math:`u`, with
-    norms floored at ``min_norm``:
+    norms floored at `min_norm`:
 
     .. math::
       u \leftarrow u \cdot \frac{c\, \|\theta\|}{\|u\| + \epsilon},
@@ -64,7 +64,7 @@ class scale_by_trust_ratio(GradientTransformation):
       eps: :math:`\epsilon`, >= 0.
 
     Returns:
-      A transformation with an empty state; ``update`` needs ``params``.
+      A transformation with an empty state; `update` needs `params`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -109,7 +109,7 @@ class scale_by_param_block_norm(GradientTransformation):
       min_scale: :math:`s_{\min}`, the smallest factor, >= 0.
 
     Returns:
-      A transformation with an empty state; ``update`` needs ``params``.
+      A transformation with an empty state; `update` needs `params`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -142,7 +142,7 @@ class scale_by_param_block_rms(GradientTransformation):
       min_scale: :math:`s_{\min}`, the smallest factor, >= 0.
 
     Returns:
-      A transformation with an empty state; ``update`` needs ``params``.
+      A transformation with an empty state; `update` needs `params`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

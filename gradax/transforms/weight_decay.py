@@ -39,7 +39,7 @@ class _decay(GradientTransformation):
 
 
 class add_decayed_weights(Alias):
-    """Adds ``weight_decay * params`` to the updates.
+    """Adds `weight_decay * params` to the updates.
 
     Args:
       weight_decay: a number >= 0, an array or a schedule.

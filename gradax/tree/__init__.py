@@ -1,18 +1,18 @@
-"""Tree math and state access: the ``optax.tree`` surface, for gradax states.
+"""Tree math and state access: the `optax.tree` surface, for gradax states.
 
-Every function of ``optax.tree`` is here, with its name, arguments and
+Every function of `optax.tree` is here, with its name, arguments and
 numbers. Three groups:
 
-- arithmetic on pytrees of arrays (``add``, ``scale``, ``norm``, ``vdot``, the
+- arithmetic on pytrees of arrays (`add`, `scale`, `norm`, `vdot`, the
   moment updates used by optimizers, ...), mapped leaf by leaf with
-  :func:`jax.tree.map`, so ``None`` is an empty subtree;
-- access by name inside nested states (``get``, ``get_all_with_path``,
-  ``set``): a name is a dict key, a NamedTuple field or class name, or an
+  :func:`jax.tree.map`, so `None` is an empty subtree;
+- access by name inside nested states (`get`, `get_all_with_path`,
+  `set`): a name is a dict key, a NamedTuple field or class name, or an
   attribute of a keyed pytree node such as a registered frozen dataclass;
-- ``carry_state`` (gradax's own): carries a state over to a transformation
+- `carry_state` (gradax's own): carries a state over to a transformation
   whose state tree differs (a schedule, a clip, a wrapper added or removed).
 
-Its modules shadow the builtins ``sum``, ``max``, ``min`` and ``set``; inside
+Its modules shadow the builtins `sum`, `max`, `min` and `set`; inside
 them the builtins are reached through :mod:`builtins`.
 """
 

@@ -1,4 +1,4 @@
-"""Access by name inside nested states: ``get``, ``set``, ``map_params``, ..."""
+"""Access by name inside nested states: `get`, `set`, `map_params`, ..."""
 
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ Filtering = Callable[[KeyPath, Any], bool]
 
 @dataclasses.dataclass(frozen=True)
 class NamedTupleKey:
-    """Path entry for the field ``name`` of a NamedTuple of class ``tuple_name``.
+    """Path entry for the field `name` of a NamedTuple of class `tuple_name`.
 
-    Paths given to ``filtering`` callables, and returned by
+    Paths given to `filtering` callables, and returned by
     :func:`get_all_with_path`, use it in place of :class:`jax.tree_util.GetAttrKey`
     for NamedTuple fields, so that equal field names in different states (for
-    example ``count`` in two chained transformations) can be told apart.
+    example `count` in two chained transformations) can be told apart.
 
     Attributes:
         tuple_name: class name of the NamedTuple.
@@ -46,7 +46,7 @@ def _is_namedtuple(node: Any) -> bool:
 
 
 def _children(node: Any) -> tuple[list[tuple[Any, Any]], Any] | None:
-    """One level of ``node``: ``([(entry, child), ...], treedef)``; None for a leaf."""
+    """One level of `node`: `([(entry, child), ...], treedef)`; None for a leaf."""
     flat, treedef = jax.tree_util.tree_flatten_with_path(
         node, is_leaf=lambda x: x is not node
     )
@@ -73,7 +73,7 @@ def _class_name(node: Any, children: list[tuple[Any, Any]]) -> Any:
 
 
 def _entry_name(entry: Any) -> Any:
-    """Name a path entry can be searched by; ``_UNNAMED`` for positional ones."""
+    """Name a path entry can be searched by; `_UNNAMED` for positional ones."""
     if isinstance(entry, jax.tree_util.DictKey):
         return entry.key
     if isinstance(entry, (jax.tree_util.GetAttrKey, NamedTupleKey)):
@@ -86,9 +86,9 @@ def _matches(name: Any, key: Any) -> bool:
 
 
 def _holders(path: KeyPath, node: Any, key: Any, out: list) -> None:
-    """The outermost nodes that hold a match (named ``key``, or a child named so).
+    """The outermost nodes that hold a match (named `key`, or a child named so).
 
-    Appends ``(path, node, children)`` in tree order; does not look inside them.
+    Appends `(path, node, children)` in tree order; does not look inside them.
     """
     level = _children(node)
     if level is None:
@@ -124,21 +124,21 @@ def _find(path: KeyPath, node: Any, key: Any, found: list[tuple[KeyPath, Any]]) 
 def get_all_with_path(
     tree: Any, key: Any, filtering: Filtering | None = None
 ) -> list[tuple[KeyPath, Any]]:
-    """Finds every value stored under ``key`` in ``tree``, with its path.
+    """Finds every value stored under `key` in `tree`, with its path.
 
-    A value matches when it is stored under a dict key ``key``, a NamedTuple
-    field ``key``, or an attribute ``key`` of a keyed pytree node (a registered
+    A value matches when it is stored under a dict key `key`, a NamedTuple
+    field `key`, or an attribute `key` of a keyed pytree node (a registered
     dataclass), or when it is itself a NamedTuple or dataclass node whose class
-    is named ``key``. The search goes on inside matches.
+    is named `key`. The search goes on inside matches.
 
     Args:
         tree: pytree to search.
         key: name to look for.
-        filtering: optional ``filtering(path, value) -> bool``; only the matches
+        filtering: optional `filtering(path, value) -> bool`; only the matches
             it accepts are kept.
 
     Returns:
-        A list of ``(path, value)`` in optax's order: first the outermost
+        A list of `(path, value)` in optax's order: first the outermost
         matches (in tree order), then, for each of them in turn, the matches
         nested inside it. A path is a tuple of JAX key entries, with
         :class:`NamedTupleKey` for NamedTuple fields;
@@ -169,7 +169,7 @@ def get(
     default: Any | None = None,
     filtering: Filtering | None = None,
 ) -> Any:
-    """Returns the single value stored under ``key`` in ``tree``.
+    """Returns the single value stored under `key` in `tree`.
 
     Matches are those of :func:`get_all_with_path`.
 
@@ -177,11 +177,11 @@ def get(
         tree: pytree to search.
         key: name to look for.
         default: returned when nothing matches.
-        filtering: optional ``filtering(path, value) -> bool`` to narrow the
+        filtering: optional `filtering(path, value) -> bool` to narrow the
             matches.
 
     Returns:
-        The matching value, or ``default`` if there is none.
+        The matching value, or `default` if there is none.
 
     Raises:
         KeyError: if more than one value matches.
@@ -225,24 +225,24 @@ def _replace(
 
 
 def set(tree: Any, filtering: Filtering | None = None, /, **kwargs: Any) -> Any:
-    """Returns a copy of ``tree`` with the values stored under some names replaced.
+    """Returns a copy of `tree` with the values stored under some names replaced.
 
-    Every value that :func:`get_all_with_path` finds for a name in ``kwargs``
-    (and ``filtering`` accepts) is replaced; the search does not go inside a
+    Every value that :func:`get_all_with_path` finds for a name in `kwargs`
+    (and `filtering` accepts) is replaced; the search does not go inside a
     replaced value. Nodes are rebuilt through their pytree registration, so
     frozen dataclasses and NamedTuples keep their types and static fields.
 
     Args:
         tree: pytree to update.
-        filtering: optional ``filtering(path, value) -> bool``; only the matches
+        filtering: optional `filtering(path, value) -> bool`; only the matches
             it accepts are replaced.
         **kwargs: names and their new values.
 
     Returns:
-        A pytree like ``tree`` with the new values.
+        A pytree like `tree` with the new values.
 
     Raises:
-        KeyError: if a name in ``kwargs`` matches nothing (after filtering).
+        KeyError: if a name in `kwargs` matches nothing (after filtering).
 
     Example:
         >>> set({"lr": 0.1, "opt": {"count": 3}}, count=4)
@@ -264,25 +264,25 @@ def map_params(
     transform_non_params: Callable[..., Any] | None = None,
     is_leaf: Callable[[Any], bool] | None = None,
 ) -> Any:
-    """Applies ``f`` to every copy of the parameter tree inside an optimizer state.
+    """Applies `f` to every copy of the parameter tree inside an optimizer state.
 
-    The copies are found by calling ``init`` on a placeholder: each part of the
-    state that ``init`` builds from the parameters is mapped with ``f``. A typical
+    The copies are found by calling `init` on a placeholder: each part of the
+    state that `init` builds from the parameters is mapped with `f`. A typical
     use is turning parameter sharding specs into state sharding specs.
 
     Args:
-        initable: a transformation with an ``init`` method, or an init function.
-        f: function mapped over each parameter-shaped subtree of ``state``, leaf
-            by leaf, together with the matching leaves of ``rest``.
+        initable: a transformation with an `init` method, or an init function.
+        f: function mapped over each parameter-shaped subtree of `state`, leaf
+            by leaf, together with the matching leaves of `rest`.
         state: the optimizer state.
-        *rest: trees shaped like the parameters, passed to ``f`` as extra
+        *rest: trees shaped like the parameters, passed to `f` as extra
             arguments.
         transform_non_params: optional function applied to every other part of
             the state; by default those parts are kept.
-        is_leaf: passed to :func:`jax.tree.map` when mapping ``f``.
+        is_leaf: passed to :func:`jax.tree.map` when mapping `f`.
 
     Returns:
-        A tree shaped like ``state``.
+        A tree shaped like `state`.
     """
     init = initable.init if hasattr(initable, "init") else initable
     template = init(ParamsPlaceholder())

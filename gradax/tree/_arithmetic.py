@@ -1,4 +1,4 @@
-"""Leafwise arithmetic and reductions: ``add``, ``scale``, ``vdot``, ``norm``, ..."""
+"""Leafwise arithmetic and reductions: `add`, `scale`, `vdot`, `norm`, ..."""
 
 from __future__ import annotations
 
@@ -34,14 +34,14 @@ def add(tree_x: Any, tree_y: Any, *other_trees: Any) -> Any:
 
 
 def sub(tree_x: Any, tree_y: Any) -> Any:
-    """Subtracts ``tree_y`` from ``tree_x`` leaf by leaf.
+    """Subtracts `tree_y` from `tree_x` leaf by leaf.
 
     Args:
         tree_x: first pytree.
         tree_y: second pytree, same structure.
 
     Returns:
-        ``tree_x - tree_y``.
+        `tree_x - tree_y`.
     """
     return jax.tree.map(operator.sub, tree_x, tree_y)
 
@@ -54,41 +54,41 @@ def mul(tree_x: Any, tree_y: Any) -> Any:
         tree_y: second pytree, same structure.
 
     Returns:
-        ``tree_x * tree_y``.
+        `tree_x * tree_y`.
     """
     return jax.tree.map(operator.mul, tree_x, tree_y)
 
 
 def div(tree_x: Any, tree_y: Any) -> Any:
-    """Divides ``tree_x`` by ``tree_y`` leaf by leaf.
+    """Divides `tree_x` by `tree_y` leaf by leaf.
 
     Args:
         tree_x: first pytree.
         tree_y: second pytree, same structure.
 
     Returns:
-        ``tree_x / tree_y``.
+        `tree_x / tree_y`.
     """
     return jax.tree.map(operator.truediv, tree_x, tree_y)
 
 
 def scale(scalar: Any, tree: Any) -> Any:
-    """Multiplies every leaf of ``tree`` by ``scalar``.
+    """Multiplies every leaf of `tree` by `scalar`.
 
     Args:
         scalar: a scalar.
         tree: pytree.
 
     Returns:
-        ``scalar * tree``.
+        `scalar * tree`.
     """
     return jax.tree.map(lambda x: scalar * x, tree)
 
 
 def add_scale(tree_x: Any, scalar: Any, tree_y: Any) -> Any:
-    """Returns ``tree_x + scalar * tree_y``, leaf by leaf.
+    """Returns `tree_x + scalar * tree_y`, leaf by leaf.
 
-    A ``None`` leaf in ``tree_x`` stays ``None`` whatever ``tree_y`` holds there.
+    A `None` leaf in `tree_x` stays `None` whatever `tree_y` holds there.
 
     Args:
         tree_x: first pytree.
@@ -96,7 +96,7 @@ def add_scale(tree_x: Any, scalar: Any, tree_y: Any) -> Any:
         tree_y: second pytree, same structure.
 
     Returns:
-        A pytree of the structure of ``tree_x``.
+        A pytree of the structure of `tree_x`.
     """
     scalar = jnp.asarray(scalar)
     return jax.tree.map(
@@ -133,7 +133,7 @@ def _vdot_leaf(a: Any, b: Any) -> jax.Array:
 
 
 def vdot(tree_x: Any, tree_y: Any) -> Any:
-    """Returns the inner product ``sum(conj(x) * y)`` over all leaves.
+    """Returns the inner product `sum(conj(x) * y)` over all leaves.
 
     Args:
         tree_x: first pytree (conjugated when complex).
@@ -166,7 +166,7 @@ def sum(tree: Any, associative_reduction: bool = False) -> Any:
             large trees; floating-point results may differ in the last bits.
 
     Returns:
-        A scalar; ``0`` for a tree without leaves.
+        A scalar; `0` for a tree without leaves.
     """
     sums = jax.tree.map(jnp.sum, tree)
     if associative_reduction:
@@ -183,7 +183,7 @@ def _reduce_extreme(tree: Any, leaf_fn: Any, pair_fn: Any, start: float) -> Any:
 
 
 def max(tree: Any) -> Any:
-    """Returns the largest element over all leaves (``-inf`` if there is none).
+    """Returns the largest element over all leaves (`-inf` if there is none).
 
     Args:
         tree: pytree.
@@ -195,7 +195,7 @@ def max(tree: Any) -> Any:
 
 
 def min(tree: Any) -> Any:
-    """Returns the smallest element over all leaves (``inf`` if there is none).
+    """Returns the smallest element over all leaves (`inf` if there is none).
 
     Args:
         tree: pytree.
@@ -207,11 +207,11 @@ def min(tree: Any) -> Any:
 
 
 def _abs_sq(x: Any) -> Any:
-    """``|x|**2`` for real or complex ``x``, in the real dtype of ``x``.
+    """`|x|**2` for real or complex `x`, in the real dtype of `x`.
 
-    Not ``gradax._numerics.abs_sq``: for complex ``x`` this is optax's formula
-    for ``tree.norm``, ``re**2 + im**2``, which eager XLA rounds differently
-    from ``(conj(x) * x).real`` in the last bit; norms keep optax's numbers.
+    Not `gradax._numerics.abs_sq`: for complex `x` this is optax's formula
+    for `tree.norm`, `re**2 + im**2`, which eager XLA rounds differently
+    from `(conj(x) * x).real` in the last bit; norms keep optax's numbers.
     """
     if jnp.iscomplexobj(x):
         return jnp.square(jnp.real(x)) + jnp.square(jnp.imag(x))
@@ -219,21 +219,21 @@ def _abs_sq(x: Any) -> Any:
 
 
 def norm(tree: Any, ord: int | str | float | None = None, squared: bool = False) -> Any:
-    """Returns the vector norm of all elements of ``tree``, flattened together.
+    """Returns the vector norm of all elements of `tree`, flattened together.
 
     Complex elements count by their modulus.
 
     Args:
         tree: pytree.
-        ord: ``None`` or ``2`` (Euclidean), ``1``, or ``inf`` (also ``"inf"`` or
-            ``"infinity"``).
+        ord: `None` or `2` (Euclidean), `1`, or `inf` (also `"inf"` or
+            `"infinity"`).
         squared: return the square of the norm.
 
     Returns:
         A scalar array.
 
     Raises:
-        ValueError: for any other ``ord``.
+        ValueError: for any other `ord`.
 
     Example:
         >>> norm({"a": jnp.array([3.0]), "b": jnp.array([4.0])})
@@ -252,12 +252,12 @@ def norm(tree: Any, ord: int | str | float | None = None, squared: bool = False)
 
 
 def clip(tree: Any, min_value: Any | None = None, max_value: Any | None = None) -> Any:
-    """Clips every element of ``tree`` to ``[min_value, max_value]``.
+    """Clips every element of `tree` to `[min_value, max_value]`.
 
     Args:
         tree: pytree.
-        min_value: lower bound, or ``None`` for none.
-        max_value: upper bound, or ``None`` for none.
+        min_value: lower bound, or `None` for none.
+        max_value: upper bound, or `None` for none.
 
     Returns:
         A pytree of the same structure.
@@ -266,11 +266,11 @@ def clip(tree: Any, min_value: Any | None = None, max_value: Any | None = None) 
 
 
 def where(condition: Any, tree_x: Any, tree_y: Any) -> Any:
-    """Selects ``tree_x`` where ``condition`` holds and ``tree_y`` elsewhere.
+    """Selects `tree_x` where `condition` holds and `tree_y` elsewhere.
 
     Args:
         condition: boolean (scalar or broadcastable to every leaf).
-        tree_x: pytree taken where ``condition`` is true.
+        tree_x: pytree taken where `condition` is true.
         tree_y: pytree taken where it is false, same structure.
 
     Returns:
@@ -304,7 +304,7 @@ def real(tree: Any) -> Any:
 
 
 def size(tree: Any) -> int:
-    """Returns the total number of elements in the leaves of ``tree``.
+    """Returns the total number of elements in the leaves of `tree`.
 
     Args:
         tree: pytree.
@@ -316,14 +316,14 @@ def size(tree: Any) -> int:
 
 
 def batch_shape(tree: Any, shape: tuple[int, ...] = ()) -> Any:
-    """Broadcasts every leaf to leading batch dimensions ``shape``.
+    """Broadcasts every leaf to leading batch dimensions `shape`.
 
     Args:
         tree: pytree.
         shape: the batch dimensions to put in front of each leaf's shape.
 
     Returns:
-        A pytree whose leaves have shape ``(*shape, *leaf.shape)``.
+        A pytree whose leaves have shape `(*shape, *leaf.shape)`.
     """
     return jax.tree.map(lambda x: jnp.broadcast_to(x, (*shape, *jnp.shape(x))), tree)
 
@@ -341,7 +341,7 @@ def allclose(
         equal_nan: count NaNs in the same places as equal.
 
     Returns:
-        A boolean scalar (``True`` for trees without leaves).
+        A boolean scalar (`True` for trees without leaves).
     """
     close = jax.tree.map(
         lambda x, y: jnp.allclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan),

@@ -1,4 +1,4 @@
-"""Dtypes and constructors: ``cast``, ``dtype``, ``zeros_like``, ``random_like``, ..."""
+"""Dtypes and constructors: `cast`, `dtype`, `zeros_like`, `random_like`, ..."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ T = TypeVar("T")
 
 
 def _is_storage_spec(dtype: Any) -> TypeGuard[int8_blockwise]:
-    """Whether ``dtype`` is a storage spec such as ``int8_blockwise``.
+    """Whether `dtype` is a storage spec such as `int8_blockwise`.
 
-    Imported when asked, not at module import: ``gradax.tree`` loads on its
+    Imported when asked, not at module import: `gradax.tree` loads on its
     own (tests load the file alone to check it creates no device arrays).
     """
     if dtype is None:
@@ -34,11 +34,11 @@ def _is_storage_spec(dtype: Any) -> TypeGuard[int8_blockwise]:
 
 
 def cast(tree: Any, dtype: Any | None) -> Any:
-    """Casts every leaf of ``tree`` to ``dtype``.
+    """Casts every leaf of `tree` to `dtype`.
 
     Args:
         tree: pytree of arrays.
-        dtype: target dtype; ``None`` returns ``tree`` unchanged. A storage
+        dtype: target dtype; `None` returns `tree` unchanged. A storage
             spec such as :class:`gradax.int8_blockwise` gives each leaf's
             values as that storage holds them (quantized and loaded again,
             float32).
@@ -58,9 +58,9 @@ def _astype(x: Any, dtype: Any) -> Any:
 
 
 def cast_like(tree: T, other_tree: Any) -> T:
-    """Casts each leaf of ``tree`` to the dtype of the same leaf of ``other_tree``.
+    """Casts each leaf of `tree` to the dtype of the same leaf of `other_tree`.
 
-    Leaves of ``other_tree`` without a ``dtype`` leave theirs unchanged.
+    Leaves of `other_tree` without a `dtype` leave theirs unchanged.
 
     Args:
         tree: pytree to cast.
@@ -90,21 +90,21 @@ def _higher(a: Any, b: Any) -> Any:
 
 
 def dtype(tree: Any, mixed_dtype_handler: str | None = None) -> Any:
-    """Returns the dtype of the leaves of ``tree``.
+    """Returns the dtype of the leaves of `tree`.
 
     Args:
         tree: pytree of arrays.
-        mixed_dtype_handler: what to do when the leaves differ: ``None`` raises,
-            ``"promote"`` returns their promoted dtype, ``"highest"`` and
-            ``"lowest"`` the highest and lowest of them in the promotion order
+        mixed_dtype_handler: what to do when the leaves differ: `None` raises,
+            `"promote"` returns their promoted dtype, `"highest"` and
+            `"lowest"` the highest and lowest of them in the promotion order
             (a ValueError if two of them are not ordered).
 
     Returns:
         A dtype; JAX's default float dtype for a tree without leaves.
 
     Raises:
-        ValueError: on mixed dtypes with ``mixed_dtype_handler=None``, on
-            unordered dtypes with ``"highest"``/``"lowest"``, or on an unknown
+        ValueError: on mixed dtypes with `mixed_dtype_handler=None`, on
+            unordered dtypes with `"highest"`/`"lowest"`, or on an unknown
             handler.
 
     Example:
@@ -137,7 +137,7 @@ def dtype(tree: Any, mixed_dtype_handler: str | None = None) -> Any:
 
 
 def zeros_like(tree: Any, dtype: Any | None = None) -> Any:
-    """Returns a tree of zeros shaped like ``tree``.
+    """Returns a tree of zeros shaped like `tree`.
 
     Args:
         tree: pytree of arrays.
@@ -145,7 +145,7 @@ def zeros_like(tree: Any, dtype: Any | None = None) -> Any:
             spec such as :class:`gradax.int8_blockwise` gives
             :class:`gradax.QuantizedArray` leaves (plain float32 zeros for
             leaves smaller than a block, signed map); an optimizer's
-            ``update`` reads and writes them as float32 arrays.
+            `update` reads and writes them as float32 arrays.
 
     Returns:
         A tree of the same structure.
@@ -156,7 +156,7 @@ def zeros_like(tree: Any, dtype: Any | None = None) -> Any:
 
 
 def ones_like(tree: Any, dtype: Any | None = None) -> Any:
-    """Returns a tree of ones shaped like ``tree``.
+    """Returns a tree of ones shaped like `tree`.
 
     Args:
         tree: pytree of arrays.
@@ -169,7 +169,7 @@ def ones_like(tree: Any, dtype: Any | None = None) -> Any:
 
 
 def full_like(tree: Any, fill_value: Any, dtype: Any | None = None) -> Any:
-    """Returns a tree shaped like ``tree`` filled with ``fill_value``.
+    """Returns a tree shaped like `tree` filled with `fill_value`.
 
     Args:
         tree: pytree of arrays.
@@ -183,14 +183,14 @@ def full_like(tree: Any, fill_value: Any, dtype: Any | None = None) -> Any:
 
 
 def split_key_like(rng_key: Any, target_tree: Any) -> Any:
-    """Splits ``rng_key`` into one key per leaf of ``target_tree``.
+    """Splits `rng_key` into one key per leaf of `target_tree`.
 
     Args:
         rng_key: a PRNG key.
         target_tree: pytree whose structure the keys take.
 
     Returns:
-        A tree of keys with the structure of ``target_tree``.
+        A tree of keys with the structure of `target_tree`.
     """
     treedef = jax.tree.structure(target_tree)
     keys = jax.random.split(rng_key, treedef.num_leaves)
@@ -203,17 +203,17 @@ def random_like(
     sampler: Callable[..., Any] = jax.random.normal,
     dtype: Any | None = None,
 ) -> Any:
-    """Returns a random tree with the shapes (and shardings) of ``target_tree``.
+    """Returns a random tree with the shapes (and shardings) of `target_tree`.
 
     Args:
         rng_key: a PRNG key; each leaf gets its own split of it.
         target_tree: pytree of arrays.
-        sampler: called as ``sampler(key, shape, dtype)``, with
-            ``out_sharding=`` the leaf's sharding when it accepts that argument.
-        dtype: dtype passed to ``sampler``; by default each leaf's.
+        sampler: called as `sampler(key, shape, dtype)`, with
+            `out_sharding=` the leaf's sharding when it accepts that argument.
+        dtype: dtype passed to `sampler`; by default each leaf's.
 
     Returns:
-        A tree of the same structure with samples from ``sampler``.
+        A tree of the same structure with samples from `sampler`.
 
     Example:
         >>> noise = random_like(jax.random.key(0), {"w": jnp.zeros((2, 3))})
@@ -237,10 +237,10 @@ def unwrap_random_key_data(input_tree: Any) -> Any:
     """Replaces typed PRNG keys in a tree by their raw key data.
 
     Args:
-        input_tree: pytree that may hold ``jax.random.key`` arrays.
+        input_tree: pytree that may hold `jax.random.key` arrays.
 
     Returns:
-        The tree with key arrays replaced by ``jax.random.key_data`` of them,
+        The tree with key arrays replaced by `jax.random.key_data` of them,
         other leaves unchanged (useful to compare states numerically).
     """
 

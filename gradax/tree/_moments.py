@@ -27,7 +27,7 @@ def _coefficient(value: Any, dtype: Any) -> Any:
 
 
 def _ema(new: Any, old: Any, decay: Any) -> Any:
-    """``(1 - decay) * new + decay * old`` without promoting their dtype."""
+    """`(1 - decay) * new + decay * old` without promoting their dtype."""
     dtype = jnp.result_type(new, old)
     return _coefficient(1 - decay, dtype) * new + _coefficient(decay, dtype) * old
 
@@ -36,10 +36,10 @@ def _ema(new: Any, old: Any, decay: Any) -> Any:
 # way a compiled update does, and the way optax does.
 @functools.partial(jax.jit, inline=True)
 def bias_correction(moment: Any, decay: Any, count: Any) -> Any:
-    """Divides a moment estimate by ``1 - decay**count``.
+    """Divides a moment estimate by `1 - decay**count`.
 
     Corrects the bias towards zero of an exponential moving average started at
-    zero; the correction vanishes as ``count`` grows.
+    zero; the correction vanishes as `count` grows.
 
     Args:
         moment: pytree of moment estimates.
@@ -54,10 +54,10 @@ def bias_correction(moment: Any, decay: Any, count: Any) -> Any:
 
 
 def update_moment(updates: Any, moments: Any, decay: Any, order: Any) -> Any:
-    """Updates the moving average of the ``order``-th power of the updates.
+    """Updates the moving average of the `order`-th power of the updates.
 
-    ``moments <- (1 - decay) * updates**order + decay * moments``, leaf by
-    leaf; ``None`` updates give ``None``.
+    `moments <- (1 - decay) * updates**order + decay * moments`, leaf by
+    leaf; `None` updates give `None`.
 
     Args:
         updates: pytree of updates.
@@ -66,7 +66,7 @@ def update_moment(updates: Any, moments: Any, decay: Any, order: Any) -> Any:
         order: the power of the updates.
 
     Returns:
-        The new moments, in the dtype of ``updates`` and ``moments``.
+        The new moments, in the dtype of `updates` and `moments`.
     """
     return jax.tree.map(
         lambda g, t: None if g is None else _ema(g**order, t, decay),
@@ -79,17 +79,17 @@ def update_moment(updates: Any, moments: Any, decay: Any, order: Any) -> Any:
 def update_infinity_moment(updates: Any, moments: Any, decay: Any, eps: Any) -> Any:
     """Updates the decaying infinity norm of the updates.
 
-    ``moments <- maximum(|updates| + eps, decay * moments)``, leaf by leaf;
-    ``None`` updates give ``None``.
+    `moments <- maximum(|updates| + eps, decay * moments)`, leaf by leaf;
+    `None` updates give `None`.
 
     Args:
         updates: pytree of updates.
         moments: pytree of running maxima, same structure.
         decay: decay rate (number, array or tracer).
-        eps: small constant added to ``|updates|``.
+        eps: small constant added to `|updates|`.
 
     Returns:
-        The new moments, in the dtype of ``updates`` and ``moments``.
+        The new moments, in the dtype of `updates` and `moments`.
     """
 
     def update(g: Any, t: Any) -> Any:
@@ -105,10 +105,10 @@ def update_infinity_moment(updates: Any, moments: Any, decay: Any, eps: Any) -> 
 def update_moment_per_elem_norm(
     updates: Any, moments: Any, decay: Any, order: Any
 ) -> Any:
-    """Updates the moving average of ``|updates|**order``, for complex updates too.
+    """Updates the moving average of `|updates|**order`, for complex updates too.
 
-    ``moments <- (1 - decay) * |updates|**order + decay * moments``; for real
-    updates ``|g|**order`` is ``g**order``, as in :func:`update_moment`.
+    `moments <- (1 - decay) * |updates|**order + decay * moments`; for real
+    updates `|g|**order` is `g**order`, as in :func:`update_moment`.
 
     Args:
         updates: pytree of (possibly complex) updates.
@@ -117,7 +117,7 @@ def update_moment_per_elem_norm(
         order: the power of the element-wise modulus.
 
     Returns:
-        The new moments, in the real dtype of ``updates`` and ``moments``.
+        The new moments, in the real dtype of `updates` and `moments`.
     """
 
     def power(g: Any) -> Any:

@@ -1,7 +1,7 @@
 """Aggregators: transformations of per-element gradients.
 
-``optax.experimental.aggregating``. An :class:`Aggregator` receives one
-gradient per batch element (leaves ``[*batch_shape, *param_shape]``) and
+`optax.experimental.aggregating`. An :class:`Aggregator` receives one
+gradient per batch element (leaves `[*batch_shape, *param_shape]`) and
 returns one update; :func:`process` runs a preprocessor, an aggregator and
 an optimizer in turn. Built-in aggregators average
 (:class:`average_per_element_updates`), accumulate microbatches

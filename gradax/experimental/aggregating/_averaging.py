@@ -55,7 +55,7 @@ class AccumulateAvgUpdatesState(NamedTuple):
 
 
 class accumulate_avg_updates(GradientTransformation):
-    r"""Averages updates over ``accumulation_steps`` microbatches.
+    r"""Averages updates over `accumulation_steps` microbatches.
 
     On microbatch :math:`k = 1, \dots, K` of a round, with incoming update
     :math:`g_k`, the running mean is
@@ -64,7 +64,7 @@ class accumulate_avg_updates(GradientTransformation):
       a_k = a_{k-1} + \frac{g_k - a_{k-1}}{k},
 
     the output is zero for :math:`k < K` and :math:`a_K` (the mean over the
-    round) at :math:`k = K`, when the state's ``ready`` flag turns on and a
+    round) at :math:`k = K`, when the state's `ready` flag turns on and a
     new round starts. Use it as the aggregator of :func:`process` so the
     optimizer steps once per round.
 
@@ -74,7 +74,7 @@ class accumulate_avg_updates(GradientTransformation):
 
     Returns:
       A transformation whose state is an :class:`AccumulateAvgUpdatesState`
-      (an empty state when ``accumulation_steps`` is 1).
+      (an empty state when `accumulation_steps` is 1).
 
     Example:
       >>> import jax.numpy as jnp
@@ -148,9 +148,9 @@ def average_incrementally_updates(
       accumulation_steps: :math:`K`, microbatches per update.
 
     Returns:
-      An :class:`Aggregator` (state ``(EmptyState(),
-      AccumulateAvgUpdatesState)``), or :class:`accumulate_avg_updates` when
-      ``per_elt_axis`` is None.
+      An :class:`Aggregator` (state `(EmptyState(),
+      AccumulateAvgUpdatesState)`), or :class:`accumulate_avg_updates` when
+      `per_elt_axis` is None.
 
     Example:
       >>> import jax.numpy as jnp

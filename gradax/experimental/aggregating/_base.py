@@ -1,4 +1,4 @@
-"""Aggregators (per-element updates in, one update out) and ``process``."""
+"""Aggregators (per-element updates in, one update out) and `process`."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ _SHAPELESS = object()
 
 
 class AggregatorUpdateFn(Protocol):
-    """The ``update`` of an aggregator: per-element updates to one update."""
+    """The `update` of an aggregator: per-element updates to one update."""
 
     def __call__(
         self,
@@ -48,16 +48,16 @@ class Aggregator(GradientTransformation):
 
     A usual transformation maps the (batch-averaged) gradient to an update of
     the same shape. An aggregator instead receives the gradients of each
-    element of a batch, leaves of shape ``[*batch_shape, *param_shape]``
-    (from ``jax.vmap(jax.grad(loss), (None, 0))``), and returns an update of
-    shape ``param_shape``: an average, a robust mean, a sum of clipped
+    element of a batch, leaves of shape `[*batch_shape, *param_shape]`
+    (from `jax.vmap(jax.grad(loss), (None, 0))`), and returns an update of
+    shape `param_shape`: an average, a robust mean, a sum of clipped
     gradients, ... Code that feeds a transformation checks
-    ``isinstance(tx, Aggregator)`` to know which gradients to compute.
+    `isinstance(tx, Aggregator)` to know which gradients to compute.
 
     Subclass it, or build one from two functions as in optax:
-    ``Aggregator(init=init_fn, update=update_fn)``, where ``update_fn`` has
+    `Aggregator(init=init_fn, update=update_fn)`, where `update_fn` has
     the form of :class:`AggregatorUpdateFn` (extra keyword arguments reach it
-    only when it accepts ``**kwargs``).
+    only when it accepts `**kwargs`).
 
     Example:
       >>> import jax.numpy as jnp
@@ -89,7 +89,7 @@ class Aggregator(GradientTransformation):
 
 
 class _FunctionAggregator(Aggregator, FunctionTransformation):
-    """An aggregator made of an ``init`` and an ``update`` function."""
+    """An aggregator made of an `init` and an `update` function."""
 
     def __init__(self, init: Callable[[Any], Any], update: Callable[..., Any]):
         FunctionTransformation.__init__(self, init, update)
@@ -168,29 +168,29 @@ def process(
       u = \text{post}\big(\text{agg}(\text{pre}(g_1, \dots, g_B))\big)
 
     The postprocessor (typically an optimizer) runs only when the
-    aggregator's state has no ``ready`` entry or it is true, so an
+    aggregator's state has no `ready` entry or it is true, so an
     aggregator that accumulates microbatches holds the optimizer back (and
     zeros come out) until it has a full update.
 
-    ``params`` passed to ``update`` reach the aggregator and the
-    postprocessor. When ``aggregator`` is an :class:`Aggregator` the
+    `params` passed to `update` reach the aggregator and the
+    postprocessor. When `aggregator` is an :class:`Aggregator` the
     preprocessor works on per-element updates, whose leaves have batch axes
-    that the parameters lack, and it is given ``params=None`` (optax passes
+    that the parameters lack, and it is given `params=None` (optax passes
     the parameters on; gradax transformations check that updates and
     parameters have the same shapes).
 
     Args:
       preprocessor: transformation of the per-element updates (e.g. a
-        per-example clipping), or ``identity()``.
+        per-example clipping), or `identity()`.
       aggregator: maps per-element updates to one update (an
         :class:`Aggregator`), or accumulates already aggregated updates.
       postprocessor: transformation of the aggregated update.
-      aggregator_has_aux: the aggregator returns ``(update, aux)`` with a dict
-        ``aux`` of extra keyword arguments for the postprocessor.
+      aggregator_has_aux: the aggregator returns `(update, aux)` with a dict
+        `aux` of extra keyword arguments for the postprocessor.
 
     Returns:
-      A transformation with state ``(pre_state, agg_state, post_state)``;
-      an :class:`Aggregator` when ``aggregator`` is one.
+      A transformation with state `(pre_state, agg_state, post_state)`;
+      an :class:`Aggregator` when `aggregator` is one.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

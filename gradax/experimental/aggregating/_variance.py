@@ -68,7 +68,7 @@ class get_per_element_mean_and_sum_sq_diff_grads(Aggregator):
     r"""Mean and sum of squared deviations of per-element gradients.
 
     Over the :math:`N` elements :math:`g_1, \dots, g_N` of a batch (or of
-    ``accumulation_steps`` microbatches of :math:`B` elements each):
+    `accumulation_steps` microbatches of :math:`B` elements each):
 
     .. math::
       \bar g = \frac{1}{N} \sum_n g_n,\qquad
@@ -83,17 +83,17 @@ class get_per_element_mean_and_sum_sq_diff_grads(Aggregator):
       \bar g \leftarrow \bar g + \delta / k,\qquad
       S \leftarrow S + s + \delta^2 \, (k - 1) B / k.
 
-    The update is :math:`\bar g`, and ``{"sum_sq_diff_grads": S,
-    "sample_size": N}`` goes with it as extra arguments for the
-    postprocessor (:func:`process` with ``aggregator_has_aux=True``), every
-    ``accumulation_steps`` calls (zeros in between).
+    The update is :math:`\bar g`, and `{"sum_sq_diff_grads": S,
+    "sample_size": N}` goes with it as extra arguments for the
+    postprocessor (:func:`process` with `aggregator_has_aux=True`), every
+    `accumulation_steps` calls (zeros in between).
 
     Args:
       per_elt_axis: the batch axis (or axes) of the per-element updates.
       accumulation_steps: microbatches per output, a positive integer.
 
     Returns:
-      An :class:`Aggregator` returning ``(mean, aux)``; its state is a
+      An :class:`Aggregator` returning `(mean, aux)`; its state is a
       :class:`PerElementMeanAndSumSqDiffGradsState` (empty for one step).
 
     Example:
@@ -185,7 +185,7 @@ class track_per_element_mean_and_variance_with_ema(GradientTransformation):
     r"""Moving averages of the gradient mean and variance (updates unchanged).
 
     With the aggregated update :math:`\bar g_t` and the extra arguments
-    ``sum_sq_diff_grads`` :math:`S_t` and ``sample_size`` :math:`N_t` that
+    `sum_sq_diff_grads` :math:`S_t` and `sample_size` :math:`N_t` that
     :class:`get_per_element_mean_and_sum_sq_diff_grads` provides through
     :func:`process`, and decay :math:`\beta`:
 
@@ -201,8 +201,8 @@ class track_per_element_mean_and_variance_with_ema(GradientTransformation):
 
     Returns:
       A transformation whose state is a
-      :class:`PerElementMeanAndVarianceEMAState`; its ``update`` requires the
-      keyword arguments ``sum_sq_diff_grads`` and ``sample_size``.
+      :class:`PerElementMeanAndVarianceEMAState`; its `update` requires the
+      keyword arguments `sum_sq_diff_grads` and `sample_size`.
 
     Example:
       >>> import jax.numpy as jnp
@@ -253,17 +253,17 @@ def get_unbiased_mean_and_variance_ema(state: Any) -> tuple[Any, Any]:
       \hat\nu_t = \frac{\nu_t}{1 - \beta^t}
 
     from the :class:`PerElementMeanAndVarianceEMAState` found anywhere in
-    ``state`` (see :func:`add_mean_variance_to_opt`).
+    `state` (see :func:`add_mean_variance_to_opt`).
 
     Args:
       state: an optimizer state holding one
         :class:`PerElementMeanAndVarianceEMAState`.
 
     Returns:
-      ``(mean, variance)``, pytrees like the parameters.
+      `(mean, variance)`, pytrees like the parameters.
 
     Raises:
-      ValueError: if ``state`` holds no such state.
+      ValueError: if `state` holds no such state.
 
     Example:
       >>> import jax.numpy as jnp
@@ -301,11 +301,11 @@ def add_mean_variance_to_opt(
       \text{tracking } \mu_t \approx \mathbb{E}[g],\ \nu_t \approx
       \operatorname{Var}[g]
 
-    It is :func:`process` of ``identity()``,
+    It is :func:`process` of `identity()`,
     :class:`get_per_element_mean_and_sum_sq_diff_grads` and
-    ``chain(track_per_element_mean_and_variance_with_ema(ema_decay), opt)``:
-    ``opt`` steps on the mean gradient :math:`\bar g` (once every
-    ``accumulation_steps`` calls), and
+    `chain(track_per_element_mean_and_variance_with_ema(ema_decay), opt)`:
+    `opt` steps on the mean gradient :math:`\bar g` (once every
+    `accumulation_steps` calls), and
     :func:`get_unbiased_mean_and_variance_ema` reads the moving averages of
     the per-element gradients' mean and variance from the state.
 
@@ -317,7 +317,7 @@ def add_mean_variance_to_opt(
 
     Returns:
       An :class:`Aggregator`: feed it per-element gradients, e.g. from
-      ``jax.vmap(jax.grad(loss), (None, 0))``.
+      `jax.vmap(jax.grad(loss), (None, 0))`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax
