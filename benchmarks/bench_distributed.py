@@ -1,6 +1,6 @@
 """Distributed Muon on 8 simulated devices: collective bytes and time.
 
-The code is gradax/cli/benchmarks/distributed.py (shipped with the package,
+The code is gradax_cli/benchmarks/distributed.py (shipped with the package,
 so `gradax bench` runs it from an installed wheel too); see its docstring.
 
 Run: python benchmarks/bench_distributed.py [--quick] [--json FILE]
@@ -8,7 +8,7 @@ Run: python benchmarks/bench_distributed.py [--quick] [--json FILE]
 
 import os
 
-from gradax.cli.benchmarks import SIMULATED_DEVICES
+from gradax_cli.benchmarks import SIMULATED_DEVICES
 
 # Before JAX starts: simulated CPU devices for the sharded steps.
 if SIMULATED_DEVICES not in os.environ.get("XLA_FLAGS", ""):
@@ -16,7 +16,7 @@ if SIMULATED_DEVICES not in os.environ.get("XLA_FLAGS", ""):
         os.environ.get("XLA_FLAGS", "") + " " + SIMULATED_DEVICES
     ).strip()
 
-from gradax.cli.benchmarks._distributed import main, run  # noqa: E402, F401
+from gradax_cli.benchmarks.distributed import main, run  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

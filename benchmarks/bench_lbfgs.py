@@ -1,12 +1,12 @@
 """Time L-BFGS on a regularized logistic regression: gradax against scipy, optax.
 
-The code is gradax/cli/benchmarks/lbfgs.py (shipped with the package, so
+The code is gradax_cli/benchmarks/lbfgs.py (shipped with the package, so
 `gradax bench` runs it from an installed wheel too); see its docstring.
 
 Run: python benchmarks/bench_lbfgs.py [--quick] [--json FILE]
 """
 
-from gradax.cli.benchmarks._lbfgs import main, run  # noqa: F401
+from gradax_cli.benchmarks.lbfgs import main, run  # noqa: F401
 
 if __name__ == "__main__":
     main()

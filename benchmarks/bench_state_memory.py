@@ -67,7 +67,7 @@ from common import (  # noqa: E402
 
 import gradax  # noqa: E402
 from gradax._quantized import encode_with_scales, is_quantized  # noqa: E402
-from gradax.cli.benchmarks._optimizers import donating_update  # noqa: E402
+from gradax_cli.benchmarks.optimizers import donating_update  # noqa: E402
 
 
 def _bytes(state) -> int:

@@ -33,7 +33,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import gradax  # noqa: E402
-from gradax.cli.benchmarks._distributed import collective_bytes  # noqa: E402
+from gradax_cli.benchmarks.distributed import collective_bytes  # noqa: E402
 
 P = jax.sharding.PartitionSpec
 KINDS = (

@@ -1,9 +1,9 @@
 """Shared pieces of the benchmarks, kept here for the scripts that import them.
 
-The code is gradax/cli/benchmarks/common.py (shipped with the package).
+The code is gradax_cli/benchmarks/common.py (shipped with the package).
 """
 
-from gradax.cli.benchmarks._common import (  # noqa: F401
+from gradax_cli.benchmarks.common import (  # noqa: F401
     comparison,
     comparisons_against,
     count_params,

@@ -1,11 +1,13 @@
-"""``python -m gradax``: the ``gradax`` command (see :mod:`gradax.cli`).
+"""``python -m gradax``: the ``gradax`` command, which lives in :mod:`gradax_cli`.
 
-Only ``python -m gradax`` runs this file; ``import gradax`` never loads it.
+The command (demo, tuning, plotting, benchmarks) is a package of its own in
+the same distribution, so the library never imports it: only
+``python -m gradax`` runs this file, and ``import gradax`` never loads it.
 """
 
 import sys
 
-from gradax.cli import main
+from gradax_cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

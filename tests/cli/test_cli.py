@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from gradax.cli import _bench_report as bench_report
-from gradax.cli import _data as data_lib
-from gradax.cli import _tune as tune
-from gradax.cli import main
-from gradax.cli._bench import run_one
-from gradax.cli._demo import OPTIMIZERS, RunSpec
-from gradax.cli.benchmarks._common import comparison
+from gradax_cli import _bench_report as bench_report
+from gradax_cli import _data as data_lib
+from gradax_cli import _tune as tune
+from gradax_cli import main
+from gradax_cli._bench import run_one
+from gradax_cli._demo import OPTIMIZERS, RunSpec
+from gradax_cli.benchmarks.common import comparison
 
 TINY = ["--context", "16", "--d-model", "16", "--layers", "1", "--heads", "2"]
 TEXT = textwrap.dedent(
@@ -319,7 +319,7 @@ def test_demo_bad_input(case, text_file, tmp_path, capsys):
 
 def test_bad_input_in_a_real_process(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "gradax.cli", "demo", "--data", str(tmp_path / "no")],
+        [sys.executable, "-m", "gradax_cli", "demo", "--data", str(tmp_path / "no")],
         capture_output=True,
         text=True,
     )
@@ -331,7 +331,7 @@ def test_bad_input_in_a_real_process(tmp_path):
 
 def test_console_script_is_declared():
     scripts = entry_points(group="console_scripts")
-    assert any(ep.name == "gradax" and ep.value == "gradax.cli:main" for ep in scripts)
+    assert any(ep.name == "gradax" and ep.value == "gradax_cli:main" for ep in scripts)
 
 
 def test_no_command_is_one_line(capsys):
@@ -523,7 +523,7 @@ def no_optax(tmp_path, monkeypatch):
 def test_bench_adamw_without_optax(no_optax):
     out = no_optax / "bench.json"
     done = subprocess.run(
-        [sys.executable, "-m", "gradax.cli", "bench", "--quick", "--only", "adamw"]
+        [sys.executable, "-m", "gradax_cli", "bench", "--quick", "--only", "adamw"]
         + ["--json", str(out)],
         capture_output=True,
         text=True,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import gradax
-from gradax.cli import EXIT_STATUSES, main
+from gradax_cli import EXIT_STATUSES, main
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -60,7 +60,7 @@ def test_import_gradax_loads_neither_the_command_nor_dunder_main():
     code = (
         "import sys, gradax; "
         "print(sorted(m for m in sys.modules if m == 'gradax.__main__' "
-        "or m.startswith('gradax.cli')))"
+        "or m.startswith('gradax_cli')))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300

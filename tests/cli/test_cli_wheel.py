@@ -80,7 +80,7 @@ def test_bench_quick_from_an_installed_wheel(tmp_path):
     where = run(
         str(bin_dir / "python"),
         "-c",
-        "import gradax, gradax.cli.benchmarks as b; print(gradax.__file__); "
+        "import gradax, gradax_cli.benchmarks as b; print(gradax.__file__); "
         "print(b.__file__)",
         cwd=work,
         env=env,

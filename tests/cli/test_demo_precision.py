@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import pytest
 
 import gradax
-from gradax.cli import main
-from gradax.cli._demo import OPTIMIZERS, RunSpec, build_optimizer
+from gradax_cli import main
+from gradax_cli._demo import OPTIMIZERS, RunSpec, build_optimizer
 
 ROWS = [
     f"adamw{bits}-bf16{how}" for bits in ("", "8bit") for how in ("", "-sr", "-master")

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 
 import gradax
 
-from ._common import (
+from .common import (
     comparison,
     count_params,
     fake_grads,

@@ -19,12 +19,12 @@ SIMULATED_DEVICES = "--xla_force_host_platform_device_count=8"
 # name -> (module under this package, environment variables for its process).
 # The order is the table's.
 BENCHMARKS: dict[str, tuple[str, dict[str, str]]] = {
-    "adamw": ("_adamw", {}),
-    "muon": ("_muon", {}),
-    "optimizers": ("_optimizers", {}),
-    "lbfgs": ("_lbfgs", {}),
+    "adamw": ("adamw", {}),
+    "muon": ("muon", {}),
+    "optimizers": ("optimizers", {}),
+    "lbfgs": ("lbfgs", {}),
     "distributed": (
-        "_distributed",
+        "distributed",
         {"XLA_FLAGS": SIMULATED_DEVICES},
     ),
 }

@@ -41,7 +41,7 @@ def _version() -> str:
     """``gradax X (jax Y, jaxlib Z, Python W)``, without importing jax."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from .. import __version__
+    from gradax import __version__
 
     parts = []
     for name in ("jax", "jaxlib"):

@@ -1,4 +1,4 @@
-"""``gradax bench``: run the comparisons of ``gradax.cli.benchmarks``, tabulate them.
+"""``gradax bench``: run the comparisons of ``gradax_cli.benchmarks``, tabulate them.
 
 Each benchmark module exposes ``run(quick: bool) -> dict``. It runs in its
 own Python process, because benchmark modules set process-wide JAX options
@@ -26,7 +26,7 @@ _MARKER = "@@gradax-bench-result@@"
 _NEEDS_OPTAX = "@@gradax-bench-needs-optax@@"
 
 # Runs in the child process: load the module (a name under
-# gradax.cli.benchmarks, or a file), call run(quick), print the result as one
+# gradax_cli.benchmarks, or a file), call run(quick), print the result as one
 # JSON line after a marker.
 _RUNNER = f"""
 import importlib, importlib.util, json, sys
@@ -37,7 +37,7 @@ try:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     else:
-        module = importlib.import_module("gradax.cli.benchmarks." + target)
+        module = importlib.import_module("gradax_cli.benchmarks." + target)
     result = module.run(quick)
 except ModuleNotFoundError as error:
     if error.name != "optax":
@@ -83,8 +83,8 @@ def installed(name: str) -> bool:
 
 
 def _package_root() -> Path:
-    """The folder holding the gradax package this process imported."""
-    return Path(__file__).resolve().parents[2]
+    """The folder holding the gradax_cli package this process imported."""
+    return Path(__file__).resolve().parents[1]
 
 
 def run_one(
@@ -98,7 +98,7 @@ def run_one(
     Returns ``{"status": "ok", "result": ...}``, ``{"status": "skipped",
     "note": ...}`` or ``{"status": "failed", "note": <last error line>}``,
     with ``"wall_seconds"``. A module runs from the folder that holds this
-    gradax, so the child imports the same gradax as this process.
+    gradax_cli, so the child imports the same gradax_cli as this process.
     """
     start = time.perf_counter()
     child_env = dict(os.environ)

@@ -33,8 +33,8 @@ import numpy as np
 import gradax
 
 from . import SIMULATED_DEVICES
-from ._common import comparison, time_interleaved
-from ._muon import QUICK_LAYERS, muon_tree
+from .common import comparison, time_interleaved
+from .muon import QUICK_LAYERS, muon_tree
 
 P = jax.sharding.PartitionSpec
 _OP = re.compile(

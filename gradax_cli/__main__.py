@@ -1,4 +1,4 @@
-"""``python -m gradax.cli``: the ``gradax`` command."""
+"""``python -m gradax_cli``: the ``gradax`` command."""
 
 import sys
 

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import gradax
 from gradax.orthogonal.newton_schulz import newton_schulz_flops
 
-from ._common import (
+from .common import (
     comparisons_against,
     cpu_threads,
     fake_grads,

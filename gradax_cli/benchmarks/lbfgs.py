@@ -30,7 +30,7 @@ import numpy as np
 
 import gradax
 
-from ._common import comparisons_against, optional_optax, time_interleaved
+from .common import comparisons_against, optional_optax, time_interleaved
 
 TOL = 1e-5
 MAX_STEPS = 2000

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 
 import gradax
 
-from ._common import (
+from .common import (
     comparisons_against,
     count_params,
     cpu_threads,
