@@ -198,6 +198,25 @@ def user_stacklevel() -> int | None:
         frame, level = frame.f_back, level + 1
     return level
 
+def _is_library_code(frame: Any) -> bool:
+    """Whether a frame runs gradax's or JAX's code (``jit``, ``eval_shape``)."""
+    module = frame.f_globals.get("__name__", "")
+    return _is_gradax_code(frame) or module.split(".")[0] in ("jax", "jaxlib")
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` of the first caller outside gradax and JAX.
+
+    For a warning given while a transformation runs (``init`` under ``jit``
+    included): it points at the user's line that called it, past JAX's
+    tracing machinery as well as gradax's own frames.
+    """
+    frame, level = sys._getframe(1), 1
+    while frame is not None and _is_library_code(frame):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 
 def _warn_at_construction(notes: list[tuple[str, str]]) -> None:
     """One :class:`HyperparameterWarning` for an object a user builds.

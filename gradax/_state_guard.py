@@ -386,6 +386,76 @@ _HINTS = {
 }
 
 
+# The float dtypes a state may have been made for, tried when a state does not
+# fit: the usual cause is a model cast to another precision since ``init``.
+_FLOAT_CANDIDATES = ("bfloat16", "float16", "float32", "float64")
+
+
+def _cast_floats(like: Any, chosen: set[int], target: Any) -> Any:
+    """``like`` as shapes, its float leaves numbered in ``chosen`` ``target``."""
+    leaves, treedef = jax.tree_util.tree_flatten(like)
+    shapes = [
+        jax.ShapeDtypeStruct(np.shape(x), target if i in chosen else jnp.result_type(x))
+        for i, x in enumerate(leaves)
+    ]
+    return treedef.unflatten(shapes)
+
+
+def _fits_when_cast(
+    tx: Any, like: Any, state: Any, chosen: set[int], dtypes: list, target: Any
+) -> bool:
+    """Whether ``state`` is ``init``'s for ``like`` with ``chosen`` made ``target``."""
+    chosen_now = {i for i in chosen if dtypes[i] != target}
+    if not chosen_now:
+        return False
+    try:
+        expected = state_shapes(tx.init, _cast_floats(like, chosen_now, target))
+    except Exception:  # an init that cannot take these dtypes
+        return False
+    left: list[_Problem] = []
+    _compare(expected, state, (), left)
+    return not left
+
+
+def _made_for_other_dtypes(
+    tx: Any, like: Any, state: Any, problems: list[_Problem], side: str
+) -> str | None:
+    """Which parameter dtypes ``state`` was made for, where a cast explains it.
+
+    Tries each float dtype for the leaves that the differing state paths
+    name (``state.low_bits['w']`` names ``['w']``), then for every float
+    leaf. Only run on the way to an error, so its cost is no one's.
+    """
+    try:
+        leaves = jax.tree_util.tree_flatten_with_path(like)[0]
+        dtypes = [jnp.result_type(x) for _, x in leaves]
+    except TypeError:
+        return None
+    paths = [jax.tree_util.keystr(path) for path, _ in leaves]
+    floats = {i for i, d in enumerate(dtypes) if jnp.issubdtype(d, jnp.floating)}
+    named = {i for i in floats if any(p.path.endswith(paths[i]) for p in problems)}
+    enabled = jax.config.read("jax_enable_x64")
+    targets = [jnp.dtype(n) for n in _FLOAT_CANDIDATES if n != "float64" or enabled]
+    for chosen in (named, floats):
+        # Several dtypes may fit (bfloat16 and float16 make the same tree).
+        fits = [
+            t for t in targets if _fits_when_cast(tx, like, state, chosen, dtypes, t)
+        ]
+        if not fits:
+            continue
+        chosen_now = sorted(i for i in chosen if dtypes[i] not in fits)
+        changed = [f"{paths[i]} is {dtypes[i]}" for i in chosen_now]
+        more = f" (and {len(changed) - 4} more)" if len(changed) > 4 else ""
+        return (
+            f"The state was made for {' or '.join(map(str, fits))} {side} where "
+            f"{', '.join(changed[:4])}{more} now: the {side}' dtypes "
+            "changed since init. Cast them back, or make the state with "
+            "init for these; carry_state carries the progress where the "
+            "leaves still fit."
+        )
+    return None
+
+
 def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> Any:
     """Raise :class:`UpdateError` where `state` is not what `init` makes.
 
@@ -428,7 +498,10 @@ def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> A
         lines.append(f"  ... and {len(problems) - len(shown)} more")
     kinds = {p.kind for p in problems}
     hints = [_HINTS[k] for k in ("library", "plain", "other") if k in kinds]
-    if kinds & {"keys", "shape"}:
+    cast = _made_for_other_dtypes(tx, like, state, problems, side.split()[-1])
+    if cast is not None:
+        hints = [cast]  # the one cause that explains every difference
+    elif kinds & {"keys", "shape"}:
         if params is None:
             hints.append(
                 "update was called without params, so the updates stand for "

@@ -15,7 +15,7 @@ import numpy as np
 from .._hyper import Schedule, StatefulSchedule, as_hyperparameter
 from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, as_transformation, zero_count
-from .._pytree import Module, static_field
+from .._pytree import Module, caller_stacklevel, static_field
 from .._state_guard import is_weakly_typed
 from ..schedules.wrapped import WrappedSchedule, WrappedScheduleState
 
@@ -229,8 +229,8 @@ def _check_factory(
         except _NEEDS_A_VALUE:
             pass
     for warning in caught:
-        # stacklevel 3: past this function and inject_hyperparams' builder.
-        warnings.warn(warning.message, warning.category, stacklevel=3)
+        # At the user's line: past this function, the builder and JAX.
+        warnings.warn(warning.message, warning.category, stacklevel=caller_stacklevel())
 
 
 def inject_stateful_hyperparams(

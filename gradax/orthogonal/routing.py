@@ -12,6 +12,7 @@ from typing import Any
 import jax
 
 from .._matrices import full_dimension_numbers, is_dimension_numbers, is_spec_leaf
+from .._pytree import caller_stacklevel
 from .._state_guard import initializing_for_shapes
 from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALINGS, shape_scale
@@ -74,7 +75,7 @@ def warn_about_embeddings(dims: Any) -> None:
         "AdamW. To do the same, pass muon_weight_dimension_numbers with None "
         "at those paths (gradax.muon_labels(params, exclude=...) shows the "
         "routing and builds it).",
-        stacklevel=3,
+        stacklevel=caller_stacklevel(),
     )
 
 

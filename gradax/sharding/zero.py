@@ -164,6 +164,20 @@ class shard_state(GradientTransformation):
     mesh: Any = static_field(default=None)
 
     # -- the mesh and the layout ---------------------------------------------
+    def __check_init__(self) -> None:
+        # At construction, not at the first init inside jit: a wrong axis is
+        # a typo in the configuration, best reported where it was written.
+        axes = self._axes()
+        self._inner()
+        if self.mesh is not None:
+            names = getattr(self.mesh, "axis_names", None)
+            if names is None:
+                raise TypeError(
+                    "shard_state(mesh=...) must be a jax.sharding.Mesh (or "
+                    f"AbstractMesh) or None, got {type(self.mesh).__name__}"
+                )
+            self._check_axes_on(axes, names)
+
 
     def _axes(self) -> tuple[str, ...]:
         axes = (self.axis,) if isinstance(self.axis, str) else self.axis
@@ -173,12 +187,20 @@ class shard_state(GradientTransformation):
             or not all(isinstance(a, str) for a in axes)
         ):
             raise TypeError(
-                "shard_state(axis=...) must be a mesh axis name or a tuple of "
-                f"names, got {self.axis!r}"
+                "shard_state(axis=...) must be a mesh axis name (a str) or a "
+                f"non-empty tuple of names, got {self.axis!r}"
             )
         return axes
 
     def _mesh(self) -> tuple[Any, bool]:
+    def _check_axes_on(self, axes: tuple[str, ...], names: Sequence[str]) -> None:
+        missing = [a for a in axes if a not in names]
+        if missing:
+            raise ValueError(
+                f"shard_state(axis={self.axis!r}): the mesh has no axis "
+                f"{', '.join(map(repr, missing))}; its axes are {tuple(names)}"
+            )
+
         """The mesh, and whether ``axis`` is Explicit on it."""
         axes = self._axes()
         mesh = self.mesh
@@ -189,13 +211,7 @@ class shard_state(GradientTransformation):
                     f"shard_state(axis={self.axis!r}) needs a mesh: call init "
                     "and update under jax.set_mesh(mesh), or pass mesh=..."
                 )
-        missing = [a for a in axes if a not in mesh.axis_names]
-        if missing:
-            raise ValueError(
-                f"shard_state(axis={self.axis!r}): the mesh has no axis "
-                f"{', '.join(map(repr, missing))}; its axes are "
-                f"{tuple(mesh.axis_names)}"
-            )
+        self._check_axes_on(axes, mesh.axis_names)
         types = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))
         kinds = {types[a] for a in axes}
         axis_type = jax.sharding.AxisType

@@ -1,13 +1,13 @@
-"""Carry an optimizer state across a change of configuration: ``carry_state``.
+"""Carry an optimizer state across a change of configuration: `carry_state`.
 
 A state tree follows the configuration (optax's layout): a schedule adds a
-``count``, a clip shifts the chain, a wrapper adds a level. ``carry_state``
+`count`, a clip shifts the chain, a wrapper adds a level. `carry_state`
 builds the new transformation's state and fills it, leaf by leaf, from the old
 state, matching leaves by their paths; what it cannot match it takes from the
-new ``init`` and reports.
+new `init` and reports.
 
 Matching is structural: it reads paths, shapes and dtypes, never values, so it
-runs under ``jit`` and ``eval_shape``.
+runs under `jit` and `eval_shape`.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _names(key: _Key) -> tuple[str, ...]:
 
 
 def _leaves(tree: Any) -> list[_Leaf]:
-    """The leaves of ``tree`` in flattening order, each with its place."""
+    """The leaves of `tree` in flattening order, each with its place."""
     out: list[_Leaf] = []
 
     def walk(node: Any, path: tuple, owner: str | None, holder: _Key) -> None:
@@ -169,23 +169,23 @@ def _closeness(new: _Leaf, old: _Leaf) -> tuple[bool, bool, bool, int]:
 
 @dataclasses.dataclass(frozen=True)
 class CarryReport:
-    """What :func:`carry_state` did with every leaf; ``print`` it to read it.
+    """What :func:`carry_state` did with every leaf; `print` it to read it.
 
     Paths are written as :func:`jax.tree_util.keystr` writes them.
 
     Attributes:
-        carried: ``(new path, old path, how)`` for each leaf of the new state
+        carried: `(new path, old path, how)` for each leaf of the new state
             taken from the old state.
-        filled: ``(new path, why)`` for each leaf of the new state taken from
-            the new transformation's ``init``.
-        dropped: ``(old path, why)`` for each leaf of the old state that went
+        filled: `(new path, why)` for each leaf of the new state taken from
+            the new transformation's `init`.
+        dropped: `(old path, why)` for each leaf of the old state that went
             nowhere.
-        replaced: old hyperparameter values (below an ``inject_hyperparams``
-            state's ``hyperparams``); the new transformation's own values are
+        replaced: old hyperparameter values (below an `inject_hyperparams`
+            state's `hyperparams`); the new transformation's own values are
             used instead.
-        ambiguous: ``(new path, candidate old paths)`` for each leaf that
+        ambiguous: `(new path, candidate old paths)` for each leaf that
             several old leaves fitted equally well; it was filled (and is in
-            ``filled`` too).
+            `filled` too).
     """
 
     carried: tuple[tuple[str, str, str], ...]
@@ -209,8 +209,8 @@ class CarryReport:
 class _Plan:
     """Where each leaf of the new state comes from, and why.
 
-    ``taken[i]`` is ``(old leaf, how)`` for a new leaf ``i`` carried over,
-    ``fill_reason[i]`` the reason a new leaf comes from ``init``, ``tied[i]``
+    `taken[i]` is `(old leaf, how)` for a new leaf `i` carried over,
+    `fill_reason[i]` the reason a new leaf comes from `init`, `tied[i]`
     the equally close old leaves of an ambiguous one (also filled).
     """
 
@@ -282,7 +282,7 @@ class _Plan:
         self.taken[i] = (old, "sources=")
 
     def _take(self, i: int, old: _Leaf, how: str) -> None:
-        """Carry ``old`` to new leaf ``i`` if its shape and dtype fit."""
+        """Carry `old` to new leaf `i` if its shape and dtype fit."""
         new = self.new[i]
         have, want = _aval(old.value), _aval(new.value)
         if have == want:
@@ -315,7 +315,7 @@ class _Plan:
                 self._lost.setdefault(other.path, f"new {new.path} took {old.path}")
 
     def _moments(self, i: int) -> list[int]:
-        """The other leaves of new leaf ``i``'s state, counts and
+        """The other leaves of new leaf `i`'s state, counts and
         hyperparameters aside: the progress a count goes with."""
         return [
             j
@@ -353,6 +353,49 @@ class _Plan:
                 self._unused.setdefault(old.path, f"{new.path} starts from init")
 
 
+def _refuse_fresh(
+    old_state: Any, old_leaves: list[_Leaf], new_leaves: list[_Leaf], plan: _Plan
+) -> None:
+    """Raise where nothing carried because the old state is not a state.
+
+    That is: it has no array leaves, or none shares a path with the new
+    state. Leaves that share paths but do not fit are reported, not refused.
+    """
+    progress = [
+        i
+        for i, leaf in enumerate(new_leaves)
+        if _aval(leaf.value) is not None and not plan.hyper(leaf)
+    ]
+    if not progress:
+        return  # a stateless transformation: nothing to lose
+    arrays = [leaf for leaf in old_leaves if _aval(leaf.value) is not None]
+    pool = _Pool(arrays)
+    if any(pool.candidates(new_leaves[i].names) for i in progress):
+        return  # paths in common: the report says why each was not taken
+    if not arrays:
+        given = repr(old_state)
+        given = given if len(given) <= 60 else given[:57] + "..."
+        what = (
+            f"old_state has no array leaves (it is a {type(old_state).__name__}: "
+            f"{given})"
+        )
+    else:
+        shown = ", ".join(leaf.path for leaf in arrays[:4])
+        more = f" and {len(arrays) - 4} more" if len(arrays) > 4 else ""
+        first = ", ".join(new_leaves[i].path for i in progress[:4])
+        what = (
+            f"old_state shares no path with the new state (old_state's leaves: "
+            f"{shown}{more}; the new state's: {first}"
+            f"{' ...' if len(progress) > 4 else ''})"
+        )
+    raise ValueError(
+        f"carry_state: {what}. Nothing would carry over, and the training would "
+        "restart from init. Pass the state that init returned for the old "
+        "configuration (or its restored checkpoint), or allow_fresh=True to "
+        "start from init on purpose."
+    )
+
+
 def carry_state(
     old_state: Any,
     tx: Any,
@@ -361,37 +404,38 @@ def carry_state(
     strict: bool = False,
     keep_hyperparams: bool = False,
     sources: Mapping[str, str | None] | None = None,
+    allow_fresh: bool = False,
 ) -> tuple[Any, CarryReport]:
     """Carries an optimizer state over to a new transformation.
 
     When a configuration change alters the state tree (a constant learning
     rate becomes a schedule, a clip joins the chain, the optimizer is wrapped
-    in ``inject_hyperparams``, ``MultiSteps`` or ``masked``, parameters are
-    regrouped by ``partition``, or the reverse of any of these), this keeps the
-    training progress: it builds ``tx``'s state for ``params`` and takes each
-    leaf from the old state where one matches, else from ``tx.init``.
+    in `inject_hyperparams`, `MultiSteps` or `masked`, parameters are
+    regrouped by `partition`, or the reverse of any of these), this keeps the
+    training progress: it builds `tx`'s state for `params` and takes each
+    leaf from the old state where one matches, else from `tx.init`.
 
     Matching reads paths, shapes and dtypes only, never values:
 
     - A leaf's *names* are the field names and dict keys on its path, without
       positions (a clip shifting the chain moves no names) and without the
-      group labels of ``partition``. The candidates for a new leaf are the old
+      group labels of `partition`. The candidates for a new leaf are the old
       leaves with the same names, or whose names end its names or are ended
-      by them (a wrapper level added or removed: ``inner_state``,
-      ``inner_opt_state``).
+      by them (a wrapper level added or removed: `inner_state`,
+      `inner_opt_state`).
     - Of the candidates, the closest wins: the same state class (when the old
       state has its classes), then the same names, the same path, the longest
       common end of the paths. Several equally close candidates are
-      *ambiguous*: the leaf is filled and the report says so; ``sources``
+      *ambiguous*: the leaf is filled and the report says so; `sources`
       settles it.
     - A carried leaf must have the new leaf's shape and dtype; otherwise the
       new leaf is filled and the report gives both.
-    - A new ``count`` takes an old one, e.g. a new schedule's count takes
+    - A new `count` takes an old one, e.g. a new schedule's count takes
       Adam's. A count goes with its state's moments: of equally close old
       counts, the one of the state the moments came from wins; when the
-      moments all start from ``init``, so does the count (Adam's bias
+      moments all start from `init`, so does the count (Adam's bias
       correction stays consistent).
-    - Hyperparameter values kept in an ``inject_hyperparams`` state come from
+    - Hyperparameter values kept in an `inject_hyperparams` state come from
       the new transformation: its configuration is the one that runs.
 
     The old state may be any pytree: a gradax or optax state, or one restored
@@ -402,26 +446,32 @@ def carry_state(
     Args:
         old_state: the state to carry over.
         tx: the new transformation (gradax or optax), or its init function.
-        params: the parameters, as ``tx.init`` takes them.
+        params: the parameters, as `tx.init` takes them.
         strict: raise if a leaf of the old state is dropped or a match is
             ambiguous (replaced hyperparameters are not losses).
         keep_hyperparams: carry the old hyperparameter values like any leaf,
             for a state whose values were set by hand.
-        sources: overrides, ``{new path: old path}`` as the report writes them;
-            ``None`` as the old path takes the leaf from ``init``.
+        sources: overrides, `{new path: old path}` as the report writes them;
+            `None` as the old path takes the leaf from `init`.
+        allow_fresh: accept a result with nothing carried over. By default an
+            old state with no array leaves (a string, `None`, an empty
+            tree), or with none that fits a leaf of the new state, is an
+            error: the training would silently restart from `init`.
 
     Returns:
-        new_state: the state, with the tree of ``tx.init(params)``.
+        new_state: the state, with the tree of `tx.init(params)`.
         report: a :class:`CarryReport`: tuples of paths (as
-            :func:`jax.tree_util.keystr` writes them) ``carried`` (new, old,
-            how), ``filled`` (new, why), ``dropped`` (old, why), ``replaced``
-            (old hyperparameters) and ``ambiguous`` (new, candidates); printed,
+            :func:`jax.tree_util.keystr` writes them) `carried` (new, old,
+            how), `filled` (new, why), `dropped` (old, why), `replaced`
+            (old hyperparameters) and `ambiguous` (new, candidates); printed,
             one line a path.
 
     Raises:
-        ValueError: with ``strict=True``, if something was dropped or
+        ValueError: if nothing carries over and `allow_fresh` is False
+            (the message says what `old_state` was); with `strict=True`,
+            if something was dropped or
             ambiguous (the message names the paths); for a path in
-            ``sources`` that is not in the states, or names an old leaf of
+            `sources` that is not in the states, or names an old leaf of
             another shape or dtype.
 
     Example:
@@ -449,6 +499,8 @@ def carry_state(
     new_leaves = _leaves(template)
     old_leaves = _leaves(old_state)
     plan = _Plan(new_leaves, old_leaves, dict(sources or {}), keep_hyperparams)
+    if not plan.taken and not allow_fresh:
+        _refuse_fresh(old_state, old_leaves, new_leaves, plan)
 
     # Fill from ``init``, compiled so that only the leaves asked for are built.
     fill = sorted(plan.fill_reason)

@@ -138,10 +138,16 @@ def test_bad_arguments_are_named():
     with jax.set_mesh(mesh_1d("Explicit")):
         with pytest.raises(ValueError, match=r"axis='batch'.*no axis 'batch'"):
             gradax.shard_state(gradax.adam(0.1), axis="batch").init(params)
-        with pytest.raises(TypeError, match=r"shard_state\(axis=\.\.\.\)"):
-            gradax.shard_state(gradax.adam(0.1), axis=3).init(params)
-        with pytest.raises(TypeError, match=r"shard_state\(tx=\.\.\.\)"):
-            gradax.shard_state(3).init(params)
+    # What needs no mesh is refused at construction, where it was written.
+    for axis in (3, (), ("data", 3)):
+        with pytest.raises(TypeError, match=r"shard_state\(axis=\.\.\.\) must be"):
+            gradax.shard_state(gradax.adam(0.1), axis=axis)
+    with pytest.raises(TypeError, match=r"shard_state\(tx=\.\.\.\)"):
+        gradax.shard_state(3)
+    with pytest.raises(ValueError, match=r"axis='batch'.*no axis 'batch'"):
+        gradax.shard_state(gradax.adam(0.1), axis="batch", mesh=mesh_1d("Explicit"))
+    with pytest.raises(TypeError, match=r"shard_state\(mesh=\.\.\.\) must be"):
+        gradax.shard_state(gradax.adam(0.1), mesh="data")
 
 
 # -- the Muon family -----------------------------------------------------------

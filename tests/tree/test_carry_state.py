@@ -416,3 +416,38 @@ def test_the_checkpoints_guide_runs():
     namespace: dict = {"__name__": "checkpoints_guide"}
     for i, block in enumerate(blocks):
         exec(compile(block, f"checkpoints.md block {i}", "exec"), namespace)
+
+
+@pytest.mark.parametrize(
+    "old_state, said",
+    [
+        ("adam state", "no array leaves (it is a str: 'adam state')"),
+        (None, "no array leaves (it is a NoneType: None)"),
+        ({}, "no array leaves (it is a dict: {})"),
+        (
+            {"trace": {"v": jnp.zeros(2)}},
+            "shares no path with the new state (old_state's leaves: ['trace']['v']",
+        ),
+    ],
+    ids=["string", "none", "empty", "unrelated"],
+)
+def test_what_is_not_a_state_is_refused_unless_asked(old_state, said):
+    # Before, each of these gave init's state and a report: training
+    # restarted silently.
+    params = _params()
+    with pytest.raises(ValueError, match=re.escape(said)) as raised:
+        carry_state(old_state, optax.adam(1e-3), params)
+    assert "allow_fresh=True" in str(raised.value)
+    fresh, report = carry_state(old_state, optax.adam(1e-3), params, allow_fresh=True)
+    assert not report.carried
+    expected = optax.adam(1e-3).init(params)
+    assert jax.tree.structure(fresh) == jax.tree.structure(expected)
+    for got, want in zip(jax.tree.leaves(fresh), jax.tree.leaves(expected)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_stateless_target_needs_nothing_carried():
+    # optax.sgd without momentum keeps (EmptyState(), EmptyState()): no
+    # progress to lose, so an empty old state is no mistake.
+    _, report = carry_state((), optax.sgd(0.1), _params())
+    assert not report.carried and not report.filled
