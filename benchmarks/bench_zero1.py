@@ -7,7 +7,10 @@ apply) with replicated parameters, in two forms:
 - plain data parallelism: state replicated like the parameters; the
   compiler all-reduces the gradients;
 - ZeRO-1: the same step with the transformation wrapped in
-  ``shard_state(tx, axis="data")``.
+  ``shard_state(tx, axis="data")``, the gradients still all-reduced;
+- ZeRO-1 with reduce-scattered gradients: the gradients from
+  ``gradax.sharding.data_parallel_value_and_grad``, each device receiving
+  only the summed slice it updates (then the updates are all-gathered).
 
 Printed per form: the optimizer state's bytes on each device, and the
 collectives in the compiled step's HLO (count of each kind, and bytes each
@@ -75,19 +78,29 @@ def count(hlo: str) -> dict[str, int]:
     return {k: len(re.findall(rf"\s{k}(?:-start)?\(", hlo)) for k in KINDS}
 
 
-def measure(tx, mesh) -> dict:
+def all_reduced_grads(p, t):
+    """Plain data parallelism's gradient: each device's own, averaged."""
+
+    def local(p, t):
+        # Differentiate a varying copy: the gradient with respect to a
+        # replicated input would come back already summed over the axis.
+        p = jax.tree.map(lambda x: jax.lax.pcast(x, "data", to="varying"), p)
+        return jax.lax.pmean(jax.grad(loss_fn)(p, t), "data")
+
+    return jax.shard_map(local, in_specs=(P(), P("data")), out_specs=P())(p, t)
+
+
+def reduce_scattered_grads(p, t):
+    return gradax.sharding.data_parallel_value_and_grad(loss_fn)(p, t)[1]
+
+
+def measure(tx, mesh, grads_fn=all_reduced_grads) -> dict:
     replicated = jax.NamedSharding(mesh, P())
     params = jax.device_put(make_params(), replicated)
     tokens = jax.device_put(
         jnp.arange(BATCH) % VOCAB, jax.NamedSharding(mesh, P("data"))
     )
     state = jax.jit(tx.init)(params)
-
-    # Each device differentiates its part of the batch; the mean over the
-    # axis is the gradient all-reduce of data parallelism.
-    @jax.shard_map(in_specs=(P(), P("data")), out_specs=P())
-    def grads_fn(p, t):
-        return jax.lax.pmean(jax.grad(loss_fn)(p, t), "data")
 
     @jax.jit
     def step(p, s, t):
@@ -120,6 +133,9 @@ def run() -> dict:
             results[name] = {
                 "data parallel": measure(tx, mesh),
                 "zero-1": measure(gradax.shard_state(tx, axis="data"), mesh),
+                "zero-1 rs": measure(
+                    gradax.shard_state(tx, axis="data"), mesh, reduce_scattered_grads
+                ),
             }
     return results
 
@@ -141,7 +157,8 @@ def main() -> None:
                 f"{name:6s} {form:13s} state/device "
                 f"{r['state_bytes_per_device'] / 2**20:6.2f} MiB "
                 f"(whole {r['state_bytes_whole'] / 2**20:.2f} MiB) | ops: {ops} "
-                f"| received/device: {received}"
+                f"| received/device: {received} "
+                f"(total {sum(r['received_bytes'].values()) / 2**20:.2f} MiB)"
             )
     if args.json:
         with open(args.json, "w") as f:

@@ -59,8 +59,12 @@ def collective_bytes(hlo: str, devices: int) -> dict[str, float]:
             count = int(np.prod([int(d) for d in dims.split(",") if d] or [1]))
             size += count * _BYTES[dtype]
         # Result bytes times the fraction that comes from other devices;
-        # an all-reduce moves its data twice (reduce-scatter + all-gather).
-        factor = 2 * share if kind == "all-reduce" else share
+        # an all-reduce moves its data twice (reduce-scatter + all-gather);
+        # a reduce-scatter's result is 1/devices of what it reduces, of
+        # which each device receives the other devices' parts.
+        factor = {"all-reduce": 2 * share, "reduce-scatter": devices - 1}.get(
+            kind, share
+        )
         totals[kind] = totals.get(kind, 0.0) + size * factor
     return totals
 
