@@ -1,8 +1,8 @@
 """Train an equinox model with gradax.
 
 An equinox module is a pytree whose leaves are arrays and other values, so
-the optimizer sees only the arrays: ``eqx.filter(model, eqx.is_inexact_array)``
-for ``init``, and gradients from ``eqx.filter_value_and_grad``. The
+the optimizer sees only the arrays: `eqx.filter(model, eqx.is_inexact_array)`
+for `init`, and gradients from `eqx.filter_value_and_grad`. The
 optimizer, a pytree itself, is passed to the jitted step as an argument:
 changing its learning rate does not recompile.
 
@@ -33,7 +33,7 @@ def train_step(model, state, tx, x, y):
     return eqx.apply_updates(model, updates), state, loss
 
 
-def main(steps: int = 500) -> float:
+def main(steps: int = 500) -> list[float]:
     x, y = make_data(jax.random.key(0))
     model = eqx.nn.MLP(1, 1, width_size=32, depth=2, key=jax.random.key(1))
     schedule = gradax.warmup_cosine_decay_schedule(0.0, 1e-2, steps // 10, steps)
@@ -41,11 +41,13 @@ def main(steps: int = 500) -> float:
         gradax.clip_by_global_norm(1.0), gradax.adamw(schedule, weight_decay=1e-4)
     )
     state = tx.init(eqx.filter(model, eqx.is_inexact_array))
+    losses = []
     for step in range(steps):
         model, state, loss = train_step(model, state, tx, x, y)
+        losses.append(float(loss))
         if step % 100 == 0 or step == steps - 1:
             print(f"step {step:4d}  loss {float(loss):.5f}")
-    return float(loss)
+    return losses
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""Train a flax nnx model with a gradax optimizer inside ``nnx.Optimizer``.
+"""Train a flax nnx model with a gradax optimizer inside `nnx.Optimizer`.
 
-gradax transformations have optax's ``init``/``update`` protocol, so
-``nnx.Optimizer`` takes them as they are. Here Muon orthogonalizes the hidden
-weight matrix (flax's ``Linear`` kernels are ``(in, out)``, the layout Muon
+gradax transformations have optax's `init`/`update` protocol, so
+`nnx.Optimizer` takes them as they are. Here Muon orthogonalizes the hidden
+weight matrix (flax's `Linear` kernels are `(in, out)`, the layout Muon
 expects) and AdamW handles the biases and the input and output layers.
 
 Run: python examples/flax_nnx.py
@@ -50,7 +50,7 @@ def train_step(model, optimizer, x, y):
     return loss
 
 
-def main(steps: int = 300) -> float:
+def main(steps: int = 300) -> list[float]:
     x, y = make_data(jax.random.key(0))
     model = MLP(nnx.Rngs(0))
 
@@ -69,12 +69,14 @@ def main(steps: int = 300) -> float:
         ),
     )
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    losses = []
     for step in range(steps):
         loss = train_step(model, optimizer, x, y)
+        losses.append(float(loss))
         if step % 100 == 0 or step == steps - 1:
             accuracy = jnp.mean((model(x) > 0) == (y > 0.5))
             print(f"step {step:4d}  loss {float(loss):.4f}  accuracy {accuracy:.3f}")
-    return float(loss)
+    return losses
 
 
 if __name__ == "__main__":

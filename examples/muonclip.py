@@ -72,15 +72,17 @@ def fmt(values) -> str:
     return " ".join(f"{float(v):5.1f}" for v in values)
 
 
-def main(steps: int = 20) -> jax.Array:
+def main(steps: int = 20) -> dict[str, list[float]]:
     params, key = init(jax.random.key(0))
     x = jax.random.normal(key, (BATCH, SEQ, D_MODEL))
     y = jnp.roll(x, 1, axis=1)  # a toy target: the previous token
     tx = gradax.muon(0.02, consistent_rms=0.2)
     state = tx.init(params)
     total = 0
+    history = []  # S_h of each step, before its clip
     for step in range(steps):
         params, state, loss, max_logits = train_step(tx, params, state, x, y)
+        history.append(max_logits.tolist())
         clipped = int(jnp.sum(max_logits > TAU))
         total += clipped
         if step % 5 == 0 or step == steps - 1:
@@ -93,7 +95,8 @@ def main(steps: int = 20) -> jax.Array:
     _, after = attention(params, x)
     print(f"heads clipped over {steps} steps: {total}")
     print(f"max logits with the final weights: [{fmt(after)}] (tau = {TAU})")
-    return after
+    history.append(after.tolist())  # with the final weights
+    return {f"head {h}": [s[h] for s in history] for h in range(HEADS)}
 
 
 if __name__ == "__main__":

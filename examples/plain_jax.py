@@ -1,8 +1,8 @@
 """A plain-JAX training loop with Muon: no framework, just a dict of arrays.
 
 The hidden weight matrices are orthogonalized by Muon; the biases and the
-input and output layers go to AdamW (``muon_labels`` prints the routing).
-Training steps run in chunks inside ``jax.lax.scan``, so Python is visited
+input and output layers go to AdamW (`muon_labels` prints the routing).
+Training steps run in chunks inside `jax.lax.scan`, so Python is visited
 once per chunk, and the optimizer is an argument of the compiled function.
 
 Run: python examples/plain_jax.py
@@ -59,10 +59,10 @@ def train_chunk(tx, params, state, x, y):
         return (gradax.apply_updates(params, updates), state), loss
 
     (params, state), losses = jax.lax.scan(step, (params, state), length=25)
-    return params, state, losses[-1]
+    return params, state, losses
 
 
-def main(steps: int = 300) -> float:
+def main(steps: int = 300) -> list[float]:
     x, y = make_data(jax.random.key(0))
     params = init_params(jax.random.key(1))
     _, dims = gradax.muon_labels(params, exclude="inp|head")  # prints the routing
@@ -71,12 +71,14 @@ def main(steps: int = 300) -> float:
         gradax.muon(0.02, adam_learning_rate=3e-3, muon_weight_dimension_numbers=dims),
     )
     state = tx.init(params)
+    history = []
     for done in range(25, steps + 25, 25):
-        params, state, loss = train_chunk(tx, params, state, x, y)
+        params, state, losses = train_chunk(tx, params, state, x, y)
+        history.extend(losses.tolist())
         if done % 100 == 0 or done >= steps:
             accuracy = jnp.mean((predict(params, x) > 0) == (y > 0.5))
-            print(f"step {done:4d}  loss {float(loss):.4f}  accuracy {accuracy:.3f}")
-    return float(loss)
+            print(f"step {done:4d}  loss {history[-1]:.4f}  accuracy {accuracy:.3f}")
+    return history
 
 
 if __name__ == "__main__":

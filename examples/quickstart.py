@@ -35,7 +35,7 @@ def train_step(tx, params, state, x, y):
     return gradax.apply_updates(params, updates), state, loss
 
 
-def main(steps: int = 500) -> float:
+def main(steps: int = 500) -> list[float]:
     x = jnp.linspace(-3, 3, 256)[:, None]
     y = jnp.sin(2 * x)
     params = init_mlp(jax.random.key(0))
@@ -46,11 +46,13 @@ def main(steps: int = 500) -> float:
     )
     print(tx)
     state = tx.init(params)
+    losses = []
     for step in range(steps):
         params, state, loss = train_step(tx, params, state, x, y)
+        losses.append(float(loss))
         if step % 100 == 0 or step == steps - 1:
             print(f"step {step:4d}  loss {float(loss):.5f}")
-    return float(loss)
+    return losses
 
 
 if __name__ == "__main__":

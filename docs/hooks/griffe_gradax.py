@@ -75,7 +75,11 @@ def mathml(latex: str, display: bool) -> str | None:
 
 def _inline_math(match: re.Match) -> str:
     markup = mathml(match.group(1), display=False)
-    return f"`{match.group(1)}`" if markup is None else markup
+    if markup is None:
+        return f"`{match.group(1)}`"
+    # Markdown reads a line that starts with ``<math>`` (a block-level tag) as
+    # an HTML block, which would split "eta, a number..." into two blocks.
+    return f'<span class="math">{markup}</span>'
 
 
 def _math_block(lines: list[str], indent: str) -> list[str]:
@@ -112,6 +116,12 @@ def markdown_docstring(text: str) -> str:
             ):
                 body.append(lines[i])
                 i += 1
+            # The blank lines after the formula stay in the text: a section
+            # title (``Args:``) right after it needs one before it, or griffe
+            # reads the section as a paragraph.
+            while body and not body[-1].strip():
+                body.pop()
+                i -= 1
             _extend(out, _math_block(body, indent))
         elif line.lstrip().startswith(">>>"):
             indent = line[: _indent(line)]
