@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-# The Google-style section titles that griffe turns into tables or blocks.
+# The Google-style section titles that griffe turns into tables or blocks; one
+# that starts a line of a paragraph was not parsed.
 _SECTION = re.compile(
-    r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|"
+    r"^\s*(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|"
     r"Other Parameters|Returns|Yields|Receives|Raises|Warns|Attributes|"
-    r"Example|Examples):"
+    r"Example|Examples):",
+    re.MULTILINE,
 )
 _UNRESOLVED = re.compile(r"\[[^\]\n]+\]\[[^\]\n]*\]")
 _VERBATIM = {"code", "pre", "math", "script", "style", "kbd", "samp"}
@@ -95,7 +97,7 @@ def page_problems(html: str) -> list[str]:
     page = _parse(html)
     found = []
     for paragraph in page.paragraphs:
-        title = _SECTION.match(paragraph)
+        title = _SECTION.search(paragraph)
         if title:
             found.append(
                 f"a '{title.group(1)}:' section griffe did not parse "
@@ -110,7 +112,9 @@ def page_problems(html: str) -> list[str]:
     for match in _UNRESOLVED.finditer(text):
         found.append(f"unresolved cross-reference: {match.group(0)!r}")
     found += [
-        f"unresolved cross-reference: {t}" for t in text if t.startswith("<autoref")
+        f"unresolved cross-reference: {t}"
+        for t in page.text
+        if t.startswith("<autoref")
     ]
     return found
 

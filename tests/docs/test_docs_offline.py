@@ -52,6 +52,19 @@ def test_a_site_with_an_external_load_is_named_by_page(tmp_path):
     assert offline_check.find_external(tmp_path) == []
 
 
+def test_a_stylesheet_that_imports_fonts_from_elsewhere_is_found(tmp_path):
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "main.css").write_text(
+        '@import url("https://fonts.googleapis.com/css?family=Roboto");\n'
+        "@font-face { src: url(fonts/local.woff2); }\n"
+        ".icon { background: url('//cdn.example.org/i.svg'); }\n"
+    )
+    assert offline_check.find_external(tmp_path) == [
+        "assets/main.css: url(https://fonts.googleapis.com/css?family=Roboto)",
+        "assets/main.css: url(//cdn.example.org/i.svg)",
+    ]
+
+
 def test_the_site_highlights_at_build_time_and_runs_the_check():
     config = (ROOT / "mkdocs.yml").read_text()
     assert "name: material" in config
