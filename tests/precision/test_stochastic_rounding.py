@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax_versions import set_mesh
 
 import gradax
 
@@ -208,8 +209,9 @@ def test_a_skipped_step_leaves_the_key_and_everything_else():
 
 
 def test_sharded_equals_unsharded():
-    """Random bits do not depend on the sharding (JAX's partitionable
-    threefry), so a sharded run rounds exactly as one device does."""
+    """Random bits do not depend on the sharding (a hash of each element's
+    index in the whole array), so a sharded run rounds exactly as one
+    device does."""
     assert len(jax.devices()) >= 8
     params = {
         "m": jax.random.normal(jax.random.key(1), (8, 6)).astype(jnp.bfloat16),
@@ -234,7 +236,7 @@ def test_sharded_equals_unsharded():
             "m": jax.NamedSharding(mesh, spec("a", "b")),
             "v": jax.NamedSharding(mesh, spec("a")),
         }
-        with jax.set_mesh(mesh):
+        with set_mesh(mesh):
             sharded = two_steps(
                 jax.device_put(grads, shardings), jax.device_put(params, shardings)
             )
@@ -245,3 +247,71 @@ def test_sharded_equals_unsharded():
                 np.asarray(sharded[k]).view(np.uint16),
                 err_msg=str(axis_type),
             )
+
+
+# The random bits: a keyed hash of the element index (gradax/precision/_hash.py).
+# Each test below compares a count of M independent fair or Bernoulli(f)
+# events with its mean; the count's fraction has standard deviation
+# sqrt(f (1 - f) / M) <= 1 / (2 sqrt(M)), and 5 of them are allowed (a false
+# alarm below 1e-6 a comparison; the bits are fixed by the keys, so each
+# test is deterministic).
+
+
+def _up(f: float, shape, key) -> jax.Array:
+    """Whether ``1 + f * 2**-7`` (bfloat16 spacing 2**-7 at 1) rounded up."""
+    from gradax.precision.rounding import round_bfloat16
+
+    x = jnp.full(shape, 1.0 + f * 2.0**-7, jnp.float32)
+    return round_bfloat16(x, key) > 1
+
+
+@pytest.mark.parametrize("f", [2.0**-16, 1 / 16, 0.25, 0.5, 0.75, 1 - 2.0**-10])
+def test_hash_rounds_up_at_the_rate_of_the_fraction(f):
+    """The 16 noise bits are uniform enough: rounding up happens with the
+    probability f at every threshold, including f = 2**-16 (one noise value
+    in 65536 rounds up) and the top bits (f near 1)."""
+    m = 2**18
+    up = _up(f, (m,), jax.random.key(11))
+    sigma = np.sqrt(f * (1 - f) / m)
+    assert abs(float(jnp.mean(up)) - f) <= 5 * sigma + 2.0**-20, f
+
+
+def test_hash_bits_differ_across_steps_and_leaves():
+    """The wrapper's bits: each step's decisions for the same elements are
+    independent of the previous step's (agreement f**2 + (1 - f)**2 = 1/2
+    at f = 1/2), and two leaves of one step likewise."""
+    n, steps = 4096, 33
+    p = jnp.ones(n, jnp.bfloat16)
+    g = jnp.full(n, -(2.0**-8), jnp.float32)  # half the spacing 2**-7 at 1
+    tx = gradax.stochastic_rounding(gradax.sgd(1.0), seed=5)
+    update = jax.jit(lambda s: tx.update({"a": g, "b": g}, s, {"a": p, "b": p}))
+    state = tx.init({"a": p, "b": p})
+    ups = []
+    for _ in range(steps):
+        u, state = update(state)
+        ups.append(np.stack([np.asarray(u["a"]) > 0, np.asarray(u["b"]) > 0]))
+    ups = np.array(ups)  # (steps, 2 leaves, n)
+    m = ups[:, 0].size
+    assert abs(ups[:, 0].mean() - 0.5) <= 5 / (2 * np.sqrt(m))
+    pairs = (steps - 1) * n
+    agree_steps = np.mean(ups[1:, 0] == ups[:-1, 0])
+    assert abs(agree_steps - 0.5) <= 5 / (2 * np.sqrt(pairs))
+    agree_leaves = np.mean(ups[:, 0] == ups[:, 1])
+    assert abs(agree_leaves - 0.5) <= 5 / (2 * np.sqrt(m))
+
+
+def test_hash_has_no_pattern_along_adjacent_indices():
+    """Decisions at indices i and i + lag agree half the time for every lag
+    up to 300 (a row of a (512, 300) leaf included, so neighbours along
+    either axis), and each of the 16 noise bits is 1 half the time."""
+    from gradax.precision._hash import hash_bits
+
+    shape = (512, 300)
+    up = np.asarray(_up(0.5, shape, jax.random.key(12))).reshape(-1)
+    for lag in range(1, 301):
+        agree = np.mean(up[lag:] == up[:-lag])
+        assert abs(agree - 0.5) <= 5 / (2 * np.sqrt(up.size - lag)), lag
+    bits = np.asarray(hash_bits(jax.random.key(13), shape)).reshape(-1) >> 16
+    for b in range(16):
+        ones = np.mean((bits >> b) & 1)
+        assert abs(ones - 0.5) <= 5 / (2 * np.sqrt(bits.size)), b
