@@ -65,14 +65,6 @@ from .combinators.conditional import ConditionFn as ConditionFn
 from .combinators.conditional import apply_if_finite as apply_if_finite
 from .combinators.conditional import conditionally_mask as conditionally_mask
 from .combinators.conditional import conditionally_transform as conditionally_transform
-from .combinators.inject import InjectHyperparamsState as InjectHyperparamsState
-from .combinators.inject import (
-    InjectStatefulHyperparamsState as InjectStatefulHyperparamsState,
-)
-from .combinators.inject import inject_hyperparams as inject_hyperparams
-from .combinators.inject import (
-    inject_stateful_hyperparams as inject_stateful_hyperparams,
-)
 from .combinators.lookahead import LookaheadParams as LookaheadParams
 from .combinators.lookahead import LookaheadState as LookaheadState
 from .combinators.lookahead import lookahead as lookahead
@@ -303,10 +295,18 @@ from .precision.master import master_weights as master_weights
 from .precision.rounding import StochasticRoundingState as StochasticRoundingState
 from .precision.rounding import stochastic_rounding as stochastic_rounding
 from .precision.update_dtype import cast_updates as cast_updates
+from .schedules import InjectHyperparamsState as InjectHyperparamsState
+from .schedules import (
+    InjectStatefulHyperparamsState as InjectStatefulHyperparamsState,
+)
 from .schedules import constant_schedule as constant_schedule
 from .schedules import cosine_decay_schedule as cosine_decay_schedule
 from .schedules import cosine_onecycle_schedule as cosine_onecycle_schedule
 from .schedules import exponential_decay as exponential_decay
+from .schedules import inject_hyperparams as inject_hyperparams
+from .schedules import (
+    inject_stateful_hyperparams as inject_stateful_hyperparams,
+)
 from .schedules import join_schedules as join_schedules
 from .schedules import linear_onecycle_schedule as linear_onecycle_schedule
 from .schedules import linear_schedule as linear_schedule

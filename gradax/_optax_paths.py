@@ -86,13 +86,7 @@ PATHS: dict[str, tuple[str, str]] = {
         "gradax.transforms",
         "MonitorState SnapshotState measure_with_ema monitor snapshot",
     ),
-    # optax.schedules: _join is a real gradax module.
-    "gradax.schedules._inject": (
-        "gradax.schedules",
-        "InjectHyperparamsState InjectStatefulHyperparamsState WrappedSchedule"
-        " inject_hyperparams inject_stateful_hyperparams"
-        " gradax.schedules.wrapped:WrappedScheduleState",
-    ),
+    # optax.schedules: _join and _inject are real gradax modules.
     "gradax.schedules._schedule": (
         "gradax.schedules",
         "constant_schedule cosine_decay_schedule cosine_onecycle_schedule"

@@ -136,13 +136,6 @@ ENTRIES: list[Entry] = [
     ),
     Entry("apply_every", dict(k=2)),
     Entry(
-        "inject_hyperparams",
-        injectable=False,
-        optimizer=True,
-        build_fn=lambda: gradax.inject_hyperparams(gradax.adam)(0.05, b1=0.8),
-        optax_build_fn=lambda: optax.inject_hyperparams(optax.adam)(0.05, b1=0.8),
-    ),
-    Entry(
         "skip_loss_spikes",
         dict(learning_rate=0.05, warmup_steps=2, threshold=3.0),
         optimizer=True,

@@ -120,7 +120,7 @@ def _has_file(dotted: str) -> bool:
 
 def test_every_path_is_a_real_module_or_a_shim():
     real = {f"gradax.{path}" for path in MODULES if _has_file(f"gradax.{path}")}
-    assert len(real) == 23  # 16 of contrib, 6 of losses, schedules._join
+    assert len(real) == 24  # 16 of contrib, 6 of losses, schedules._join, _inject
     assert set(_optax_paths.PATHS) == {f"gradax.{path}" for path in MODULES} - real
     for shim in _optax_paths.PATHS:
         path = shim.removeprefix("gradax.")

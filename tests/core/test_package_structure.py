@@ -122,6 +122,25 @@ def test_no_import_cycle_between_gradax_packages():
     )
 
 
+def test_only_the_src_shim_imports_the_top_level_package():
+    # Every arrow points down: a subpackage imports the modules it needs, not
+    # the facade that imports it. gradax._src (optax's private module paths,
+    # docs/optax-private-paths.md) is the one documented exception: it maps
+    # optax's names onto the finished package.
+    upward = []
+    for module, is_package, tree in _modules():
+        if module == "gradax" or module.startswith("gradax._src"):
+            continue
+        for target, names in _imports(module, is_package, tree):
+            if target != "gradax":
+                continue
+            # `from .. import tree` imports a submodule: an edge down to it.
+            named = [n for n in names if not _is_submodule("gradax", n)]
+            if named:
+                upward.append(f"{module} imports {named} from gradax")
+    assert not upward, "\n".join(upward)
+
+
 def test_no_private_name_is_imported_across_packages():
     offenders = []
     for module, is_package, tree in _modules():
@@ -187,28 +206,28 @@ def test_no_jax_private_module_is_used():
     assert not offenders, f"jax._src is not a public API: {offenders}"
 
 
-def test_lazy_transforms_names_are_visible_to_static_tools():
-    # gradax.transforms serves some names lazily (a cycle forbids importing
-    # them); its TYPE_CHECKING block must list exactly the same names.
-    source = (PACKAGE / "transforms" / "__init__.py").read_text()
-    tree = ast.parse(source)
-    lazy, typed = set(), set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == (
-            "reexport_lazily"
-        ):
-            lazy = {e.value for e in node.args[1].elts}
-        if isinstance(node, ast.If) and getattr(node.test, "id", "") == (
-            "TYPE_CHECKING"
-        ):
-            for stmt in node.body:
-                if isinstance(stmt, ast.ImportFrom):
-                    typed |= {alias.asname or alias.name for alias in stmt.names}
-    assert lazy and lazy == typed, sorted(lazy ^ typed)
+def test_transforms_and_schedules_import_their_names_eagerly():
+    # optax.transforms and optax.schedules names (combinators among them,
+    # inject_hyperparams with the schedules) are imported by the packages
+    # themselves, where static tools see them: no lazy re-export from the
+    # top-level package (an arrow back up).
+    import gradax.schedules
     import gradax.transforms
 
-    for name in sorted(lazy):
-        assert getattr(gradax.transforms, name) is getattr(gradax, name)
+    for package in (gradax.transforms, gradax.schedules):
+        source = Path(package.__file__).read_text()
+        assert "reexport_lazily" not in source and "TYPE_CHECKING" not in source
+        tree = ast.parse(source)
+        names = {
+            alias.asname or alias.name
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        } - {"package_getattr"}
+        assert names, package.__name__
+        for name in sorted(names):
+            assert getattr(package, name) is getattr(gradax, name), name
+    assert not (PACKAGE / "_lazy.py").exists()
 
 
 def test_import_gradax_loads_nothing_of_the_cli():

@@ -17,7 +17,7 @@ from .._numerics import real_dtype, safe_increment
 from .._protocol import GradientTransformation, as_transformation, zero_count
 from .._pytree import Module, caller_stacklevel, static_field
 from .._state_guard import is_weakly_typed
-from ..schedules.wrapped import WrappedSchedule, WrappedScheduleState
+from .wrapped import WrappedSchedule, WrappedScheduleState
 
 
 class InjectStatefulHyperparamsState(NamedTuple):
