@@ -16,11 +16,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from . import symmetric
 from .coefficients import resolve_coefficients
 
 NORMALIZATIONS = ("frobenius", "spectral", "schatten", "none")
 PRECONDITIONERS = (None, "aol")
-METHODS = ("auto", "ns", "gram")
+METHODS = ("auto", "ns", "gram", "symmetric", "gram_symmetric")
 PRECISIONS = (None, "float32", "highest", "bfloat16", "float16")
 
 # Gram Newton–Schulz recomputes X and its Gram matrix after this many steps,
@@ -89,26 +90,36 @@ def _coefficient(coef, wide):
     return jnp.asarray(coef).astype(jnp.finfo(wide).dtype)
 
 
-def _plain_ns(x, table, precondition, eps, mm):
+def _plain_ns(x, table, precondition, eps, mm, hermitian=None):
+    """Newton–Schulz; ``hermitian(l, r)``, when given, takes ``l @ r^H`` for
+    the two products known to be Hermitian (``X X^H`` and ``A A``)."""
     for step, (a, b, c) in enumerate(table):
-        gram = mm(x, _mT(x))
+        gram = mm(x, _mT(x)) if hermitian is None else hermitian(x, x)
         if step == 0 and precondition == "aol":
             x, gram = _aol_scale(x, gram, eps)
-        poly = _combine((b, gram), (c, mm(gram, gram)))
+        square = mm(gram, gram) if hermitian is None else hermitian(gram, gram)
+        poly = _combine((b, gram), (c, square))
         x = _combine((a, x), (1.0, mm(poly, x)))
     return x
 
 
-def _gram_ns(x, table, precondition, eps, mm):
+def _gram_ns(x, table, precondition, eps, mm, hermitian=None):
     """Newton–Schulz on the small Gram matrix, applying the product once.
 
     With ``R = X X^T`` and ``P = a I + b R + c R^2``, one step is
     ``X <- P X``, so ``R <- P R P`` and the accumulated ``Q <- P Q``; X itself
     is touched only at the end (and at the restart).
+
+    ``hermitian(l, r)``, when given, takes ``l @ r^H`` for every product of
+    two small matrices: all of them are polynomials in the first Gram
+    matrix, so they commute and their products are Hermitian.
     """
     m = x.shape[-1 if x.shape[-2] > x.shape[-1] else -2]
     eye = jnp.eye(m, dtype=x.dtype)
-    gram = mm(x, _mT(x))
+    sym = (lambda a, b: mm(a, _mT(b))) if hermitian is None else hermitian
+    # The plain path keeps its historical products (a @ b, not a @ b^H).
+    small = mm if hermitian is None else hermitian
+    gram = sym(x, x)
     if precondition == "aol":
         x, gram = _aol_scale(x, gram, eps)
     q = None
@@ -116,12 +127,12 @@ def _gram_ns(x, table, precondition, eps, mm):
     for step, (a, b, c) in enumerate(table):
         if step == _GRAM_RESTART_STEP and q is not None:
             x = mm(q, x)
-            gram = mm(x, _mT(x))
+            gram = sym(x, x)
             q = None
-        poly = _combine((a, eye), (b, gram), (c, mm(gram, gram)))
-        q = poly if q is None else mm(poly, q)
+        poly = _combine((a, eye), (b, gram), (c, small(gram, gram)))
+        q = poly if q is None else small(poly, q)
         if step < last:
-            gram = mm(poly, mm(gram, poly))
+            gram = small(poly, small(gram, poly))
     return x if q is None else mm(q, x)
 
 
@@ -158,8 +169,15 @@ def orthogonalize(
         Gram matrix's absolute row sums, which bounds the spectral norm by 1;
         combine with ``normalization="none"``).
       method: ``"ns"`` (plain), ``"gram"`` (Gram Newton–Schulz: the same map
-        with fewer FLOPs on rectangular matrices) or ``"auto"`` (Gram when
-        the long side is at least twice the short side).
+        with fewer FLOPs on rectangular matrices), ``"symmetric"`` and
+        ``"gram_symmetric"`` (the same two, computing only the upper blocks
+        of the products known to be symmetric, ``X X^T`` and ``A A``, and
+        mirroring them: Flash-Muon's saving; a Pallas kernel on GPUs in
+        bfloat16 and float16) or ``"auto"``: the fastest measured for the
+        shape, dtype and backend (:func:`auto_method`): on the CPU in
+        float32 from 256 rows, ``"gram_symmetric"`` when the long side is
+        at least twice the short side, else ``"symmetric"``; elsewhere
+        ``"gram"`` for such shapes, else ``"ns"``.
       precision: None (float32, or float64 for float64 input, at the default
         matmul precision), ``"float32"``, ``"highest"`` (float32 with
         full-precision matmuls, for TPU/GPU), ``"bfloat16"`` or ``"float16"``
@@ -184,6 +202,7 @@ def orthogonalize(
       2024 (kellerjordan.github.io/posts/muon). Amsel et al., The Polar
       Express, 2025 (arXiv:2505.16932). Boissin et al., Turbo-Muon, 2025
       (arXiv:2512.04632). Zhang, Amsel, Chen and Dao, Gram Newton–Schulz, 2026.
+      Flash-Muon (github.com/nil0x9/flash-muon), 2025.
     """
     check_options(normalization, precondition, method, precision)
     table, norm_factor = resolve_coefficients(coefficients, steps)
@@ -242,14 +261,37 @@ def orthogonalize_rows(
         x = jnp.swapaxes(x, -1, -2)
     x = _normalize(x.astype(work_dtype), normalization, norm_factor, eps)
     m, n = x.shape[-2:]
-    use_gram = method == "gram" or (method == "auto" and n >= 2 * m)
-    if use_gram and m < n:
-        x = _gram_ns(x, rows, precondition, eps, mm)
+    backend = jax.default_backend()
+    if method == "auto":
+        method = auto_method(m, n, work_dtype, backend)
+    hermitian = None
+    if method in ("symmetric", "gram_symmetric"):
+        hermitian = symmetric.hermitian_products(m, work_dtype, mm, backend)
+    if method in ("gram", "gram_symmetric") and m < n:
+        x = _gram_ns(x, rows, precondition, eps, mm, hermitian)
     else:
-        x = _plain_ns(x, rows, precondition, eps, mm)
+        x = _plain_ns(x, rows, precondition, eps, mm, hermitian)
     if transposed:
         x = jnp.swapaxes(x, -1, -2)
     return x.astype(out_dtype)
+
+
+def auto_method(m: int, n: int, dtype: Any, backend: str) -> str:
+    """The method ``"auto"`` runs for a wide ``m x n`` iteration (``m <= n``).
+
+    Measured side by side (benchmarks/bench_muon.py): on the CPU, in float32,
+    taking only the upper blocks of the Hermitian products
+    (:mod:`gradax.orthogonal.symmetric`) is faster once the Gram matrix has
+    two blocks' worth of rows (256); Gram Newton–Schulz is faster when the
+    long side is at least twice the short one. Elsewhere (GPU and TPU, where
+    the symmetric kernel has not been measured yet, other dtypes, smaller
+    matrices) the plain products, as before.
+    """
+    gram = n >= 2 * m
+    measured = jnp.dtype(dtype) == jnp.dtype(jnp.float32)
+    if backend == "cpu" and measured and symmetric.cpu_blocks(m) > 1:
+        return "gram_symmetric" if gram else "symmetric"
+    return "gram" if gram else "ns"
 
 
 def check_options(normalization, precondition, method, precision) -> None:
