@@ -14,6 +14,7 @@ from .._declare import (
     NONNEGATIVE,
     NONNEGATIVE_INT,
     POSITIVE_INT,
+    OneOf,
     Range,
     hyper,
 )
@@ -99,6 +100,11 @@ class SophiaState(NamedTuple):
     hessian_fn_state: Any
 
 
+# When the Hessian estimate is refreshed: on the first step of each interval
+# (optax's contrib sophia: after steps 1, k + 1, 2k + 1, ...) or on its last
+# (the authors' train_sophiag.py: after steps k, 2k, ...).
+HESSIAN_REFRESH = OneOf(("interval_start", "interval_end"))
+
 # The bound of the clipped direction; inf (like None) does not clip.
 _CLIP_THRESHOLD = Range(0.0, low_open=True, allow_inf=True)
 
@@ -115,6 +121,9 @@ class scale_by_sophia(GradientTransformation):
         inf: no clip).
       update_interval: estimate the Hessian every this many steps, an
         integer >= 1.
+      hessian_refresh: "interval_start" (after steps 1, k + 1, ..., as
+        optax) or "interval_end" (after steps k, 2k, ..., as the authors'
+        script). See :class:`sophia`.
       hessian_diagonal_fn: a transformation returning the Hessian diagonal
         estimate; called with the gradients, `params=` and every extra
         argument of `update` (e.g. `obj_fn`).
@@ -137,6 +146,9 @@ class scale_by_sophia(GradientTransformation):
     verbose: bool = static_field(default=False)
     print_win_rate_every_n_steps: int = hyper(
         default=0, valid=NONNEGATIVE_INT, static=True
+    )
+    hessian_refresh: str = hyper(
+        default="interval_start", valid=HESSIAN_REFRESH, static=True, kw_only=True
     )
 
     def init_state(self, params):
@@ -173,8 +185,11 @@ class scale_by_sophia(GradientTransformation):
                 (hess_state, nu), (old_hess_state, old_nu), "scale_by_sophia"
             )
 
+        # interval_start: steps 1, k + 1, ... (state.count is the step - 1);
+        # interval_end: steps k, 2k, ...
+        step = state.count if self.hessian_refresh == "interval_start" else count
         hessian_fn_state, nu = jax.lax.cond(
-            state.count % self.update_interval == 0,
+            step % self.update_interval == 0,
             estimate,
             lambda h, n: (h, n),
             state.hessian_fn_state,
@@ -207,7 +222,13 @@ class sophia(Alias):
             \frac{m_t / (1 - b_1^t)}{\max(\gamma h_{t-1}, \epsilon)},
             \rho\right) + \lambda \theta_{t-1}\right),
 
-    with :math:`\rho` = `clip_threshold`. The default estimator,
+    with :math:`\rho` = `clip_threshold`. By default the estimate is
+    refreshed after steps 1, k + 1, 2k + 1, ... (k = `update_interval`), as
+    optax's contrib `sophia` does; `hessian_refresh="interval_end"`
+    refreshes after steps k, 2k, ..., the timing of the authors' training
+    script (`train_sophiag.py` of Liuhong99/Sophia at commit a7e1572, which
+    spends those iterations on the estimate instead of a step; here the
+    step is still taken). The default estimator,
     :class:`hutchinson_estimator_diag_hessian`, needs `obj_fn=` (the loss as
     a function of the params) in `update`; every extra argument is passed to
     the estimator.
@@ -224,6 +245,8 @@ class sophia(Alias):
       clip_threshold: :math:`\rho > 0`, or None (or inf) for no clipping.
       update_interval: steps between Hessian estimates, an integer >= 1.
       hessian_diagonal_fn: the Hessian diagonal estimator (a transformation).
+      hessian_refresh: "interval_start" (optax's timing, the default) or
+        "interval_end" (the authors' script's), keyword-only.
       mu_dtype: dtype of the first moment.
       verbose: print the fraction of unclipped coordinates.
       print_win_rate_every_n_steps: how often `verbose` prints, an integer
@@ -265,6 +288,9 @@ class sophia(Alias):
     print_win_rate_every_n_steps: int = hyper(
         default=0, valid=NONNEGATIVE_INT, static=True
     )
+    hessian_refresh: str = hyper(
+        default="interval_start", valid=HESSIAN_REFRESH, static=True, kw_only=True
+    )
 
     def build(self):
         return chain(
@@ -279,6 +305,7 @@ class sophia(Alias):
                 self.mu_dtype,
                 self.verbose,
                 self.print_win_rate_every_n_steps,
+                hessian_refresh=self.hessian_refresh,
             ),
             add_decayed_weights(self.weight_decay, self.weight_decay_mask),
             scale_by_learning_rate(self.learning_rate),

@@ -16,7 +16,12 @@ from ..combinators.chain import chain
 from ..transforms.cautious import decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
 
-_NAMED = ("full", "neuron", "tensor")
+_NAMED = ("full", "neuron", "rows", "tensor")
+# Path fragments the authors' code (zyushun/Adam-mini v1.1.1, adam_mini.py,
+# commit 402aadf) reads as embeddings (one rate per token row) and as biases
+# (plain Adam); the default partition follows them.
+_EMBEDDING_NAMES = ("embed", "embd", "wte")
+_BIAS_NAMES = ("bias",)
 
 
 class ScaleByAdamMiniState(NamedTuple):
@@ -32,12 +37,12 @@ def _check_label(label: Any, path: str, shape: tuple[int, ...]) -> None:
         label in _NAMED or isinstance(label, int) and label > 0
     ):
         raise ValueError(
-            f"partition{path} must be 'full', 'neuron', 'tensor' or a positive "
+            f"partition{path} must be 'full', 'neuron', 'rows', 'tensor' or a positive "
             f"number of heads, got {label!r}"
         )
-    if label == "neuron" and len(shape) < 2:
+    if label in ("neuron", "rows") and len(shape) < 2:
         raise ValueError(
-            f"partition{path}='neuron' needs a matrix, got a leaf of shape {shape}"
+            f"partition{path}={label!r} needs a matrix, got a leaf of shape {shape}"
         )
     if isinstance(label, int):
         if len(shape) < 2 or shape[-1] % label:
@@ -55,6 +60,8 @@ def _block_mean(squares: jax.Array, label: Any) -> jax.Array:
         return jnp.mean(squares)
     if label == "neuron":  # output neurons: the last axis (``x @ W``)
         return jnp.mean(squares, axis=-2)
+    if label == "rows":  # one per row: a token of a (vocab, dim) embedding
+        return jnp.mean(squares, axis=-1)
     heads = squares.reshape((*squares.shape[:-1], label, squares.shape[-1] // label))
     return jnp.mean(heads, axis=(-3, -1))
 
@@ -65,10 +72,24 @@ def _expand(nu: jax.Array, label: Any, shape: tuple[int, ...]) -> jax.Array:
         return nu
     if label == "neuron":
         return nu[..., None, :]
+    if label == "rows":
+        return nu[..., None]
     per_head = jnp.broadcast_to(
         nu[..., None, :, None], (*shape[:-1], label, shape[-1] // label)
     )
     return per_head.reshape(shape)
+
+
+def _default_label(path: Any, p: Any) -> Any:
+    """The authors' rule where a leaf's path names an embedding or a bias;
+    otherwise "neuron" for a matrix and "tensor" for the rest."""
+    name = jax.tree_util.keystr(path).lower()
+    matrix = jnp.ndim(p) >= 2
+    if matrix and any(n in name for n in _EMBEDDING_NAMES):
+        return "rows"
+    if any(n in name for n in _BIAS_NAMES):
+        return "full"
+    return "neuron" if matrix else "tensor"
 
 
 class scale_by_adam_mini(GradientTransformation):
@@ -95,9 +116,7 @@ class scale_by_adam_mini(GradientTransformation):
         """One label per leaf of `params` (the partition, checked)."""
         labels = self.partition(params) if callable(self.partition) else self.partition
         if labels is None:
-            return jax.tree.map(
-                lambda p: "neuron" if jnp.ndim(p) >= 2 else "tensor", params
-            )
+            return jax.tree_util.tree_map_with_path(_default_label, params)
         # A label may stand for a whole subtree of params (a prefix tree).
         labels = jax.tree.map(
             lambda label, sub: jax.tree.map(lambda _: label, sub), labels, params
@@ -177,13 +196,21 @@ class adam_mini(Alias):
         returning one. Labels: `"neuron"`, one value per output neuron of a
         matrix (its last axis, in the `x @ W` layout; a stacked leading axis
         keeps its own values), the paper's rule for value, attention-output and
-        MLP matrices; an integer `h`, one value per head of a matrix whose
+        MLP matrices; `"rows"`, one value per row of a matrix (per token
+        of a `(vocab, dim)` embedding, the authors' code's rule for
+        embeddings); an integer `h`, one value per head of a matrix whose
         last axis holds `h` heads (the paper's rule for queries and keys);
-        `"full"`, one value per element (plain Adam: the paper's choice for
-        embeddings and the output layer); `"tensor"`, one for the whole leaf.
-        Default (None): `"neuron"` for leaves with two or more axes,
-        `"tensor"` for the others. Adam-mini is meant to be given the
-        embeddings as `"full"` and the heads of queries and keys.
+        `"full"`, one value per element (plain Adam, the paper's first
+        choice for embeddings and the output layer); `"tensor"`, one for
+        the whole leaf. Default (None), as the authors' code
+        (zyushun/Adam-mini v1.1.1, commit 402aadf) names leaves: `"rows"`
+        for a matrix whose path contains "embed", "embd" or "wte";
+        `"full"` for a leaf whose path contains "bias"; otherwise
+        `"neuron"` for leaves with two or more axes and `"tensor"` for the
+        others. The authors' code also finds queries and keys by name and
+        gives them one value per head; here give their head count as an
+        integer label. It gives a matrix whose name it does not know one
+        value for the whole tensor, where the default here is `"neuron"`.
 
     Returns:
       The optimizer, a gradient transformation.

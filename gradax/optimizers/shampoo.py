@@ -28,6 +28,9 @@ from . import _kronecker as kron
 from .adam import debiased_first_moment
 
 GRAFTING_TYPES = ("rmsprop", "rmsprop_normalized", "adagrad", "sgd")
+# Where the factors start: 0 (gradax's default) or matrix_epsilon * I (the
+# reference, google-research scalable_shampoo/optax/distributed_shampoo.py).
+START_STATISTICS = ("zero", "matrix_epsilon")
 
 
 class ShampooState(NamedTuple):
@@ -58,6 +61,8 @@ class scale_by_shampoo(GradientTransformation):
       grafting_type: "rmsprop" (Adam's denominator), "rmsprop_normalized"
         (of the gradient divided by its norm), "adagrad" or "sgd".
       nesterov: Nesterov momentum (NAdam's form).
+      start_statistics: "zero" or "matrix_epsilon" (the factors start at
+        `matrix_epsilon * I`, as the reference does).
       weight_dimension_numbers: which leaves are (stacks of) matrices, as in
         :class:`gradax.scale_by_muon`: "auto" (2-D; 3-D as stacked; 4-D as
         conv), None (2-D only), dimension numbers, a tree or a function.
@@ -78,6 +83,9 @@ class scale_by_shampoo(GradientTransformation):
         default="rmsprop", valid=OneOf(GRAFTING_TYPES), static=True, kw_only=True
     )
     nesterov: bool = static_field(default=False, kw_only=True)
+    start_statistics: str = hyper(
+        default="zero", valid=OneOf(START_STATISTICS), static=True, kw_only=True
+    )
     weight_dimension_numbers: Any = static_field(default="auto", kw_only=True)
 
     def _plans(self, tree):
@@ -87,11 +95,19 @@ class scale_by_shampoo(GradientTransformation):
 
     def init_state(self, params):
         plans, treedef = self._plans(params)
+        stats = kron.factor_tree(plans, treedef, params)
+        if self.start_statistics == "matrix_epsilon":
+            # Padding rows of a last block get it too: their gradient rows
+            # are 0, so they stay apart from the real ones.
+            eps = self.matrix_epsilon
+            stats = jax.tree.map(
+                lambda s: s + (eps * jnp.eye(s.shape[-1])).astype(s.dtype), stats
+            )
         return ShampooState(
             zero_count(),
             jax.tree.map(jnp.zeros_like, params),
             jax.tree.map(lambda p: jnp.zeros_like(p, real_dtype(p.dtype)), params),
-            kron.factor_tree(plans, treedef, params),
+            stats,
             kron.factor_tree(plans, treedef, params),
         )
 
@@ -219,10 +235,20 @@ class shampoo(Alias):
     into blocks (the last one zero-padded), each with its own factors; the
     grafted norm is taken per matrix.
 
-    Differences from the reference (distributed Shampoo, Anil et al.): the
-    momentum is an exponential average with bias correction (the reference's
-    default is a sum), the weight decay is decoupled, and "rmsprop" grafting
-    is bias-corrected.
+    Differences from the reference (distributed Shampoo, Anil et al.,
+    `scalable_shampoo/optax/distributed_shampoo.py` of
+    google-research/google-research at commit 01aac34): the momentum is an
+    exponential average with bias correction (the reference's default is a
+    sum), the weight decay is decoupled, and "rmsprop" grafting is
+    bias-corrected. The factors start at 0, the reference's at
+    :math:`\epsilon_m I` (`start_statistics="matrix_epsilon"` gives that;
+    it matters on a near-singular block preconditioned from the first
+    step). A vector, or a matrix side longer than `block_size` there, is
+    preconditioned by the reference with a full statistic of its own
+    blocks; here vectors take the grafting direction. The reference merges
+    adjacent small axes (`merge_small_dims_block_size`) before choosing
+    factors; here each leaf keeps the layout `weight_dimension_numbers`
+    gives it.
 
     Args:
       learning_rate: :math:`\eta`, a number or schedule.
@@ -238,6 +264,8 @@ class shampoo(Alias):
         integer >= 0.
       grafting_type: "rmsprop", "rmsprop_normalized", "adagrad" or "sgd".
       nesterov: Nesterov momentum (NAdam's form).
+      start_statistics: "zero" (default) or "matrix_epsilon", the
+        reference's :math:`\epsilon_m I`; keyword-only.
       weight_dimension_numbers: which leaves are (stacks of) matrices:
         "auto" (2-D matrices, 3-D stacks along the first axis, 4-D conv
         kernels `(h, w, c_in, c_out)`), None (2-D only), or dimension numbers
@@ -279,6 +307,9 @@ class shampoo(Alias):
         default="rmsprop", valid=OneOf(GRAFTING_TYPES), static=True, kw_only=True
     )
     nesterov: bool = static_field(default=False, kw_only=True)
+    start_statistics: str = hyper(
+        default="zero", valid=OneOf(START_STATISTICS), static=True, kw_only=True
+    )
     weight_dimension_numbers: Any = static_field(default="auto", kw_only=True)
 
     def build(self):
@@ -293,6 +324,7 @@ class shampoo(Alias):
                 start_preconditioning_step=self.start_preconditioning_step,
                 grafting_type=self.grafting_type,
                 nesterov=self.nesterov,
+                start_statistics=self.start_statistics,
                 weight_dimension_numbers=self.weight_dimension_numbers,
             ),
             add_decayed_weights(self.weight_decay),

@@ -37,6 +37,8 @@ def _blocks(shape, label):
         return [np.unravel_index(flat.ravel(), shape)]
     if label == "neuron":  # one block per output neuron (column)
         return [(np.arange(shape[0]), np.full(shape[0], j)) for j in range(shape[1])]
+    if label == "rows":  # one block per row (a token of an embedding)
+        return [(np.full(shape[1], i), np.arange(shape[1])) for i in range(shape[0])]
     width = shape[1] // label  # heads along the output axis
     return [
         np.unravel_index(flat[:, h * width : (h + 1) * width].ravel(), shape)
@@ -46,8 +48,9 @@ def _blocks(shape, label):
 
 def test_matches_the_papers_rule():
     rng = np.random.default_rng(0)
-    shapes = {"embed": (6, 4), "q": (4, 8), "mlp": (4, 5), "norm": (4,)}
+    shapes = {"embed": (6, 4), "q": (4, 8), "mlp": (4, 5), "norm": (4,), "e": (6, 3)}
     partition = {"embed": "full", "q": 2, "mlp": "neuron", "norm": "tensor"}
+    partition["e"] = "rows"
     params = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
     grads_seq = [
         {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
@@ -69,6 +72,7 @@ def test_matches_the_papers_rule():
         np.testing.assert_allclose(p[k], expected[k], rtol=1e-5, atol=1e-6)
     assert state[0].nu["q"].shape == (2,) and state[0].nu["mlp"].shape == (5,)
     assert state[0].nu["embed"].shape == (6, 4) and state[0].nu["norm"].shape == ()
+    assert state[0].nu["e"].shape == (6,)
 
 
 def test_default_partition_and_prefix_labels():
@@ -87,16 +91,33 @@ def test_default_partition_and_prefix_labels():
     assert from_fn.init(params).nu["emb"].shape == ()
 
 
+def test_default_partition_follows_the_authors_names():
+    # zyushun/Adam-mini v1.1.1 (402aadf): "embed"/"embd"/"wte" in a name is
+    # an embedding, one rate per token row; "bias" is plain Adam.
+    params = {
+        "wte": jnp.ones((7, 3)),
+        "Embed_0": {"embedding": jnp.ones((5, 2))},
+        "dense": {"kernel": jnp.ones((3, 4)), "bias": jnp.ones(4)},
+        "norm": {"scale": jnp.ones(4)},
+    }
+    nu = gradax.scale_by_adam_mini().init(params).nu
+    assert nu["wte"].shape == (7,) and nu["Embed_0"]["embedding"].shape == (5,)
+    assert nu["dense"]["kernel"].shape == (4,) and nu["dense"]["bias"].shape == (4,)
+    assert nu["norm"]["scale"].shape == ()
+
+
 @pytest.mark.parametrize(
     ("label", "match"),
     [
-        ("rows", "must be 'full'"),
+        ("row", "must be 'full'"),
+        ("rows", "needs a matrix"),
         (3, "heads must divide"),
         ("neuron", "needs a matrix"),
     ],
 )
 def test_bad_partition_is_refused(label, match):
-    params = {"w": jnp.ones(4)} if label == "neuron" else {"w": jnp.ones((2, 4))}
+    vector = label in ("neuron", "rows") and match == "needs a matrix"
+    params = {"w": jnp.ones(4)} if vector else {"w": jnp.ones((2, 4))}
     with pytest.raises(ValueError, match=match):
         gradax.scale_by_adam_mini(partition={"w": label}).init(params)
 

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax_versions import set_mesh
 
 import gradax
 
@@ -82,7 +83,8 @@ def _inverse_root(s, exponent, epsilon):
     return (v * damped ** (-1.0 / exponent)) @ v.T
 
 
-def _shampoo_rule(lr, b1, b2, eps, meps, block, every, start, wd):
+def _shampoo_rule(lr, b1, b2, eps, meps, block, every, start, wd, s0=0.0):
+    # s0: the factors' start, s0 * I (the reference's is matrix_epsilon * I).
     def matrix(g, st, t):
         blocks = [
             (slice(i, i + block), slice(j, j + block))
@@ -92,8 +94,9 @@ def _shampoo_rule(lr, b1, b2, eps, meps, block, every, start, wd):
         out = np.zeros_like(g)
         for n, (rs, cs) in enumerate(blocks):
             gb = g[rs, cs]
-            left = st.get(("L", n), 0) * b2 + (1 - b2) * gb @ gb.T
-            right = st.get(("R", n), 0) * b2 + (1 - b2) * gb.T @ gb
+            left0, right0 = (s0 * np.eye(k) for k in gb.shape)
+            left = st.get(("L", n), left0) * b2 + (1 - b2) * gb @ gb.T
+            right = st.get(("R", n), right0) * b2 + (1 - b2) * gb.T @ gb
             st["L", n], st["R", n] = left, right
             if (t - 1) % every == 0:
                 st["l", n] = _inverse_root(left, 4, meps)
@@ -129,8 +132,10 @@ def _shampoo_rule(lr, b1, b2, eps, meps, block, every, start, wd):
         dict(start_preconditioning_step=0),  # Shampoo from the first update
         dict(preconditioning_compute_steps=3, start_preconditioning_step=2),
         dict(block_size=2, weight_decay=0.1, b2=0.9),  # uneven blocks
+        # the reference's start: matrix_epsilon * I, large enough to matter
+        dict(start_statistics="matrix_epsilon", matrix_epsilon=0.5),
     ],
-    ids=["every-step", "cached-roots", "blocks"],
+    ids=["every-step", "cached-roots", "blocks", "epsilon-start"],
 )
 def test_shampoo_matches_numpy(kwargs):
     options = dict(
@@ -155,6 +160,8 @@ def test_shampoo_matches_numpy(kwargs):
         options["preconditioning_compute_steps"],
         options["start_preconditioning_step"],
         options["weight_decay"],
+        options["matrix_epsilon"]
+        * (kwargs.get("start_statistics") == "matrix_epsilon"),
     )
     steps = 8
     ours = _run(gradax.shampoo(lr, **options), _tree(), steps)
@@ -420,7 +427,7 @@ def test_sharded_equals_unsharded(name, axis_type):
     tx, params, grads = SHARDED[name](), _sharded_params(), _sharded_grads()
     single, _ = _updates(tx, params, tx.init(params), grads)
     shardings = {k: jax.NamedSharding(mesh, s) for k, s in SPECS.items()}
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         sharded = jax.device_put(params, shardings)
         grads = [jax.device_put(g, shardings) for g in grads]
         state = jax.jit(tx.init)(sharded)
@@ -454,7 +461,7 @@ def test_stacked_factors_are_not_gathered(name):
     mesh = jax.make_mesh((8,), ("a",), axis_types=(kind,))
     tx = SHARDED[name]()
     params = {"stack": jax.random.normal(jax.random.key(0), (8, 6, 5))}
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         params = jax.device_put(params, jax.NamedSharding(mesh, P("a")))
         state = jax.jit(tx.init)(params)
         hlo = jax.jit(tx.update).lower(params, state, params).compile().as_text()

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax_versions import set_mesh
 
 import gradax
 from gradax.orthogonal.dion import dion_rank
@@ -161,7 +162,8 @@ def test_dion_update_has_rank_at_most_r(rank, r):
 
 
 def test_dion_error_feedback_identity():
-    tx = gradax.scale_by_dion(rank=2, mu=0.9)
+    # (7, 5) in the x @ W layout is a wide X (5, 7): "as_is" runs on X itself.
+    tx = gradax.scale_by_dion(rank=2, mu=0.9, orientation="as_is")
     g0, g1 = grads_of((7, 5), steps=2)
     _, state = tx.update(jnp.asarray(g0), tx.init(jnp.asarray(g0)))
     m_old, q_old = (
@@ -181,6 +183,33 @@ def test_dion_error_feedback_identity():
     np.testing.assert_allclose(np.linalg.norm(new.q, axis=0), 1.0, rtol=1e-5)
 
 
+@pytest.mark.parametrize("shape", [(7, 5), (5, 7)])
+def test_dion_runs_on_the_long_side(shape):
+    # microsoft/dion's rule: a wide X (fan_out < fan_in) is handled as X^T,
+    # so Dion on B (fan_in, fan_out) = X^T with X and B exchanged. A tall
+    # X is left as it is, so "long_side" and "as_is" agree there.
+    g0, g1 = (jnp.asarray(g) for g in grads_of(shape, steps=2))
+    tx = gradax.scale_by_dion(rank=2, mu=0.9)
+    plain = gradax.scale_by_dion(rank=2, mu=0.9, orientation="as_is")
+    _, state = tx.update(g0, tx.init(g0))
+    wide = shape[0] > shape[1]
+    assert state.q.shape == (min(shape) if wide else shape[0], 2)
+    if not wide:
+        _, plain_state = plain.update(g0, plain.init(g0))
+        np.testing.assert_array_equal(state.q, plain_state.q)
+        return
+    m_old, q_old = (np.asarray(x, np.float64) for x in (state.momentum, state.q))
+    direction, new = tx.update(g1, state)
+    # On X^T = B: P = orth(B Q), R = B^T P, M' = B - (1 - mu) P R^T, and the
+    # direction P Q^T is already in B's layout.
+    b = m_old + np.asarray(g1, np.float64)
+    p, _ = np.linalg.qr(b @ q_old)
+    r = b.T @ p
+    np.testing.assert_allclose(new.momentum, b - 0.1 * p @ r.T, rtol=1e-5, atol=1e-5)
+    q = r / np.linalg.norm(r, axis=0)
+    np.testing.assert_allclose(direction, p @ q.T, rtol=1e-4, atol=1e-5)
+
+
 def test_dion_validation_names_the_argument():
     for bad in (0, 1.5, "2", True):
         with pytest.raises(ValueError, match="rank"):
@@ -191,6 +220,8 @@ def test_dion_validation_names_the_argument():
         gradax.dion(0.1, seed=0.5)
     with pytest.raises(ValueError, match="shape_scaling"):
         gradax.dion(0.1, shape_scaling="max")
+    with pytest.raises(ValueError, match="orientation"):
+        gradax.dion(0.1, orientation="long")
     # Any integer seeds jax.random.key; an int rank or a fraction is a rank.
     assert gradax.dion(0.1, seed=-3, rank=np.int64(3)).rank == 3
 
@@ -340,7 +371,7 @@ def test_scan_with_explicitly_sharded_params(name):
         u, s = tx.update(g, s, p)
         return (gradax.apply_updates(p, u), s), None
 
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         sharded = {
             k: jax.device_put(v, jax.NamedSharding(mesh, specs[k]))
             for k, v in params.items()
