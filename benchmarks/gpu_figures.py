@@ -10,6 +10,9 @@ its numbers mean nothing for the docs. It prints, and with ``--json`` saves:
    on a stack of matrices, its plain-iteration FLOPs per second, as a
    fraction of the bfloat16 matmul peak (Gram Newton–Schulz does fewer
    FLOPs than counted, so the fraction can exceed what a matmul reaches).
+   Then ``method="ns"`` against ``method="symmetric"`` (the Pallas kernel
+   for X X^T and A A) side by side, and that kernel alone against XLA's
+   ``x @ x.T`` on one 2n x 2n matrix.
 3. **Memory bandwidth and AdamW**: a streaming ``a + b`` gives the
    bandwidth; ``chain(clip_by_global_norm, adamw)`` (update and
    ``apply_updates``, donated) against its floor, 8 float32 arrays of the
@@ -69,6 +72,43 @@ def newton_schulz_rate(count: int, n: int, repeats: int) -> dict:
     seconds = _median_seconds(lambda: ns(x), repeats)
     flops = count * newton_schulz_flops(n, n, 5)
     return {"seconds": seconds, "flops_per_second": flops / seconds}
+
+
+def symmetric_newton_schulz(count: int, n: int, repeats: int) -> dict:
+    """bf16 Newton–Schulz, plain against symmetric (issue 35), side by side.
+
+    ``method="symmetric"`` takes X X^T and A A with the Pallas kernel that
+    skips the lower tiles (gradax/orthogonal/_pallas_symmetric.py) on a GPU;
+    ``gram_xxt`` times that kernel alone against XLA's ``x @ x.T`` on one
+    2n x 2n bfloat16 matrix (Flash-Muon's figure: a gain at 8192, none at
+    1024). FLOP rates count the plain iteration's FLOPs, as above.
+    """
+    from gradax.orthogonal.symmetric import hermitian_products
+
+    x = jax.random.normal(jax.random.key(3), (count, n, n), jnp.float32)
+    fns = {}
+    for method in ("ns", "symmetric"):
+        ns = jax.jit(
+            lambda x, method=method: gradax.orthogonalize(
+                x, method=method, precision="bfloat16"
+            )
+        )
+        fns[method] = lambda ns=ns: ns(x)
+    big = jax.random.normal(jax.random.key(4), (2 * n, 2 * n), jnp.bfloat16)
+    kernel = jax.jit(hermitian_products(2 * n, jnp.bfloat16, jnp.matmul))
+    xla = jax.jit(lambda a: a @ a.T)
+    fns["gram_xxt_symmetric"] = lambda: kernel(big, big)
+    fns["gram_xxt_xla"] = lambda: xla(big)
+    times = time_interleaved(fns, repeats=repeats)
+    flops = count * newton_schulz_flops(n, n, 5)
+    return {
+        "matrices": f"{count} x {n}x{n}",
+        "seconds": times,
+        "tflops": {m: flops / times[m] / 1e12 for m in ("ns", "symmetric")},
+        "symmetric_over_plain": times["symmetric"] / times["ns"],
+        "gram_xxt": f"{2 * n}x{2 * n}",
+        "gram_kernel_over_xla": times["gram_xxt_symmetric"] / times["gram_xxt_xla"],
+    }
 
 
 def bandwidth(n_floats: int, repeats: int) -> float:
@@ -139,6 +179,11 @@ def run(smoke: bool) -> dict:
         "float32": matmul_peak(n_mm, jnp.float32, repeats),
     }
     ns = newton_schulz_rate(ns_count, ns_n, repeats)
+    symmetric_ns = symmetric_newton_schulz(ns_count, ns_n, repeats)
+    fractions = {
+        f"{m}_fraction_of_bf16_peak": rate * 1e12 / peaks["bfloat16"]
+        for m, rate in symmetric_ns["tflops"].items()
+    }
     memory = adamw_and_offload(d_model, layers, repeats)
     # The 8-bit / master / rounding table, on a tree of the same width.
     original = bench_state_memory.gpt_like_params
@@ -159,6 +204,7 @@ def run(smoke: bool) -> dict:
             "tflops": ns["flops_per_second"] / 1e12,
             "fraction_of_bf16_peak": ns["flops_per_second"] / peaks["bfloat16"],
         },
+        "symmetric_newton_schulz_bf16": symmetric_ns | fractions,
         "memory": memory,
         "precision": precision,
         "wall_seconds": time.perf_counter() - start,
@@ -180,6 +226,14 @@ def main() -> None:
     print(
         f"bf16 Newton-Schulz ({ns['matrices']}): {ns['seconds'] * 1e3:.2f} ms, "
         f"{ns['tflops']:.1f} TFLOP/s = {ns['fraction_of_bf16_peak']:.0%} of bf16 peak"
+    )
+    sym = r["symmetric_newton_schulz_bf16"]
+    print(
+        f"bf16 Newton-Schulz ({sym['matrices']}), symmetric/plain "
+        f"{sym['symmetric_over_plain']:.3f}: plain "
+        f"{sym['ns_fraction_of_bf16_peak']:.0%}, symmetric "
+        f"{sym['symmetric_fraction_of_bf16_peak']:.0%} of bf16 peak; "
+        f"X X^T {sym['gram_xxt']} kernel/XLA {sym['gram_kernel_over_xla']:.3f}"
     )
     m = r["memory"]
     print(

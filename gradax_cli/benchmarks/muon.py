@@ -13,9 +13,16 @@ float32, gradax's precision.
 Its ``step()`` also writes the parameters (cheap beside Newton–Schulz).
 Being slow, each torch variant is timed alone: the median of 3 calls after a
 warm-up (one call with ``--quick``), not in the interleaved rounds.
-``--quick`` uses 1 layer and leaves out gradax's plain Newton–Schulz variant.
+``--quick`` uses 1 layer and leaves out gradax's plain Newton–Schulz variant
+and the "before" row (``method="gram"``: what ``"auto"`` chose on this tree
+before the symmetric products, issue 35).
 
-Run: python benchmarks/bench_muon.py [--quick] [--json FILE]
+``--newton-schulz`` adds Newton–Schulz alone on 1024x1024, 1024x4096 and
+4096x4096 float32: each method side by side in the same rounds as the
+1024^3 matmul that sets that shape's floor (the plain iteration's FLOPs at
+the measured rate). Minutes on a small CPU: 4096x4096 is 2 TFLOP a call.
+
+Run: python benchmarks/bench_muon.py [--quick] [--newton-schulz] [--json FILE]
 """
 
 from __future__ import annotations
@@ -62,6 +69,51 @@ def muon_tree(d: int = 256, layers: int = 6, vocab: int = 512) -> dict:
             f"layer{i}/down": (4 * d, d),
         }
     return normal_tree(shapes)
+
+
+# Issue 35's target shapes, Newton–Schulz alone in float32.
+NS_SHAPES = ((1024, 1024), (1024, 4096), (4096, 4096))
+NS_METHODS = ("ns", "symmetric", "gram", "gram_symmetric")
+
+
+def newton_schulz_rows(shapes=NS_SHAPES) -> list[dict]:
+    """Each method's time on each shape, and its ratio to plain and floor.
+
+    The methods and a 1024^3 matmul run in the same interleaved rounds, so
+    the ratios hold under the machine's load at the time; the Gram methods
+    only where the matrix is rectangular (on a square one they are the
+    plain ones). ``auto`` names the method ``"auto"`` picks.
+    """
+    from gradax.orthogonal.newton_schulz import auto_method
+
+    size = 1024
+    a = jnp.ones((size, size), jnp.float32)
+    matmul = jax.jit(lambda a: a @ a)
+    rows = []
+    for m, n in shapes:
+        x = jax.random.normal(jax.random.key(0), (m, n), jnp.float32)
+        fns: dict[str, Callable[[], Any]] = {"matmul_1024": lambda: matmul(a)}
+        for method in NS_METHODS:
+            if method.startswith("gram") and m == n:
+                continue
+            step = jax.jit(
+                lambda x, method=method: gradax.orthogonalize(x, method=method)
+            )
+            fns[method] = lambda step=step, x=x: step(x)
+        big = m * n >= 4096 * 4096
+        times = time_interleaved(fns, repeats=3 if big else 7, inner=1)
+        floor = newton_schulz_flops(m, n, 5) / (2 * size**3 / times.pop("matmul_1024"))
+        rows.append(
+            {
+                "shape": [m, n],
+                "auto": auto_method(min(m, n), max(m, n), jnp.float32, "cpu"),
+                "seconds": times,
+                "floor_seconds": floor,
+                "over_plain": {k: t / times["ns"] for k, t in times.items()},
+                "over_floor": {k: t / floor for k, t in times.items()},
+            }
+        )
+    return rows
 
 
 # Quick mode: 1 layer instead of 6 (the compile time goes with the number of
@@ -140,7 +192,7 @@ def _time_alone(fn, calls: int) -> float:
     return statistics.median(samples)
 
 
-def run(quick: bool = False) -> dict:
+def run(quick: bool = False, newton_schulz: bool = False) -> dict:
     optax, torch = optional_optax(), optional_torch()
 
     # Like optax and torch, route the embedding to Muon here, knowingly.
@@ -152,6 +204,9 @@ def run(quick: bool = False) -> dict:
     candidates = {"gradax": gradax.muon(0.02)}
     if not quick:
         candidates["gradax_ns"] = gradax.muon(0.02, method="ns")
+        # Every rectangular leaf here has its long side >= twice the short
+        # one, so "gram" is what "auto" ran before the symmetric products.
+        candidates["gradax_before"] = gradax.muon(0.02, method="gram")
     if optax is not None:
         candidates["optax"] = optax.contrib.muon(0.02)
     fns: dict[str, Callable[[], Any]] = {}
@@ -213,6 +268,19 @@ def run(quick: bool = False) -> dict:
     }
     if "gradax_ns" in times:
         result["gradax_ns_fraction_of_floor"] = floor / times["gradax_ns"]
+    if "gradax_before" in times:
+        rows += comparisons_against(
+            f"muon before issue 35 (method='gram'), {size_label}",
+            times,
+            references,
+            "matmul",
+            floor,
+            "gradax_before",
+            floor_note=gram,
+        )
+        result["gradax_over_before"] = times["gradax"] / times["gradax_before"]
+    if newton_schulz:
+        result["newton_schulz"] = newton_schulz_rows()
     if torch is not None:
         result["notes"].append(
             "muon vs torch: torch.optim.Muon as shipped runs Newton-Schulz in "
@@ -226,9 +294,10 @@ def main() -> None:
     """Print the timings (``--json FILE`` writes them too)."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--newton-schulz", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    r = run(args.quick)
+    r = run(args.quick, args.newton_schulz)
     print(r["benchmark"], "on", r["device"])
     for name, seconds in r["seconds"].items():
         print(f"  {name:16s} {seconds * 1e3:9.2f} ms")
@@ -244,5 +313,18 @@ def main() -> None:
         f"  floor/gradax: {r['gradax_fraction_of_floor']:.2f}"
         + ("" if plain is None else f" (plain NS: {plain:.2f})")
     )
+    if "gradax_over_before" in r:
+        print(f"  gradax/gradax before (method='gram'): {r['gradax_over_before']:.3f}")
+    for row in r.get("newton_schulz", []):
+        m, n = row["shape"]
+        print(
+            f"  newton-schulz {m}x{n} float32: plain {row['seconds']['ns'] * 1e3:.0f} "
+            f"ms, floor {row['floor_seconds'] * 1e3:.0f} ms; auto = {row['auto']}"
+        )
+        for name in row["seconds"]:
+            print(
+                f"    {name:15s} /plain {row['over_plain'][name]:.3f}  "
+                f"/floor {row['over_floor'][name]:.3f}"
+            )
     if args.json:
         args.json.write_text(json.dumps(r, indent=2))
