@@ -2,7 +2,7 @@
 
 Every numeric hyperparameter of a gradax transformation may be a number, an
 array or a schedule. Transformations never do arithmetic on the raw field:
-the base class resolves schedules once per update (see `_core`), and the
+the base class resolves schedules once per update (see `_protocol`), and the
 checks here validate plain numbers when the object is built.
 """
 

@@ -15,7 +15,7 @@ from .._matrices import matrix_axes
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
-from .._rounding import drop_null_lines, frobenius
+from .._null_space import drop_null_lines, frobenius
 from .._sharding import explicit_sharding
 from ..combinators.chain import chain
 from ..combinators.masked import MaskedNode
@@ -187,7 +187,7 @@ class scale_by_galore(GradientTransformation):
             # are chosen by rounding, and so are the rows (columns) of the
             # projection along them: noise that an Adam-like base optimizer
             # would scale up to O(1) steps in arbitrary directions. They are
-            # set to exactly zero (see gradax/_rounding.py).
+            # set to exactly zero (see gradax/_null_space.py).
             # Only the projector's side: the other axis is the gradient's own.
             n, side = (view.rows, (-1,)) if view.left else (view.cols, (-2,))
             low_rank.append(drop_null_lines(projected, frobenius(g2), n, side))

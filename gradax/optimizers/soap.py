@@ -11,7 +11,7 @@ from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, Range, h
 from .._numerics import real_dtype, safe_increment, work_dtype
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
-from .._rounding import drop_null_lines, frobenius
+from .._null_space import drop_null_lines, frobenius
 from .._sharding import match_sharding
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -129,7 +129,7 @@ class scale_by_soap(GradientTransformation):
             # Along eigenvectors that rounding chose (a rank-deficient L or
             # R), the rotated rows and columns are rounding noise that Adam's
             # division would turn into O(1) steps in arbitrary directions:
-            # they are set to exactly zero instead (see gradax/_rounding.py).
+            # they are set to exactly zero instead (see gradax/_null_space.py).
             n = max(plan.rows, plan.cols)
             rotated = drop_null_lines(rotated, frobenius(gm), n)
             numerator = drop_null_lines(numerator, frobenius(new_mu), n)

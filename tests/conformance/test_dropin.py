@@ -485,57 +485,6 @@ def test_linear_algebra_matches_optax():
         gradax.power_iteration(mvp)
 
 
-def test_microbatching_matches_optax():
-    def loss(w, x, y):
-        return 0.5 * jnp.mean((x @ w - y) ** 2)
-
-    x = jnp.linspace(-1.0, 1.0, 24).reshape(8, 3)
-    y = jnp.arange(8.0)
-    for kind in ("SUM", "MEAN", "RUNNING_MEAN"):
-        for size in (None, 2, 4):
-
-            def grads(m, kind=kind, size=size):
-                acc = getattr(m.microbatching.AccumulationType, kind)
-                return m.microbatching.micro_grad(
-                    loss,
-                    batch_argnums=(1, 2),
-                    accumulator=acc,
-                    microbatch_size=size,
-                    transform_fn=lambda g: (g, g**2),
-                    metrics_fn=jnp.linalg.norm,
-                )(jnp.ones(3), x, y)
-
-            _assert_close(grads(gradax), grads(optax))
-
-    def split(m):
-        acc = m.microbatching.AccumulationType
-        fn = m.microbatch(
-            lambda a, b: (a * b, jnp.sum(a)),
-            argnums=(0, 1),
-            microbatch_size=2,
-            accumulator=(acc.CONCAT, acc.RUNNING_MEAN),
-            num_real_microbatches=3,
-        )
-        return fn(jnp.arange(8.0), jnp.arange(8.0) + 1)
-
-    _assert_close(split(gradax), split(optax))
-    # optax's enum members work in gradax's functions (a switch one call at
-    # a time), each as the member of the same name.
-    mixed = gradax.microbatching.micro_grad(
-        loss,
-        batch_argnums=(1, 2),
-        accumulator=optax.microbatching.AccumulationType.MEAN,
-    )(jnp.ones(3), x, y)
-    _assert_close(
-        mixed,
-        optax.microbatching.micro_grad(
-            loss,
-            batch_argnums=(1, 2),
-            accumulator=optax.microbatching.AccumulationType.MEAN,
-        )(jnp.ones(3), x, y),
-    )
-
-
 def test_multi_normal_matches_optax():
     loc, log_scale = jnp.array([0.5, -1.0]), jnp.array([0.1, -0.3])
     ours, theirs = (

@@ -13,7 +13,7 @@ both inputs, so the whole file compiles a handful of programs.
 Tolerances. The rank-1 input has one nonzero singular value separated from
 the rest by ``s``, so its singular pair, and every update built from it, is
 perturbed by rounding by about ``eps`` relative (condition number 1). The
-floor of ``gradax/_rounding.py``, ``4 sqrt(n) eps`` with ``n = 8``, bounds
+floor of ``gradax/_null_space.py``, ``4 sqrt(n) eps`` with ``n = 8``, bounds
 each path's error; two paths differ by at most twice that (``TOL``, 2.7e-5
 of the update's largest entry). Shampoo alone keeps rounding noise along
 the null space, scaled by the damped inverse root there: its factor
@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax_versions import set_mesh
 
 import gradax
 
@@ -113,7 +114,7 @@ def _paths(tx):
     run = jax.jit(lambda g: _scanned(tx, g))
     kind = jax.sharding.AxisType.Explicit
     mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         grads = jax.device_put(GRADS, jax.NamedSharding(mesh, P("a", "b")))
         sharded = run(grads)
     return {"eager": _eager(tx, GRADS), "jit": run(GRADS), "sharded": sharded}

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from compile_once import jit_once
 
 import gradax
 from gradax import projections as gp
@@ -26,12 +27,6 @@ NAMES = sorted(n for n in dir(optax.projections) if not n.startswith("_"))
 # magnitude involved, times the length of the sums (here at most 50 entries).
 EPS32 = float(jnp.finfo(jnp.float32).eps)
 
-# Each test program is compiled once and run once: without LLVM's optimization
-# of the generated code it compiles in about half the time. Both libraries are
-# compiled alike, so comparisons are like with like.
-jit_once = functools.partial(
-    jax.jit, compiler_options={"xla_backend_optimization_level": 0}
-)
 RTOL = ATOL = 64 * EPS32
 
 

@@ -1,43 +1,21 @@
-"""gradax.second_order and gradax.experimental.aggregating against optax."""
+"""gradax.experimental.aggregating against optax: optax's own training comparison."""
 
 from __future__ import annotations
 
-import functools
 import inspect
-import types
-import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from compile_once import jit_once
 
 import gradax
-from gradax import second_order as gso
 from gradax.experimental import aggregating as gagg
 
 OAGG = optax.experimental.aggregating
 EPS32 = float(jnp.finfo(jnp.float32).eps)
-
-# Each test program is compiled once and run once: without LLVM's optimization
-# of the generated code it compiles in about half the time. Both libraries are
-# compiled alike, so comparisons are like with like.
-jit_once = functools.partial(
-    jax.jit, compiler_options={"xla_backend_optimization_level": 0}
-)
-
-
-def _public(module):
-    return sorted(
-        n
-        for n in dir(module)
-        if not n.startswith("_")
-        and not isinstance(getattr(module, n), types.ModuleType)
-        and getattr(getattr(module, n), "__module__", "").startswith(
-            module.__name__.split(".")[0]
-        )
-    )
 
 
 def _parameters(fn):
@@ -47,9 +25,6 @@ def _parameters(fn):
 
 
 def test_names_match_optax():
-    assert _public(gso) == sorted(
-        n for n in dir(optax.second_order) if not n.startswith("_")
-    )
     assert [n for n in dir(gradax.experimental) if not n.startswith("_")] == [
         n for n in dir(optax.experimental) if not n.startswith("_")
     ]
@@ -66,10 +41,6 @@ def test_names_match_optax():
 
 
 def test_signatures_match_optax():
-    for name in ("hvp", "hessian_diag", "fisher_diag"):
-        assert _parameters(getattr(gso, name)) == _parameters(
-            getattr(optax.second_order, name)
-        )
     for name in (
         "process",
         "average_per_element_updates",
@@ -84,69 +55,8 @@ def test_signatures_match_optax():
         assert _parameters(getattr(gagg, name)) == _parameters(getattr(OAGG, name))
 
 
-# ---------------------------------------------------------------------------
-# Second order.
-
-
-def _mlp_loss(params, inputs, targets):
-    hidden = jnp.tanh(inputs @ params["w1"] + params["b1"])
-    return jnp.mean((hidden @ params["w2"] - targets) ** 2)
-
-
-@functools.partial(jit_once, static_argnums=0)
-def _second_order_outputs(lib, params, inputs, targets, v):
-    return (
-        lib.hvp(_mlp_loss, v, params, inputs, targets),
-        lib.hessian_diag(_mlp_loss, params, inputs, targets),
-        lib.fisher_diag(_mlp_loss, params, inputs, targets),
-    )
-
-
-def test_second_order_values_and_warnings_match_optax():
-    rng = np.random.default_rng(0)
-    params = {
-        "w1": jnp.asarray(rng.normal(size=(3, 4)), jnp.float32),
-        "b1": jnp.asarray(rng.normal(size=4), jnp.float32),
-        "w2": jnp.asarray(rng.normal(size=(4, 2)), jnp.float32),
-    }
-    inputs = jnp.asarray(rng.normal(size=(5, 3)), jnp.float32)
-    targets = jnp.asarray(rng.normal(size=(5, 2)), jnp.float32)
-    v = jnp.asarray(rng.normal(size=3 * 4 + 4 + 4 * 2), jnp.float32)
-    args = (params, inputs, targets, v)
-
-    with warnings.catch_warnings(record=True) as ours_caught:
-        warnings.simplefilter("always")
-        ours = _second_order_outputs(gso, *args)
-    with warnings.catch_warnings(record=True) as theirs_caught:
-        warnings.simplefilter("always")
-        theirs = _second_order_outputs(optax.second_order, *args)
-
-    # The same arithmetic (autodiff of the same loss): equal up to rounding of
-    # sums of ~20 products of size ~1, a few ulps each.
-    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
-        np.testing.assert_allclose(a, b, rtol=16 * EPS32, atol=16 * EPS32)
-
-    # One DeprecationWarning per call, pointing at the caller (this file).
-    assert [w.category for w in ours_caught] == [DeprecationWarning] * 3
-    names = ("hvp", "hessian_diag", "fisher_diag")
-    for w, name in zip(ours_caught, names, strict=True):
-        assert name in str(w.message)
-        assert w.filename == __file__
-    assert {w.category for w in theirs_caught} == {DeprecationWarning}
-
-
-def test_second_order_warns_under_pytest_warns():
-    with pytest.warns(DeprecationWarning, match="fisher_diag"):
-        gso.fisher_diag(
-            _mlp_loss,
-            {"w1": jnp.ones((1, 1)), "b1": jnp.ones(1), "w2": jnp.ones((1, 1))},
-            jnp.ones((2, 1)),
-            jnp.ones((2, 1)),
-        )
-
-
-# ---------------------------------------------------------------------------
-# Aggregating: optax's own training comparison, gradax against optax.
+def test_top_level_module():
+    assert gradax.experimental.aggregating is gagg
 
 
 def _data():
@@ -271,8 +181,3 @@ def test_aggregator_from_functions_and_errors():
     assert gagg.get_batch_size_from_per_elt_updates(jnp.zeros((2, 3, 4)), [0, 1]) == 6
     with pytest.raises(ValueError, match="PerElementMeanAndVarianceEMAState"):
         gagg.get_unbiased_mean_and_variance_ema(gradax.sgd(0.1).init(jnp.zeros(1)))
-
-
-def test_top_level_modules():
-    assert gradax.second_order is gso
-    assert gradax.experimental.aggregating is gagg
