@@ -330,8 +330,13 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
     # -- the hooks a subclass writes -----------------------------------------
 
     def init_state(self, params: Params) -> OptState:
-        """The initial state (hook; called by :meth:`init`)."""
-        raise NotImplementedError(f"{self._public_name()} does not define init_state")
+        """The initial state (hook; called by :meth:`init`).
+
+        By default none: ``EmptyState()``, what a stateless transformation
+        keeps (with a schedule, :meth:`init` adds the step count).
+        """
+        del params
+        return EmptyState()
 
     def update_state(
         self,

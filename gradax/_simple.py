@@ -8,15 +8,11 @@ import jax
 import jax.numpy as jnp
 
 from ._declare import static_field
-from ._protocol import EmptyState, GradientTransformation, Params, Updates
+from ._protocol import GradientTransformation, Params, Updates
 
 
 class identity(GradientTransformation):
     """Leaves updates unchanged."""
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         return updates, state
@@ -24,10 +20,6 @@ class identity(GradientTransformation):
 
 class set_to_zero(GradientTransformation):
     """Replaces every update with zeros (used to freeze parameters)."""
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         return jax.tree.map(jnp.zeros_like, updates), state
@@ -42,10 +34,6 @@ class stateless(GradientTransformation):
 
     f: Callable[[Updates, Params | None], Updates] = static_field()
 
-    def init_state(self, params):
-        del params
-        return EmptyState()
-
     def update_state(self, updates, state, params=None, **extra_args):
         return self.f(updates, params), state
 
@@ -58,10 +46,6 @@ class stateless_with_tree_map(GradientTransformation):
     """
 
     f: Callable[[jax.Array, jax.Array | None], jax.Array] = static_field()
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         if params is None:

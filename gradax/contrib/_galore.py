@@ -13,9 +13,9 @@ from jax.sharding import PartitionSpec as P
 from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, hyper
 from .._matrices import matrix_axes
 from .._numerics import safe_increment
+from .._null_space import drop_null_lines, frobenius
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
-from .._null_space import drop_null_lines, frobenius
 from .._sharding import explicit_sharding
 from ..combinators.chain import chain
 from ..combinators.masked import MaskedNode

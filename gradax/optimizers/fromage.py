@@ -8,7 +8,7 @@ import jax
 
 from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._hyper import Schedule, is_schedule
-from .._protocol import Alias, EmptyState, GradientTransformation, WeightDecaySchedule
+from .._protocol import Alias, GradientTransformation, WeightDecaySchedule
 from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -26,10 +26,6 @@ class _add_scaled_params(GradientTransformation):
     # optax builds this stage with add_decayed_weights: a scheduled factor's
     # count is kept under that transformation's state class.
     _count_state = WeightDecaySchedule
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         if params is None:

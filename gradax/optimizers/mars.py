@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from .. import tree as gtree
 from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, OneOf, hyper
 from .._numerics import abs_sq, canonical_dtype, safe_increment
-from .._protocol import Alias, EmptyState, GradientTransformation, zero_count
+from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from ..combinators.chain import chain
 from .adam import adam_ratio
@@ -141,10 +141,6 @@ class _mars_step(GradientTransformation):
     learning_rate_1d: Any = hyper(valid=LEARNING_RATE, allow_none=True)  # None: lr
     weight_decay_1d: Any = hyper(valid=NONNEGATIVE)
     optimize_1d: bool = static_field(default=False, kw_only=True)
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         lr_1d = self.learning_rate_1d

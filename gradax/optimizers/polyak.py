@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import tree as gtree
 from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, OneOf, Range, hyper
-from .._protocol import Alias, EmptyState, GradientTransformation
+from .._protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from .sgd import sgd
 
@@ -43,10 +43,6 @@ class scale_by_polyak(GradientTransformation):
     max_learning_rate: Any = hyper(default=1.0, valid=_MAX_LEARNING_RATE)
     eps: Any = hyper(default=0.0, valid=NONNEGATIVE)
     variant: str = hyper(default="sps", valid=OneOf(("sps", "sps+")), static=True)
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         value = extra_args["value"]  # required: the base checked it is given

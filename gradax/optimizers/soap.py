@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 
 from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, Range, hyper
+from .._null_space import drop_null_lines, frobenius
 from .._numerics import real_dtype, safe_increment, work_dtype
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
-from .._null_space import drop_null_lines, frobenius
 from .._sharding import match_sharding
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate

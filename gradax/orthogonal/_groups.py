@@ -24,7 +24,6 @@ from .._declare import (
 from .._matrices import full_dimension_numbers, is_routing_function, is_spec_leaf
 from .._protocol import (
     Alias,
-    EmptyState,
     GradientTransformation,
     TransformationLike,
     as_transformation,
@@ -62,10 +61,6 @@ class scale_by_shape(GradientTransformation):
     shape_scaling: str | None = hyper(
         default=None, valid=SHAPE_SCALING, static=True, kw_only=True
     )
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def _rule(self) -> str:
         if self.shape_scaling is not None:

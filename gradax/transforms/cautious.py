@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from .._declare import NONNEGATIVE, OneOf, hyper
-from .._protocol import Alias, EmptyState, GradientTransformation
+from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
 from ..combinators.masked import masked
 from .weight_decay import add_decayed_weights
@@ -114,10 +114,6 @@ class _cautious_decay(GradientTransformation):
     """The stage add_cautious_decayed_weights builds (without its mask)."""
 
     weight_decay: Any = hyper(valid=NONNEGATIVE)
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         if params is None:

@@ -76,10 +76,6 @@ class clip_by_block_rms(GradientTransformation):
 
     threshold: Any = hyper(valid=CLIP_BOUND)
 
-    def init_state(self, params):
-        del params
-        return EmptyState()
-
     def update_state(self, updates, state, params=None, **extra_args):
         threshold = self.threshold
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from .. import tree as gtree
 from .._declare import ANY, NONNEGATIVE, hyper
-from .._protocol import EmptyState, GradientTransformation
+from .._protocol import GradientTransformation
 
 
 class scale_by_sign(GradientTransformation):
@@ -33,10 +33,6 @@ class scale_by_sign(GradientTransformation):
       Bernstein et al., signSGD: Compressed Optimisation for Non-Convex
       Problems, ICML 2018 (arXiv:1802.04434).
     """
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         signs = jax.tree.map(
@@ -72,10 +68,6 @@ class normalize_by_update_norm(GradientTransformation):
 
     scale_factor: Any = hyper(default=1.0, valid=ANY)
     eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         # Same order of operations as optax: (norm + eps) / s, then divide.

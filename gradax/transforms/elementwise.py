@@ -129,10 +129,6 @@ class centralize(GradientTransformation):
       Deep Neural Networks, ECCV 2020 (arXiv:2004.01461).
     """
 
-    def init_state(self, params):
-        del params
-        return EmptyState()
-
     def update_state(self, updates, state, params=None, **extra_args):
         return jax.tree.map(_subtract_mean, updates), state
 

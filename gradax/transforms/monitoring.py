@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from .._declare import UNIT, hyper
-from .._protocol import Alias, EmptyState, GradientTransformation, as_transformation
+from .._protocol import Alias, GradientTransformation, as_transformation
 from .._pytree import field, static_field
 from ..combinators.chain import chain
 from .momentum import ema
@@ -66,10 +66,6 @@ class _measure(GradientTransformation):
 
     fn: Callable[[Any], Any] = static_field()
     floating: bool = static_field(default=False)
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         value = self.fn(updates)

@@ -7,7 +7,7 @@ from typing import Any
 import jax
 
 from .._declare import ANY, LEARNING_RATE, hyper
-from .._protocol import EmptyState, GradientTransformation
+from .._protocol import GradientTransformation
 from .._pytree import static_field
 
 
@@ -31,10 +31,6 @@ class scale(GradientTransformation):
 
     step_size: Any = hyper(valid=ANY)
 
-    def init_state(self, params):
-        del params
-        return EmptyState()
-
     def update_state(self, updates, state, params=None, **extra_args):
         return _scale_tree(updates, self.step_size), state
 
@@ -48,10 +44,6 @@ class scale_by_schedule(GradientTransformation):
     """
 
     step_size_fn: Any = hyper(valid=ANY)
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         # The base class has already evaluated the schedule at this step.
@@ -76,10 +68,6 @@ class scale_by_learning_rate(GradientTransformation):
     def _unusual_values(self):
         # Without the flip, the sign is the user's way of choosing direction.
         return super()._unusual_values() if self.flip_sign else []
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         if self.learning_rate is None:

@@ -121,10 +121,6 @@ class scale_by_param_block_norm(GradientTransformation):
 
     min_scale: Any = hyper(default=0.001, valid=NONNEGATIVE)
 
-    def init_state(self, params):
-        del params
-        return EmptyState()
-
     def update_state(self, updates, state, params=None, **extra_args):
         _needs_params("scale_by_param_block_norm", params)
         floor = self.min_scale
@@ -153,10 +149,6 @@ class scale_by_param_block_rms(GradientTransformation):
     """
 
     min_scale: Any = hyper(default=0.001, valid=NONNEGATIVE)
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         _needs_params("scale_by_param_block_rms", params)

@@ -7,7 +7,7 @@ from typing import Any
 import jax
 
 from .._declare import NONNEGATIVE, hyper
-from .._protocol import Alias, EmptyState, GradientTransformation, WeightDecaySchedule
+from .._protocol import Alias, GradientTransformation, WeightDecaySchedule
 from .._pytree import static_field
 from ..combinators.masked import masked
 
@@ -19,10 +19,6 @@ class _decay(GradientTransformation):
 
     # optax's name for the count a scheduled weight decay is read at.
     _count_state = WeightDecaySchedule
-
-    def init_state(self, params):
-        del params
-        return EmptyState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         if params is None:

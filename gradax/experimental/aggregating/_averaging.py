@@ -37,10 +37,6 @@ class average_per_element_updates(Aggregator):
 
     per_elt_axis: int | Sequence[int] = static_field(default=0)
 
-    def init_state(self, params):
-        del params
-        return EmptyState()
-
     def update_state(self, updates, state, params=None, **extra_args):
         axis = canonical_axis(self.per_elt_axis)
         return jax.tree.map(lambda g: jnp.mean(g, axis=axis), updates), state
