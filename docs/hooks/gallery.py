@@ -154,9 +154,12 @@ def plot(example: Example, result: Any, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
-    for name, values in curves(result).items():
+    # Line styles as well as colours: curves that coincide stay visible.
+    styles = ["-", "--", "-.", ":"]
+    for k, (name, values) in enumerate(curves(result).items()):
         shown = [v if v > 0 or not example.log else math.nan for v in values]
-        ax.plot(range(len(values)), shown, label=name or None, linewidth=1.5)
+        style = styles[k % len(styles)]
+        ax.plot(range(len(values)), shown, style, label=name or None, linewidth=1.5)
     if example.hline is not None:
         ax.axhline(example.hline, color="gray", linestyle="--", linewidth=1)
     if example.log:
