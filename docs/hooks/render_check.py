@@ -1,6 +1,6 @@
 """mkdocs hook: the built pages read well; markup that did not render fails.
 
-Three mistakes leave no warning of their own and show on the site as text:
+Four mistakes leave no warning of their own and show on the site as text:
 
 - a docstring section griffe did not parse (bad indentation, no blank line
   before ``Args:``) renders as a paragraph starting ``Args:`` instead of a
@@ -8,7 +8,9 @@ Three mistakes leave no warning of their own and show on the site as text:
 - reStructuredText's double backticks, or a code span split across two
   items of a Returns section, show as literal backticks;
 - a cross-reference that did not resolve stays as ``[text][target]`` text,
-  and a link to a page or anchor that is not on the site goes nowhere.
+  and a link to a page or anchor that is not on the site goes nowhere;
+- an ``Example:`` whose code is not a doctest or a fenced block shows as
+  prose, not highlighted code.
 
 Each page is read after it is rendered (outside ``code``, ``pre`` and
 ``math``); links are followed once every page is written. The build fails
@@ -33,6 +35,7 @@ _SECTION = re.compile(
     r"Example|Examples):",
     re.MULTILINE,
 )
+_EXAMPLE = re.compile(r'<details class="examples?"[^>]*>(.*?)</details>', re.DOTALL)
 _UNRESOLVED = re.compile(r"\[[^\]\n]+\]\[[^\]\n]*\]")
 _VERBATIM = {"code", "pre", "math", "script", "style", "kbd", "samp"}
 _VOID = {"br", "hr", "img", "input", "link", "meta", "wbr", "source", "col"}
@@ -102,6 +105,14 @@ def page_problems(html: str) -> list[str]:
             found.append(
                 f"a '{title.group(1)}:' section griffe did not parse "
                 f"(rendered as a paragraph): {paragraph[:70]!r}"
+            )
+    # An Example section is code: doctests become highlighted pycon blocks
+    # (griffe_gradax.py); one without a highlighted block shows as prose.
+    for example in _EXAMPLE.finditer(html):
+        if 'class="highlight"' not in example.group(1):
+            found.append(
+                "an Example without highlighted code: "
+                f"{' '.join(re.sub('<[^>]+>', ' ', example.group(1)).split())[:70]!r}"
             )
     text = "".join(page.text)
     # A backtick outside code is markup that did not render: reStructuredText's

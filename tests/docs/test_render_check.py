@@ -70,6 +70,21 @@ def test_an_unresolved_cross_reference_is_found():
     )
 
 
+def test_an_example_without_highlighted_code_is_found():
+    good = (
+        '<details class="example" open><summary>Example</summary>'
+        '<div class="highlight"><pre><code>tx = gradax.sgd(0.1)</code></pre></div>'
+        "</details>"
+    )
+    bad = (
+        '<details class="example" open><summary>Example</summary>'
+        "<p>tx = gradax.sgd(0.1)</p></details>"
+    )
+    assert render_check.page_problems(good) == []
+    (problem,) = render_check.page_problems(bad)
+    assert "an Example without highlighted code" in problem
+
+
 def test_links_to_missing_pages_and_anchors_are_found(tmp_path):
     (tmp_path / "api").mkdir()
     (tmp_path / "api" / "index.html").write_text('<h3 id="gradax.sgd">sgd</h3>')
