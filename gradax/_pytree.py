@@ -16,14 +16,13 @@ from typing import (
     TYPE_CHECKING,
     Any,
     ClassVar,
-    Self,
-    dataclass_transform,
     overload,
 )
 
 import jax
 import numpy as np
 
+from ._compat import Self, dataclass_transform
 from ._declare import (
     HyperparameterWarning,
     converter_of,

@@ -48,6 +48,8 @@ class ConditionallyMaskState(NamedTuple):
 class _Conditional(GradientTransformation):
     """Shared fields and predicate of the two `conditionally_*` wrappers."""
 
+    _abstract = True
+
     inner: TransformationLike = transformation_field()
     should_transform_fn: Callable[..., Any] = static_field()
     forward_extra_args: bool = static_field(default=False)

@@ -31,6 +31,8 @@ class ProdigyState(NamedTuple):
 class _ProdigyBase(GradientTransformation):
     """Fields and arithmetic shared by :class:`prodigy` and its direction."""
 
+    _abstract = True
+
     if TYPE_CHECKING:
         # Supplied by each subclass as a field, where its constructor puts it
         # (prodigy's learning_rate comes first). Declared here only for static

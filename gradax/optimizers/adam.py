@@ -110,7 +110,61 @@ def _scale_by_adam_of(tx: Any) -> scale_by_adam:
     )
 
 
-class adam(Alias):
+class _Adam(Alias):
+    """What adam and nadam share: their fields and the chain they build.
+
+    Each is a concrete subclass of this base, never of the other, so a class
+    is abstract or final; nadam changes only ``nesterov``'s default.
+    """
+
+    _abstract = True
+
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    nu_dtype: Any = static_field(default=None, kw_only=True)
+    cautious: bool = static_field(default=False, kw_only=True)
+
+    def build(self):
+        return chain(
+            _scale_by_adam_of(self),
+            scale_by_learning_rate(self.learning_rate),
+        )
+
+
+class _AdamW(Alias):
+    """What adamw and nadamw share: their fields and the chain they build."""
+
+    _abstract = True
+
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
+    nesterov: bool = static_field(default=False, kw_only=True)
+    nu_dtype: Any = static_field(default=None, kw_only=True)
+    cautious: bool = static_field(default=False, kw_only=True)
+    cautious_weight_decay: bool = static_field(default=False, kw_only=True)
+
+    def build(self):
+        return chain(
+            _scale_by_adam_of(self),
+            decayed_weights(
+                self.weight_decay, self.mask, cautious=self.cautious_weight_decay
+            ),
+            scale_by_learning_rate(self.learning_rate),
+        )
+
+
+class adam(_Adam):
     r"""Adam: adaptive moment estimation.
 
     With gradient :math:`g_t`, step :math:`t \ge 1`:
@@ -159,24 +213,8 @@ class adam(Alias):
       with One Line of Code, 2024 (arXiv:2411.16085).
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    nesterov: bool = static_field(default=False, kw_only=True)
-    nu_dtype: Any = static_field(default=None, kw_only=True)
-    cautious: bool = static_field(default=False, kw_only=True)
 
-    def build(self):
-        return chain(
-            _scale_by_adam_of(self),
-            scale_by_learning_rate(self.learning_rate),
-        )
-
-
-class adamw(Alias):
+class adamw(_AdamW):
     r"""Adam with decoupled weight decay (AdamW).
 
     The Adam direction of :class:`adam` plus :math:`\lambda \theta_{t-1}`,
@@ -218,30 +256,8 @@ class adamw(Alias):
       (arXiv:2510.12402).
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
-    mask: Any = static_field(default=None)
-    nesterov: bool = static_field(default=False, kw_only=True)
-    nu_dtype: Any = static_field(default=None, kw_only=True)
-    cautious: bool = static_field(default=False, kw_only=True)
-    cautious_weight_decay: bool = static_field(default=False, kw_only=True)
 
-    def build(self):
-        return chain(
-            _scale_by_adam_of(self),
-            decayed_weights(
-                self.weight_decay, self.mask, cautious=self.cautious_weight_decay
-            ),
-            scale_by_learning_rate(self.learning_rate),
-        )
-
-
-class nadam(adam):
+class nadam(_Adam):
     r"""NAdam: Adam with Nesterov momentum (:class:`adam` with `nesterov=True`).
 
     With :math:`m_t, v_t` the moments of :class:`adam`:
@@ -282,7 +298,7 @@ class nadam(adam):
     nesterov: bool = static_field(default=True, kw_only=True)
 
 
-class nadamw(adamw):
+class nadamw(_AdamW):
     r"""NAdamW: AdamW with Nesterov momentum (:class:`adamw` with `nesterov=True`).
 
     The NAdam direction of :class:`nadam` plus :math:`\lambda \theta_{t-1}`,

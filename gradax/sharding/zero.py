@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from .._compat import reshard
 from .._protocol import GradientTransformation, as_transformation
 from .._pytree import static_field
 from .._sharding import explicit_sharding
@@ -226,7 +227,7 @@ class shard_state(GradientTransformation):
     def _put(self, x: Any, spec: Any, mesh: Any, explicit: bool) -> Any:
         where = spec if self.mesh is None else jax.NamedSharding(mesh, spec)
         if explicit:
-            return jax.sharding.reshard(x, where)
+            return reshard(x, where)
         return jax.lax.with_sharding_constraint(x, where)
 
     def _split(self, tree: Any, like: Any) -> tuple[Any, Any]:

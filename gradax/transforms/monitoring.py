@@ -187,13 +187,17 @@ class monitor(GradientTransformation):
         return updates, MonitorState(measurements, tuple(states))
 
 
-class _measured_ema(ema):
-    """:class:`ema` whose state is shaped like a measurement of the params."""
+class _measured_ema(GradientTransformation):
+    """An :class:`ema` whose state is shaped like a measurement of the params."""
 
+    inner: Any  # the ema
     measure: Callable[[Any], Any] = static_field(kw_only=True)
 
     def init_state(self, params):
-        return super().init_state(jax.tree.map(_as_floating, self.measure(params)))
+        return self.inner.init(jax.tree.map(_as_floating, self.measure(params)))
+
+    def update_state(self, updates, state, params=None, **extra_args):
+        return self.inner.update(updates, state, None, **extra_args)
 
 
 class measure_with_ema(Alias):
@@ -238,9 +242,7 @@ class measure_with_ema(Alias):
         return chain(
             _measure(self.measure, floating=True),
             _measured_ema(
-                self.decay,
-                self.debias,
-                self.accumulator_dtype,
+                ema(self.decay, self.debias, self.accumulator_dtype),
                 measure=self.measure,
             ),
         )

@@ -280,3 +280,45 @@ def test_plain_module_names_are_the_ones_other_packages_import():
     assert not misnamed, (
         f"only their own package imports {misnamed}: give them a leading underscore"
     )
+
+
+def _transformation_classes():
+    import importlib
+    import pkgutil
+
+    classes = set()
+    for info in pkgutil.walk_packages(gradax.__path__, "gradax."):
+        if info.name.startswith("gradax._src"):
+            continue  # optax's private paths: re-exports only
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, gradax.GradientTransformation)
+                and value.__module__.startswith("gradax")
+            ):
+                classes.add(value)
+    return classes
+
+
+def test_a_class_is_abstract_or_final():
+    # Shared behaviour lives in an abstract base (``_abstract = True``);
+    # nadam is no subclass of adam. The protocol's own bases are abstract by
+    # their role: a user's subclass is what they are for.
+    bases = {
+        gradax.GradientTransformation,
+        gradax.GradientTransformationExtraArgs,
+        gradax.Alias,
+        gradax.NamedTupleTransformation,
+        gradax.FunctionTransformation,
+    }
+    classes = _transformation_classes()
+    subclassed = sorted(
+        f"{cls.__module__}.{cls.__qualname__} subclasses {base.__qualname__}"
+        for cls in classes
+        for base in cls.__mro__[1:]
+        if base in classes
+        and base not in bases
+        and not base.__dict__.get("_abstract", False)
+    )
+    assert not subclassed, "\n".join(subclassed)

@@ -103,8 +103,10 @@ class _FunctionAggregator(Aggregator, FunctionTransformation):
 Aggregator._call_signature_from = _FunctionAggregator.__init__  # type: ignore[attr-defined]
 
 
-class _Process(GradientTransformation):
+class _ProcessBase(GradientTransformation):
     """What :func:`process` builds; see there."""
+
+    _abstract = True
 
     preprocessor: GradientTransformation
     aggregator: GradientTransformation
@@ -152,7 +154,11 @@ class _Process(GradientTransformation):
         return updates, (pre_state, agg_state, post_state)
 
 
-class _AggregatorProcess(Aggregator, _Process):
+class _Process(_ProcessBase):
+    """:func:`process` of a plain transformation as the aggregator."""
+
+
+class _AggregatorProcess(Aggregator, _ProcessBase):
     """:func:`process` around an aggregator: itself an aggregator."""
 
 
