@@ -293,6 +293,11 @@ def static_field(
     """A dataclass field stored in the tree definition instead of the leaves.
 
     For structure that is not a number: flags, dtypes, masks, callables.
+
+    Args:
+      default: the field's default value (none: the argument is required).
+      converter: a callable applied to the value at construction.
+      **kwargs: other arguments of `dataclasses.field` (`kw_only`, ...).
     """
     return field(default=default, static=True, converter=converter, **kwargs)
 

@@ -35,6 +35,9 @@ class FunctionSchedule(Schedule):
 
     The function is static: two wrappers are equal only when they hold the same
     function object.
+
+    Args:
+      fn: the schedule, a callable of the step count.
     """
 
     fn: Callable[[Any], Any] = static_field()

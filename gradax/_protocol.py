@@ -252,6 +252,11 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
     update_fn)` builds a :class:`FunctionTransformation`. A subclass that
     writes no hook and declares no field is optax's kind instead, a
     NamedTuple of `(init, update)` (see :class:`NamedTupleTransformation`).
+
+    Args:
+      init: called directly, optax's `init_fn(params) -> state`.
+      update: called directly, optax's
+        `update_fn(updates, state, params=None) -> (updates, state)`.
     """
 
     # False for transformations whose fields are resolved by what they build

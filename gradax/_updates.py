@@ -70,7 +70,18 @@ def incremental_update(new_tensors: Any, old_tensors: Any, step_size: Any) -> An
 def periodic_update(
     new_tensors: Any, old_tensors: Any, steps: Any, update_period: int
 ) -> Any:
-    """`new_tensors` every `update_period` steps, else `old_tensors`."""
+    """`new_tensors` every `update_period` steps, else `old_tensors`.
+
+    Args:
+      new_tensors: the tree to return at a step that is a multiple of
+        `update_period`.
+      old_tensors: the tree to return otherwise (same structure).
+      steps: the step count, an integer scalar.
+      update_period: the period, a positive integer.
+
+    Returns:
+      `new_tensors` or `old_tensors`, chosen under `lax.cond`.
+    """
     check_same_structure(new_tensors, old_tensors, "new_tensors", "old_tensors")
     return jax.lax.cond(
         jnp.mod(steps, update_period) == 0,

@@ -39,7 +39,11 @@ class LookaheadParams(NamedTuple):
 
     @classmethod
     def init_synced(cls, params: Any) -> LookaheadParams:
-        """Fast and slow parameters both equal to `params`."""
+        """Fast and slow parameters both equal to `params`.
+
+        Args:
+          params: the initial parameters, any pytree.
+        """
         return cls(fast=params, slow=params)
 
 

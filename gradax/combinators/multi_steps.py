@@ -259,7 +259,11 @@ class MultiSteps(GradientTransformation):
         )
 
     def has_updated(self, state: MultiStepsState) -> jax.Array:
-        """Whether the last update emitted the inner optimizer's updates."""
+        """Whether the last update emitted the inner optimizer's updates.
+
+        Args:
+          state: the state this transformation's `update` returned.
+        """
         return jnp.logical_and(state.mini_step == 0, state.gradient_step > 0)
 
     def gradient_transformation(self) -> MultiSteps:

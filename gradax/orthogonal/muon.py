@@ -91,7 +91,11 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
 
     def dimension_numbers(self, tree: Any) -> Any:
-        """The dimension numbers of each leaf of `tree` (None: not a matrix)."""
+        """The dimension numbers of each leaf of `tree` (None: not a matrix).
+
+        Args:
+          tree: the parameters or updates (arrays or shapes).
+        """
         return full_dimension_numbers(
             self.weight_dimension_numbers, tree, default_2d_only=False
         )

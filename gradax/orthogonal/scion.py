@@ -118,7 +118,11 @@ class scale_by_scion(NewtonSchulzSteps, GradientTransformation):
             raise ValueError(f"lmo must be one of {LMOS}, got {self.lmo!r}")
 
     def lmo_tree(self, tree: Any) -> Any:
-        """The oracle name of each leaf of `tree`."""
+        """The oracle name of each leaf of `tree`.
+
+        Args:
+          tree: the parameters or updates (arrays or shapes).
+        """
         spec = self.lmo
         if spec is None:
             return scion_lmos(tree, self.weight_dimension_numbers)

@@ -30,11 +30,21 @@ class Normal(Module):
     def sample(
         self, key: Any, sample_shape: tuple[int, ...] = (), dtype: Any = float
     ) -> jax.Array:
-        """Samples of the given shape and dtype."""
+        """Samples of the given shape and dtype.
+
+        Args:
+          key: a JAX random key.
+          sample_shape: the shape of the samples.
+          dtype: their floating-point dtype.
+        """
         return jax.random.normal(key, sample_shape, dtype)
 
     def log_prob(self, inputs: jax.Array) -> jax.Array:
-        """The log-density at `inputs`, up to an additive constant."""
+        """The log-density at `inputs`, up to an additive constant.
+
+        Args:
+          inputs: the points, an array of any shape.
+        """
         return -0.5 * inputs**2
 
 
@@ -59,9 +69,19 @@ class Gumbel(Module):
     def sample(
         self, key: Any, sample_shape: tuple[int, ...] = (), dtype: Any = float
     ) -> jax.Array:
-        """Samples of the given shape and dtype."""
+        """Samples of the given shape and dtype.
+
+        Args:
+          key: a JAX random key.
+          sample_shape: the shape of the samples.
+          dtype: their floating-point dtype.
+        """
         return jax.random.gumbel(key, sample_shape, dtype)
 
     def log_prob(self, inputs: jax.Array) -> jax.Array:
-        """The log-density at `inputs`."""
+        """The log-density at `inputs`.
+
+        Args:
+          inputs: the points, an array of any shape.
+        """
         return -inputs - jnp.exp(-inputs)
