@@ -186,7 +186,8 @@ class mars(Alias):
     plain AdamW on :math:`g_t` with `b1_1d`, `b2_1d`, learning rate
     `learning_rate_1d` and weight decay `weight_decay_1d`, unless
     `optimize_1d=True` sends every leaf through MARS. This follows the
-    authors' reference implementation, which tests `ndim == 2`.
+    authors' reference implementation (AGI-Arena/MARS
+    `MARS/optimizers/mars.py`, commit 4831e28), which tests `ndim == 2`.
 
     The MARS-Shampoo variant of the paper is not implemented (gradax's
     :class:`muon` covers orthogonalized updates), nor the exact form that

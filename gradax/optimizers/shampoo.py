@@ -227,7 +227,8 @@ class shampoo(Alias):
     so learning rates carry over from Adam). With :math:`\beta_2 = 1` the
     factors are sums (the original Shampoo). The inverse roots come from
     `eigh` in float32 (or wider), with the damping relative to the largest
-    eigenvalue as in the distributed Shampoo reference; they are recomputed
+    eigenvalue as in the distributed Shampoo reference (its default
+    `relative_matrix_epsilon=True` at commit 01aac34); they are recomputed
     every `preconditioning_compute_steps` updates (the first included) and
     cached in the state in between. Updates `t <= start_preconditioning_step`
     use :math:`D_t` instead of :math:`U_t`, as do leaves that are not

@@ -221,7 +221,8 @@ class soap(Alias):
     the estimated eigenvalues `diag(Q^H L Q)`, and :math:`V` is permuted to
     match. A side longer than `max_precond_dim` is not rotated; vectors and
     scalars get plain Adam with the same step counting (unless
-    `precondition_1d`). Numbers follow the reference implementation, except
+    `precondition_1d`). Numbers follow the reference implementation
+    (nikhilvyas/SOAP `soap.py`, commit a1e5535), except
     that the weight decay uses :math:`\theta_{t-1}` (AdamW's) where the
     reference decays the already updated weight (a difference of order
     :math:`\eta^2\lambda`), and `normalize_grads` works per matrix; and

@@ -93,7 +93,8 @@ class adamuon(NormalizedMuonAliasBase):
       weight_decay: :math:`\lambda` for the matrices, >= 0.
       weight_decay_mask: which matrices decay (tree of bools or function).
       mu_dtype: dtype of the momentum buffers.
-      nesterov: Nesterov momentum (both groups; the reference code's default).
+      nesterov: Nesterov momentum (both groups; the reference code's default,
+        Chongjie-Si/AdaMuon `adamuon.py` at commit 369f0b3).
       consistent_rms: the update RMS (0.2); None: see
         :class:`scale_by_adamuon`.
       preconditioning, momentum, bias_correction, method, precision: as in

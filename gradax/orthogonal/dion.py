@@ -228,7 +228,8 @@ class dion(MuonGroups):
     Args:
       learning_rate: :math:`\eta`, a number or schedule.
       rank: :math:`r`, an int, or a float in (0, 1] for a fraction of
-        `min(fan_in, fan_out)` (1.0, full rank, is the reference default;
+        `min(fan_in, fan_out)` (1.0, full rank, is the reference default,
+        `rank_fraction=1.0` at 0a059a4;
         note `1` is rank one but `1.0` is full rank).
       mu: error-feedback decay :math:`\mu` in [0, 1).
       eps: added to column norms; also AdamW's eps.

@@ -227,7 +227,8 @@ class scion(Alias):
     - "sign" (the output head): :math:`\mathrm{sign}(M) / n_{in}`;
     - "rms" (vectors, scalars, anything else): :math:`M / \mathrm{RMS}(M)`.
 
-    The oracles are the reference's `Spectral`, `ColNorm` (transposed,
+    The oracles are the reference's (LIONS-EPFL/scion `scion.py`, commit
+    f58a393) `Spectral`, `ColNorm` (transposed,
     for an embedding stored `(vocab, dim)`), `RowNorm` (normalized),
     `Sign` (normalized) and `BiasRMS`, written for gradax's
     `(fan_in, fan_out)` layout. Which leaf gets which is
