@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
-    from ._demo import OPTIMIZERS
+    from ._demo import FULL, OPTIMIZERS, QUICK
 
     demo = commands.add_parser(
         "demo",
@@ -125,16 +125,32 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     demo.add_argument(
+        "--full",
+        action="store_true",
+        help=(
+            f"the longer run: {FULL.steps} steps of {FULL.batch_size} sequences, "
+            f"evaluated every {FULL.eval_every} steps (the default run, "
+            f"{QUICK.steps} steps of {QUICK.batch_size} evaluated every "
+            f"{QUICK.eval_every}, shows its result in about a minute on 2 cores)"
+        ),
+    )
+    demo.add_argument(
         "--steps",
         type=_positive_int,
-        default=300,
-        help="training steps per optimizer (default: %(default)s)",
+        default=None,
+        help=(
+            f"training steps per optimizer (default: {QUICK.steps}; "
+            f"{FULL.steps} with --full)"
+        ),
     )
     demo.add_argument(
         "--batch-size",
         type=_positive_int,
-        default=32,
-        help="sequences per step (default: %(default)s)",
+        default=None,
+        help=(
+            f"sequences per step (default: {QUICK.batch_size}; "
+            f"{FULL.batch_size} with --full)"
+        ),
     )
     demo.add_argument(
         "--seed",
@@ -243,10 +259,13 @@ def _run(args: argparse.Namespace) -> int:
                 grid = None if args.grid is None else tune.parse_grid(args.grid)
             except tune.GridError as error:
                 raise demo.DemoError(str(error)) from None
+            preset = demo.FULL if args.full else demo.QUICK
             config = demo.DemoConfig(
                 optimizers=demo.parse_optimizers(args.optimizers),
-                steps=args.steps,
-                batch_size=args.batch_size,
+                steps=args.steps or preset.steps,
+                batch_size=args.batch_size or preset.batch_size,
+                eval_every=preset.eval_every,
+                full=args.full,
                 seed=args.seed,
                 out=args.out,
                 data=args.data,

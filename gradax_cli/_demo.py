@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import math
 import platform
@@ -23,6 +24,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import gradax
 
@@ -221,10 +223,28 @@ def build_optimizer(spec: RunSpec, steps: int, dims: Any):
 
 
 @dataclasses.dataclass(frozen=True)
+class Preset:
+    """The length of a run: steps, sequences per step, steps between evaluations."""
+
+    steps: int
+    batch_size: int
+    eval_every: int
+
+
+# The default run shows its table and plot in about 45 s of CPU time on 2
+# cores (JAX's import and compiles included): half the steps of half the
+# batch of the full run, so a quarter of its training work (a forward and
+# backward pass is most of a step). An evaluation every 10 steps resolves
+# "steps to adamw" to 10 steps. FULL is the earlier default run (--full).
+QUICK = Preset(steps=150, batch_size=16, eval_every=10)
+FULL = Preset(steps=300, batch_size=32, eval_every=15)
+
+
+@dataclasses.dataclass(frozen=True)
 class DemoConfig:
     optimizers: list[RunSpec]
-    steps: int = 300
-    batch_size: int = 32
+    steps: int = QUICK.steps
+    batch_size: int = QUICK.batch_size
     seed: int = 0
     out: Path = Path("gradax-demo")
     data: Path | None = None
@@ -232,7 +252,8 @@ class DemoConfig:
     d_model: int = 128
     layers: int = 2
     heads: int = 4
-    evals: int = 20  # evaluation points after step 0
+    eval_every: int = QUICK.eval_every  # steps between validation losses
+    full: bool = False  # the run of --full (FULL's steps, batch, eval_every)
     eval_batches: int = 4
     tune: bool = False  # sweep each optimizer's learning rate first
     tune_steps: int | None = None  # steps per sweep run; None: a third of steps
@@ -243,9 +264,13 @@ class DemoConfig:
         return self.tune_steps or max(1, self.steps // 3)
 
 
-def eval_steps(steps: int, evals: int) -> list[int]:
-    """Steps after which the validation loss is measured (0 and the last included)."""
-    every = max(1, steps // evals)
+def eval_steps(steps: int, every: int) -> list[int]:
+    """Steps after which the validation loss is measured (0 and the last included).
+
+    A run of fewer than ``2 * every`` steps is evaluated at least twice after
+    step 0, so its second stretch times the steps without the compile.
+    """
+    every = max(1, min(every, steps // 2))
     return sorted(set(range(0, steps, every)) | {steps})
 
 
@@ -254,27 +279,35 @@ def _as_float32(params: Any) -> Any:
 
 
 @functools.cache
-def compiled_loss(heads: int) -> dict[str, Any]:
-    """The jitted loss and its gradient, shared by every optimizer and run.
+def compiled(heads: int) -> dict[str, Any]:
+    """The jitted training stretch and loss, shared by every optimizer and run.
 
-    Parameters stored in bfloat16 are read as they are (widened exactly), and
-    the arithmetic, gradients included, is float32 for every row (a no-op for
-    float32 parameters), so the rows differ by how the parameters are stored
-    and updated, not by the precision of the activations or gradients.
+    ``"train"`` runs the steps between two evaluations as one ``lax.scan``:
+    one dispatch and one compile per kind of optimizer (its numbers are
+    leaves of the ``tx`` argument, so runs that differ only by learning rate
+    share it), and no host round trip per step. Parameters stored in bfloat16
+    are read as they are (widened exactly), and the arithmetic, gradients
+    included, is float32 for every row (a no-op for float32 parameters), so
+    the rows differ by how the parameters are stored and updated, not by the
+    precision of the activations or gradients.
     """
 
     def loss(params, batch):
-        return loss_fn(params, batch, heads=heads)
+        return loss_fn(_as_float32(params), batch, heads=heads)
 
     value_and_grad = jax.value_and_grad(loss)
 
-    def grad(params, batch):
-        return value_and_grad(_as_float32(params), batch)
+    def train(tx, params, state, batches):
+        def step(carry, batch):
+            params, state = carry
+            value, grads = value_and_grad(params, batch)
+            updates, state = tx.update(grads, state, params)
+            return (gradax.apply_updates(params, updates), state), value
 
-    return {
-        "grad": jax.jit(grad),
-        "loss": jax.jit(lambda params, batch: loss(_as_float32(params), batch)),
-    }
+        (params, state), losses = jax.lax.scan(step, (params, state), batches)
+        return params, state, losses
+
+    return {"train": jax.jit(train), "loss": jax.jit(loss)}
 
 
 # The optimizer is an argument (a pytree whose numbers are leaves): runs with
@@ -282,12 +315,6 @@ def compiled_loss(heads: int) -> dict[str, Any]:
 @jax.jit
 def init_state(tx, params):
     return tx.init(params)
-
-
-@jax.jit
-def apply(tx, params, state, grads):
-    updates, state = tx.update(grads, state, params)
-    return gradax.apply_updates(params, updates), state
 
 
 def state_bytes(state: Any) -> int:
@@ -314,38 +341,45 @@ def train_one(
         if dtype is not None:
             params0 = jax.tree.map(lambda p: p.astype(dtype), params0)
         params, state = params0, init_state(tx, params0)
-    checkpoints = eval_steps(config.steps, config.evals)
+    checkpoints = eval_steps(config.steps, config.eval_every)
     val_curve: list[float] = [float(fns["loss"](params, fns["val_batch"]))]
     train_losses: list[float] = []
-    step_seconds = 0.0
-    compile_seconds = 0.0
     length = config.context + 1
     progress(spec.label, 0, None, val_curve[0])
-    for step in range(config.steps):
-        tokens = data_lib.sample_batch(
-            corpus.train, config.batch_size, length, (config.seed, 0, step)
+    # Seconds of the stretches as long as the first, after the first (which
+    # compiles); a shorter last stretch compiles anew, so it is left out.
+    timed_seconds, timed_steps, first_seconds = 0.0, 0, 0.0
+    for begin, end in itertools.pairwise(checkpoints):
+        batches = np.stack(
+            [
+                data_lib.sample_batch(
+                    corpus.train, config.batch_size, length, (config.seed, 0, step)
+                )
+                for step in range(begin, end)
+            ]
         )
         start = time.perf_counter()
-        loss, grads = fns["grad"](params, jnp.asarray(tokens))
-        params, state = jax.block_until_ready(apply(tx, params, state, grads))
-        loss = float(loss)
+        params, state, losses = jax.block_until_ready(
+            fns["train"](tx, params, state, jnp.asarray(batches))
+        )
         elapsed = time.perf_counter() - start
-        if step == 0:
-            compile_seconds = elapsed
-        else:
-            step_seconds += elapsed
-        if not math.isfinite(loss):
-            raise DemoError(
-                f"{spec.label}: the loss became {loss} at step {step + 1}; "
-                "try a smaller learning rate (e.g. --optimizers "
-                f"{spec.name}:{spec.learning_rate / 3:.2g})"
-            )
-        train_losses.append(loss)
-        if step + 1 in checkpoints:
-            val_curve.append(float(fns["loss"](params, fns["val_batch"])))
-        progress(spec.label, step + 1, loss, val_curve[-1])
+        if begin == 0:
+            first_seconds = elapsed
+        elif end - begin == checkpoints[1]:
+            timed_seconds += elapsed
+            timed_steps += end - begin
+        losses = [float(x) for x in np.asarray(losses)]
+        for step, loss in enumerate(losses, start=begin + 1):
+            if not math.isfinite(loss):
+                raise DemoError(
+                    f"{spec.label}: the loss became {loss} at step {step}; "
+                    "try a smaller learning rate (e.g. --optimizers "
+                    f"{spec.name}:{spec.learning_rate / 3:.2g})"
+                )
+        train_losses += losses
+        val_curve.append(float(fns["loss"](params, fns["val_batch"])))
+        progress(spec.label, end, losses[-1], val_curve[-1])
     final_train = float(fns["loss"](params, fns["train_batch"]))
-    timed_steps = max(1, config.steps - 1)
     return {
         "optimizer": spec.name,
         "learning_rate": spec.learning_rate,
@@ -355,8 +389,8 @@ def train_one(
         "eval_steps": checkpoints,
         "val_loss": val_curve,
         "train_loss": train_losses,
-        "seconds_per_step": step_seconds / timed_steps if config.steps > 1 else None,
-        "first_step_seconds": compile_seconds,
+        "seconds_per_step": timed_seconds / timed_steps if timed_steps else None,
+        "first_stretch_seconds": first_seconds,
         "state_bytes": state_bytes(state),
     }
 
@@ -410,7 +444,7 @@ def run_demo(config: DemoConfig, progress_factory=None) -> dict[str, Any]:
     length = config.context + 1
     rows = config.eval_batches * config.batch_size
     fns = {
-        **compiled_loss(model.heads),
+        **compiled(model.heads),
         "val_batch": jnp.asarray(
             data_lib.sample_batch(corpus.validation, rows, length, (config.seed, 1))
         ),
@@ -459,6 +493,8 @@ def run_demo(config: DemoConfig, progress_factory=None) -> dict[str, Any]:
             "steps": config.steps,
             "batch_size": config.batch_size,
             "seed": config.seed,
+            "eval_every": config.eval_every,
+            "full": config.full,
             "context": config.context,
             "d_model": config.d_model,
             "layers": config.layers,
@@ -496,4 +532,9 @@ def main(config: DemoConfig) -> int:
             file=sys.stderr,
         )
     print("wrote " + ", ".join(str(p) for p in written))
+    if (config.steps, config.batch_size) == (QUICK.steps, QUICK.batch_size):
+        print(
+            f"the longer run: gradax demo --full ({FULL.steps} steps of "
+            f"{FULL.batch_size} sequences, about 3 times the time)"
+        )
     return 0

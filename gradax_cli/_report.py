@@ -27,6 +27,7 @@ class _PlainProgress:
         self.steps = steps
         self.every = max(1, steps // 10)
         self.line = describe(labels, steps, header)
+        self.printed = {label: 0 for label in labels}  # the last step printed
 
     def __enter__(self):
         print(self.line, file=sys.stderr)
@@ -36,7 +37,10 @@ class _PlainProgress:
         return False
 
     def __call__(self, label, step, loss, val_loss):
-        if step and (step % self.every == 0 or step == self.steps):
+        # Called after each stretch of steps between evaluations, not each
+        # step: a line once at least a tenth of the run has passed.
+        if step and (step - self.printed[label] >= self.every or step == self.steps):
+            self.printed[label] = step
             print(
                 f"{label:>10s} step {step:5d}/{self.steps}  loss {loss:.3f}  "
                 f"val {val_loss:.3f}",

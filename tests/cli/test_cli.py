@@ -19,7 +19,7 @@ from gradax_cli import _data as data_lib
 from gradax_cli import _tune as tune
 from gradax_cli import main
 from gradax_cli._bench import run_one
-from gradax_cli._demo import OPTIMIZERS, RunSpec
+from gradax_cli._demo import OPTIMIZERS, RunSpec, eval_steps
 from gradax_cli.benchmarks.common import comparison
 
 TINY = ["--context", "16", "--d-model", "16", "--layers", "1", "--heads", "2"]
@@ -119,6 +119,36 @@ def test_demo_is_deterministic(file_run, text_file, tmp_path):
         assert a["train_loss"] == b["train_loss"]
         assert a["val_loss"] == b["val_loss"]
         assert a["train_loss"] != other["optimizers"][name]["train_loss"]
+
+
+def test_full_is_the_longer_run_and_flags_override_it(text_file, tmp_path):
+    # The run's length comes from --full or the default; --steps and
+    # --batch-size given explicitly win over either. A train of 2 steps
+    # keeps this fast; the recorded config shows what the flags chose.
+    args = ["--data", str(text_file), "--optimizers", "sgd", *TINY]
+
+    def config(out, *extra):
+        assert main(["demo", "--out", str(tmp_path / out), *args, *extra]) == 0
+        return json.loads((tmp_path / out / "results.json").read_text())["config"]
+
+    full = config("full", "--full", "--steps", "2")
+    assert (full["full"], full["steps"], full["batch_size"]) == (True, 2, 32)
+    assert full["eval_every"] == 15
+    quick = config("quick", "--steps", "2")
+    assert (quick["full"], quick["steps"], quick["batch_size"]) == (False, 2, 16)
+    assert quick["eval_every"] == 10
+    both = config("both", "--full", "--steps", "2", "--batch-size", "3")
+    assert both["batch_size"] == 3
+
+
+def test_eval_steps_split_the_run_into_equal_stretches():
+    # Equal stretches share one compile; a short run is still evaluated
+    # twice after step 0, so its second stretch is timed without the compile.
+    assert eval_steps(150, 10) == list(range(0, 151, 10))
+    assert eval_steps(300, 15) == list(range(0, 301, 15))
+    assert eval_steps(6, 10) == [0, 3, 6]
+    assert eval_steps(1, 10) == [0, 1]
+    assert eval_steps(25, 10) == [0, 10, 20, 25]
 
 
 def test_demo_default_corpus(tmp_path):
