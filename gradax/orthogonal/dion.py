@@ -219,10 +219,10 @@ class dion(MuonGroups):
     The shape factor and weight decay are :math:`X`'s either way.
     `orientation="as_is"` always runs on :math:`X` (:math:`Q` is
     (fan-in, r)), gradax's earlier rule. On a wide matrix the two differ:
-    against the reference over 20 float64 steps on an 8 x 12 X, "as_is" is
-    0.16 off at rank 0.25 and 0.04 at full rank, relative to how far the
-    reference moved; "long_side" agrees to 2e-7 (the reference's QR runs
-    in float32). A state made under one orientation does not fit the
+    against the reference over 20 float64 steps, relative to how far the
+    reference moved, "as_is" is 0.16 off on an 8 x 12 X at rank 0.25 and
+    0.04 at full rank (0.04 and 0.02 on 5 x 8 at rank 0.5 and 1.0);
+    "long_side" agrees to 4e-8 (the reference's QR runs in float32). A state made under one orientation does not fit the
     other on wide matrices.
 
     Args:

@@ -1,0 +1,1 @@
+"""The reference suite's cases: each optimizer against its authors' code."""
