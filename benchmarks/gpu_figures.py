@@ -83,7 +83,7 @@ def symmetric_newton_schulz(count: int, n: int, repeats: int) -> dict:
     2n x 2n bfloat16 matrix (Flash-Muon's figure: a gain at 8192, none at
     1024). FLOP rates count the plain iteration's FLOPs, as above.
     """
-    from gradax.orthogonal.symmetric import hermitian_products
+    from gradax.orthogonal._symmetric import hermitian_products
 
     x = jax.random.normal(jax.random.key(3), (count, n, n), jnp.float32)
     fns = {}

@@ -8,7 +8,7 @@ writes the tile both at ``(i, j)`` and, transposed, at ``(j, i)``. About
 half of the tiles' work is skipped.
 
 This module imports ``jax.experimental.pallas``, so
-:mod:`gradax.orthogonal.symmetric` imports it only on a GPU backend (or a
+gradax/orthogonal/_symmetric.py imports it only on a GPU backend (or a
 test asks for it): ``import gradax`` does not load Pallas.
 
 Real dtypes only (the GPU's Newton–Schulz runs in bfloat16 or float16;

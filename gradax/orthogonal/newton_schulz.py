@@ -16,7 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from . import symmetric
+from . import _symmetric as symmetric
 from .coefficients import resolve_coefficients
 
 NORMALIZATIONS = ("frobenius", "spectral", "schatten", "none")
@@ -281,7 +281,7 @@ def auto_method(m: int, n: int, dtype: Any, backend: str) -> str:
 
     Measured side by side (benchmarks/bench_muon.py): on the CPU, in float32,
     taking only the upper blocks of the Hermitian products
-    (:mod:`gradax.orthogonal.symmetric`) is faster once the Gram matrix has
+    (gradax/orthogonal/_symmetric.py) is faster once the Gram matrix has
     two blocks' worth of rows (256); Gram Newton–Schulz is faster when the
     long side is at least twice the short one. Elsewhere (GPU and TPU, where
     the symmetric kernel has not been measured yet, other dtypes, smaller

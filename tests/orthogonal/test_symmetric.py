@@ -42,7 +42,7 @@ import pytest
 from jax_versions import enable_x64
 
 import gradax
-from gradax.orthogonal import symmetric
+from gradax.orthogonal import _symmetric as symmetric
 from gradax.orthogonal.coefficients import resolve_coefficients
 
 

@@ -17,7 +17,7 @@ import pytest
 from jax_versions import enable_x64
 
 import gradax
-from gradax.orthogonal import symmetric
+from gradax.orthogonal import _symmetric as symmetric
 
 pallas_symmetric = pytest.importorskip(
     "gradax.orthogonal._pallas_symmetric",

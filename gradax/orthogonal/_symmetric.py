@@ -11,7 +11,7 @@ with the tiles of a GPU kernel).
 
 On the CPU the blocks are ordinary XLA matmuls, one a pair ``i <= j`` of
 row blocks, and the result is assembled by concatenation. On a GPU a
-Pallas kernel (:mod:`gradax.orthogonal._pallas_symmetric`) skips the tiles
+Pallas kernel (gradax/orthogonal/_pallas_symmetric.py) skips the tiles
 below the diagonal and writes each computed tile to its mirror as well.
 
 Each entry is still one dot product of the same length in the same dtype as
