@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._compat import reshard
 from ._sharding import explicit_sharding
 
 _DECADES = 7  # exponents 10^0 .. 10^-6 (10^-7 too for the unsigned map)
@@ -244,7 +245,7 @@ def _to_blocks(x: jax.Array, block_size: int) -> jax.Array:
     blocked = _blocked_shape(shape, block_size)
     out = _block_spec(x, block_size)
     if out is not None:
-        x = jax.sharding.reshard(x, jax.sharding.PartitionSpec(*out.spec[:-1]))
+        x = reshard(x, jax.sharding.PartitionSpec(*out.spec[:-1]))
     if not _rowwise(shape, block_size):
         x = jnp.reshape(x, (-1,))
     padding = blocked[-2] * block_size - x.shape[-1]
@@ -272,9 +273,9 @@ def _from_blocks(blocks: jax.Array, like: jax.Array) -> jax.Array:
     if sharding is None:
         return flat.reshape(shape)
     if flat.shape == tuple(shape):  # blocked along whole rows: no reshape
-        return jax.sharding.reshard(flat, sharding.spec)
+        return reshard(flat, sharding.spec)
     out = jnp.reshape(flat, shape, out_sharding=jax.sharding.PartitionSpec())
-    return jax.sharding.reshard(out, sharding.spec)
+    return reshard(out, sharding.spec)
 
 
 def _per_element(scales: jax.Array, shape: tuple[int, ...], block_size: int):

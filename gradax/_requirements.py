@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import sys
 
-MINIMUM_PYTHON = (3, 11)
-MINIMUM_JAX = (0, 10, 2)
+MINIMUM_PYTHON = (3, 10)
+MINIMUM_JAX = (0, 5, 3)
 
 
 def _release(version: str) -> tuple[int, ...]:

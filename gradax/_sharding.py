@@ -6,6 +6,13 @@ from typing import Any
 
 import jax
 
+from ._compat import (
+    EXPLICIT_MESHES,
+    JAX_VERSION,
+    require_explicit_meshes,
+    reshard,
+)
+
 
 def explicit_sharding(x: Any) -> jax.sharding.NamedSharding | None:
     """The sharding in `x`'s type when its mesh has Explicit axes, else None.
@@ -27,6 +34,7 @@ def explicit_sharding(x: Any) -> jax.sharding.NamedSharding | None:
     axis_types = getattr(mesh, "axis_types", ())
     if not any(t == jax.sharding.AxisType.Explicit for t in axis_types):
         return None
+    require_explicit_meshes()
     return sharding
 
 
@@ -112,6 +120,9 @@ def shard_state_like_params(state: Any, params: Any) -> Any:
     keeps it.
     """
     param_leaves = jax.tree_util.tree_flatten_with_path(params)[0]
+    if JAX_VERSION < EXPLICIT_MESHES:  # Explicit axes refused at init, by name
+        for _, param in param_leaves:
+            explicit_sharding(param)
     if jax.device_count() == 1 or not _auto_axes_only():
         return state
     if not any(isinstance(p, jax.core.Tracer) for _, p in param_leaves):
@@ -146,12 +157,12 @@ def replicate(x: jax.Array) -> tuple[jax.Array, Any]:
     sharding = explicit_sharding(x)
     if sharding is None:
         return x, None
-    return jax.sharding.reshard(x, jax.sharding.PartitionSpec()), sharding
+    return reshard(x, jax.sharding.PartitionSpec()), sharding
 
 
 def restore(x: jax.Array, sharding: Any) -> jax.Array:
     """Give `x` back the sharding :func:`replicate` took away."""
-    return x if sharding is None else jax.sharding.reshard(x, sharding.spec)
+    return x if sharding is None else reshard(x, sharding.spec)
 
 
 def match_sharding(new: jax.Array, old: Any) -> jax.Array:
@@ -159,4 +170,4 @@ def match_sharding(new: jax.Array, old: Any) -> jax.Array:
     sharding = explicit_sharding(old)
     if sharding is None or new is None:
         return new
-    return jax.sharding.reshard(new, sharding.spec)
+    return reshard(new, sharding.spec)

@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from .._compat import zeros
 from .._protocol import TransformationLike
 from .._state_guard import match_state
 
@@ -20,7 +21,7 @@ from .._state_guard import match_state
 def _zeros_like_shapes(shapes: Any) -> Any:
     # The shapes come from eval_shape, which keeps Explicit shardings.
     return jax.tree.map(
-        lambda s: jnp.zeros(s.shape, s.dtype, out_sharding=s.sharding), shapes
+        lambda s: zeros(s.shape, s.dtype, out_sharding=s.sharding), shapes
     )
 
 

@@ -6,6 +6,7 @@ from typing import Any, NamedTuple
 
 import jax
 
+from .._compat import memory_space
 from .._declare import OneOf, hyper
 from .._protocol import (
     GradientTransformation,
@@ -87,15 +88,15 @@ class offload_state(GradientTransformation):
 
     def _space(self) -> Any:
         if self.memory_kind == "device":
-            return jax.memory.Space.Device
-        return jax.memory.Space.Host
+            return memory_space("Device")
+        return memory_space("Host")
 
     def init_state(self, params):
         return OffloadedState(_to(self.tx.init(params), self._space()))
 
     def update_state(self, updates, state, params=None, **extra_args):
         old = state.inner_state
-        on_device = _to(old, jax.memory.Space.Device)
+        on_device = _to(old, memory_space("Device"))
         updates, new = self.tx.update(updates, on_device, params, **extra_args)
         # Each leaf goes back to the memory it came from (the types of the
         # state stay those of the input, as lax.cond and scan require).

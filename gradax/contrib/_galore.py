@@ -10,10 +10,11 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
+from .._compat import reshard
 from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, hyper
 from .._matrices import matrix_axes
-from .._numerics import safe_increment
 from .._null_space import drop_null_lines, frobenius
+from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
 from .._sharding import explicit_sharding
@@ -177,7 +178,7 @@ class scale_by_galore(GradientTransformation):
                 continue
             if explicit_sharding(g) is not None:
                 # The SVD needs whole matrices: work replicated, reshard at the end.
-                g, old = (jax.sharding.reshard(x, P()) for x in (g, old))
+                g, old = (reshard(x, P()) for x in (g, old))
             g2 = view.to_matrix(g)
             p = jax.lax.cond(
                 refresh, lambda g2=g2, v=view: _new_projector(g2, v), lambda o=old: o
@@ -206,7 +207,7 @@ class scale_by_galore(GradientTransformation):
             full = self.scale * view.from_matrix(full, g.shape)
             sharding = explicit_sharding(g)
             if sharding is not None:
-                full = jax.sharding.reshard(full, sharding.spec)
+                full = reshard(full, sharding.spec)
             out.append(full)
         return treedef.unflatten(out), GaLoreState(
             count=safe_increment(state.count),

@@ -10,6 +10,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from .._compat import are_all_axes_explicit
+
 
 @dataclasses.dataclass(frozen=True)
 class Accumulator:
@@ -127,7 +129,7 @@ def _explicit_sharding(x: Any) -> Any:
     """The sharding of `x` when its mesh axes are all Explicit, else None."""
     sharding = getattr(jax.typeof(x), "sharding", None)
     mesh = getattr(sharding, "mesh", None)
-    if mesh is None or mesh.empty or not mesh.are_all_axes_explicit:
+    if mesh is None or mesh.empty or not are_all_axes_explicit(mesh):
         return None
     return sharding
 

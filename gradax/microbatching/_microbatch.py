@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from .._compat import are_all_axes_explicit
 from ._accumulate import AccumulationType, canonicalize
 
 IndividualOutputs = collections.namedtuple("Aux", ["values", "metrics", "aux"])
@@ -43,7 +44,7 @@ def reshape_batch_axis(tree: Any, microbatch_size: int, axis: int = 0) -> Any:
         mesh = getattr(sharding, "mesh", None)
         if sharding is None or mesh is None or mesh.empty:
             return x.reshape(shape, order="F")
-        if not mesh.are_all_axes_explicit:
+        if not are_all_axes_explicit(mesh):
             return x.reshape(shape, order="F")
         spec = tuple(sharding.spec)
         if len(spec) > axis:

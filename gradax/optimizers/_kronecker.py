@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .._compat import reshard, shard_map
 from .._matrices import (
     full_dimension_numbers,
     is_spec_leaf,
@@ -152,7 +153,7 @@ def gather(x: jax.Array, plan: Plan) -> tuple[jax.Array, Any]:
     kept = _kept_spec(x, sharding, plan)
     if kept == tuple(sharding.spec):
         return x, None
-    return jax.sharding.reshard(x, P(*kept)), sharding
+    return reshard(x, P(*kept)), sharding
 
 
 def ungather(x: jax.Array, sharding: Any) -> jax.Array:
@@ -239,7 +240,7 @@ def _qr(a: jax.Array) -> jax.Array:
     # QR of a batch sharded along Explicit axes trips a sharding rule inside
     # JAX's QR; each device factors its own matrices instead.
     spec = sharding.spec
-    local = jax.shard_map(
+    local = shard_map(
         lambda m: jnp.linalg.qr(m)[0],
         mesh=sharding.mesh,
         in_specs=spec,

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from .. import tree as gtree
+from .._compat import reshard
 from .._declare import DECAY, NONNEGATIVE, POSITIVE_INT, OneOf, hyper, static_field
 from .._matrices import MuonDimensionNumbers, is_spec_leaf
 from .._numerics import safe_increment
@@ -207,14 +208,14 @@ class NewtonSchulzSteps(Module):
         if sharding is not None:
             # Sharding in types forbids the row-sharded X X^T; iterate on a
             # replicated copy (distributing the work is the sharding module's).
-            x = jax.sharding.reshard(x, jax.sharding.PartitionSpec())
+            x = reshard(x, jax.sharding.PartitionSpec())
         # One batched call per block size (one for a whole matrix or heads).
         blocks = matrix_blocks(x.shape, dims)
         out = blocks.from_stacks(
             [self.orthogonalize_matrices(m) for m in blocks.to_stacks(x)]
         )
         if sharding is not None:
-            out = jax.sharding.reshard(out, sharding.spec)
+            out = reshard(out, sharding.spec)
         return out
 
 

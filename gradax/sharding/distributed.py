@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from .._compat import reshard
 from .._sharding import explicit_sharding
 
 P = jax.sharding.PartitionSpec
@@ -36,7 +37,7 @@ def current_mesh() -> Any | None:
 def _layout(x: jax.Array, mesh: Any, spec: Any) -> jax.Array:
     """Put `x` in the layout `spec` over `mesh` (Auto or Explicit axes)."""
     if explicit_sharding(x) is not None:
-        return jax.sharding.reshard(x, spec)
+        return reshard(x, spec)
     return jax.lax.with_sharding_constraint(x, jax.NamedSharding(mesh, spec))
 
 
@@ -95,6 +96,6 @@ def orthogonalize_many(
                 piece = jnp.swapaxes(piece, -1, -2)
             sharding = explicit_sharding(x)
             if sharding is not None:
-                piece = jax.sharding.reshard(piece, sharding.spec)
+                piece = reshard(piece, sharding.spec)
             out[i] = piece
     return out

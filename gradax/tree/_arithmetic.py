@@ -10,6 +10,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from .._compat import are_all_axes_explicit, tensordot, tree_reduce_associative
+
 # ---------------------------------------------------------------------------
 # Arithmetic.
 # ---------------------------------------------------------------------------
@@ -121,9 +123,9 @@ def _vdot_leaf(a: Any, b: Any) -> jax.Array:
     # scalar result is replicated on an explicitly sharded mesh.
     mesh = jax.typeof(a).sharding.mesh
     out_sharding = None
-    if not mesh.empty and mesh.are_all_axes_explicit:
-        out_sharding = jax.sharding.NamedSharding(mesh, jax.P())
-    return jnp.tensordot(
+    if not mesh.empty and are_all_axes_explicit(mesh):
+        out_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    return tensordot(
         a,
         b,
         axes=a.ndim,
@@ -170,7 +172,7 @@ def sum(tree: Any, associative_reduction: bool = False) -> Any:
     """
     sums = jax.tree.map(jnp.sum, tree)
     if associative_reduction:
-        return jax.tree.reduce_associative(operator.add, sums, identity=0)
+        return tree_reduce_associative(operator.add, sums, identity=0)
     return _reduce_add(jax.tree.leaves(sums))
 
 

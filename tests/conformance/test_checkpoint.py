@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from jax_versions import set_mesh
 
 import gradax
 
@@ -50,7 +51,7 @@ def test_resume_from_orbax_checkpoint_is_bit_identical(tmp_path):
         gradax.clip_by_global_norm(1.0),
         gradax.muon(gradax.cosine_decay_schedule(0.02, 20), weight_decay=0.01),
     )
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         params = _setup(mesh)
         state = jax.jit(tx.init)(params)
         params, state = _train(tx, params, state, 3, 0)

@@ -27,6 +27,7 @@ from conformance_base import (
     sharding_params,
     state_type_problems,
 )
+from jax_versions import set_mesh
 from registry import ENTRIES, Entry, entry_id, is_variant
 
 import gradax
@@ -292,7 +293,7 @@ def test_sharded_equals_unsharded(entry: Entry, axis_type: str):
 
     single, _ = first_step(grads, params)
     mesh, shardings = mesh_and_shardings(axis_type)
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         sharded_params = jax.device_put(params, shardings)
         sharded_grads = jax.device_put(grads, shardings)
         updates, state = first_step(sharded_grads, sharded_params)

@@ -25,6 +25,7 @@ from conformance_base import (
     sharding_params,
     state_type_problems,
 )
+from jax_versions import set_mesh
 from registry import EXTRA_ARG_CASES
 from registry_base import grad_fn, loss_fn
 from registry_contrib import PLATEAU, sam_opaque
@@ -175,7 +176,7 @@ def test_sharded_equals_unsharded(case):
 
     single = first_step(params)
     for _, mesh, shardings in meshes_and_shardings():
-        with jax.set_mesh(mesh):
+        with set_mesh(mesh):
             updates = first_step(jax.device_put(params, shardings))
         _assert_close(single, updates)
 

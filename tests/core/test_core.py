@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from jax_versions import enable_x64
 
 import gradax
 from gradax import GradientTransformation
@@ -84,7 +85,7 @@ def test_grad_with_respect_to_learning_rate_matches_finite_differences():
         params = run(gradax.adam(lr, b1=0.5), params_tree(), steps=4)
         return sum(jnp.sum(p**2) for p in jax.tree.leaves(params))
 
-    with jax.enable_x64(True):
+    with enable_x64(True):
         lr = 0.05
         grad = jax.grad(loss_after_steps)(lr)
         h = 1e-6

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+from jax_versions import set_mesh
 
 import gradax
 from gradax._quantized import moment_zeros
@@ -216,7 +217,7 @@ def test_blocks_stay_within_shards(axis_type):
         "f": jax.NamedSharding(mesh, P("d", None)),
     }
     shardings = {k: shardings[k] for k in params}
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         sp, sg = jax.device_put(params, shardings), jax.device_put(grads, shardings)
         state = jax.jit(tx.init)(sp)
         sharded = step(sg, state, sp)
@@ -251,7 +252,7 @@ def test_parameter_shaped_and_blocks_view_paths_agree():
                 return q.codes, q.scales, q.load()
 
             plain = jax.jit(round_trip)(value)
-            with jax.set_mesh(mesh):
+            with set_mesh(mesh):
                 explicit = jax.jit(round_trip)(jax.device_put(value, P("d")))
             for a, b in zip(plain, explicit, strict=True):
                 np.testing.assert_array_equal(np.asarray(a), np.asarray(b), name)

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from jax_versions import enable_x64
 
 import gradax
 
@@ -155,7 +156,7 @@ def test_direction_is_the_bfgs_inverse_hessian_times_gradient():
 @pytest.mark.parametrize("value_dtype", ["float32", "float64"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_five_steps_under_while_cond_scan_keep_dtypes_and_converge(dtype, value_dtype):
-    with jax.enable_x64(True):
+    with enable_x64(True):
         x0 = jnp.array([1.0, -1.0, 2.0], dtype)
 
         def fun(x):

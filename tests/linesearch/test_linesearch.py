@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from jax_versions import enable_x64
 
 import gradax
 
@@ -235,7 +236,7 @@ def test_invalid_arguments_are_named(build, name):
 @pytest.mark.parametrize("kind", ["zoom", "backtracking"])
 def test_search_state_is_stable_with_another_value_dtype(dtype, value_dtype, kind):
     # lbfgs' tests cover the whole matrix; here each search on its own.
-    with jax.enable_x64(True):
+    with enable_x64(True):
         x = jnp.array([1.0, -2.0, 0.5], dtype)
 
         def fun(y):

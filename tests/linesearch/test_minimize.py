@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.optimize
+from jax_versions import enable_x64
 
 import gradax
 from gradax import MinimizeStatus
@@ -81,7 +82,7 @@ def test_second_call_does_not_recompile():
 
 @pytest.fixture
 def x64():
-    with jax.enable_x64(True):
+    with enable_x64(True):
         yield
 
 

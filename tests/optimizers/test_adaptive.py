@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from jax_versions import enable_x64
 
 import gradax
 
@@ -203,7 +204,7 @@ def test_factored_state_shapes():
 def test_factored_rms_update_equals_numpy():
     """One step of the factored estimate, written out for a 128 x 256 matrix."""
     g = np.asarray(jax.random.normal(jax.random.key(7), (128, 256)), np.float64)
-    with jax.enable_x64(True):
+    with enable_x64(True):
         tx = gradax.scale_by_factored_rms()
         p = jnp.zeros((128, 256))
         u, state = tx.update(jnp.asarray(g), tx.init(p), p)

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from jax_versions import enable_x64
 from test_adaptive import _grads, _quadratic, _trajectory, _tree
 
 import gradax
@@ -184,7 +185,7 @@ def test_cautious_adamw_trajectory_matches_numpy():
         p = p - lr * np_cautious_decay(u, p, wd)
     assert dropped > 0
 
-    with jax.enable_x64(True):
+    with enable_x64(True):
         tx = gradax.adamw(
             lr, b1, b2, eps, weight_decay=wd, cautious=True, cautious_weight_decay=True
         )
@@ -214,7 +215,7 @@ def test_cautious_lion_trajectory_matches_numpy():
         m = b2 * m + (1 - b2) * g
         p = p - lr * np_cautious_decay(u, p, wd)
 
-    with jax.enable_x64(True):
+    with enable_x64(True):
         tx = gradax.lion(
             lr, b1, b2, weight_decay=wd, cautious=True, cautious_weight_decay=True
         )

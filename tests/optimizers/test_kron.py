@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax_versions import enable_x64, reshard, set_mesh
 
 import gradax
 from gradax.optimizers import _psgd as psgd
@@ -200,14 +201,10 @@ def test_sharded_equals_unsharded_on_explicit_axes():
 
     plain = jax.jit(run)(params, grads)
     spec = jax.sharding.PartitionSpec
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         sharding = {"w": spec("x", "y"), "stack": spec("x")}
-        sharded_params = jax.tree.map(
-            lambda p, s: jax.sharding.reshard(p, s), params, sharding
-        )
-        sharded_grads = jax.tree.map(
-            lambda p, s: jax.sharding.reshard(p, s), grads, sharding
-        )
+        sharded_params = jax.tree.map(lambda p, s: reshard(p, s), params, sharding)
+        sharded_grads = jax.tree.map(lambda p, s: reshard(p, s), grads, sharding)
         out = jax.jit(run)(sharded_params, sharded_grads)
         assert out["w"].sharding.spec == spec("x", "y")
     for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(out), strict=True):
@@ -270,7 +267,7 @@ def test_norm_lower_bound_formula(rule):
         expected = np.linalg.norm(m @ (m @ x)) / np.linalg.norm(m @ x)
     else:
         expected = np.linalg.norm(m @ x) / np.linalg.norm(x)
-    with jax.enable_x64(True):
+    with enable_x64(True):
         got = float(psgd.norm_lower_bound(jnp.asarray(m), rule))
         zero = float(psgd.norm_lower_bound(jnp.zeros((3, 3)), rule))
     # float64, a 5x5 matrix: a few roundings of relative size 1.1e-16 each.
@@ -293,7 +290,7 @@ def _run_on_fixture(monkeypatch, **kwargs):
     c = {k: np.asarray(v) for k, v in ref["c"].items()}
     t = {k: np.asarray(v) for k, v in ref["t"].items()}
     expected = [{k: np.asarray(v) for k, v in p.items()} for p in ref["params"]]
-    with jax.enable_x64(True):
+    with enable_x64(True):
         monkeypatch.setattr(jax.random, "normal", normal)
         tx = gradax.kron(
             ref["lr"], ref["b1"], preconditioner_update_probability=1.0, **kwargs

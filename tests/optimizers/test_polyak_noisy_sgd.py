@@ -13,6 +13,7 @@ import numpy as np
 import optax
 import pytest
 from conformance_base import make_params, quadratic_grads, trajectory
+from jax_versions import enable_x64
 
 import gradax
 
@@ -138,7 +139,7 @@ POLYAK_BUILDERS = {
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize("name", list(POLYAK_BUILDERS))
 def test_polyak_state_stable_under_control_flow(name, dtype):
-    with jax.enable_x64(dtype == "float64"):
+    with enable_x64(dtype == "float64"):
         params = make_params(jnp.dtype(dtype))
         value = jnp.asarray(1.0, jnp.float32)  # another precision than params
         tx = POLYAK_BUILDERS[name]()

@@ -9,9 +9,9 @@ rows of ``_POLAR_EXPRESS_COEFFS``, ``X <- a X + (b A + c A^2) X`` with
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
+from jax_versions import enable_x64
 
 import gradax
 from gradax.orthogonal.coefficients import (
@@ -63,7 +63,7 @@ def test_dion2_default_direction_is_the_reference_orthogonalization():
 
     gradax's own "polar_express" table (safety 1.01) is 9-13% off here.
     """
-    with jax.enable_x64(True):
+    with enable_x64(True):
         for shape in [(8, 16), (16, 8)]:
             g = np.random.default_rng(0).normal(size=shape)
             expected = reference_polar_express(g)

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from jax_versions import set_mesh, shard_map
 
 import gradax
 from gradax.orthogonal import routing
@@ -256,7 +257,7 @@ def test_shard_map_and_sharded_params():
     params = {"w": jax.random.normal(jax.random.key(6), (16, 24))}
     tx = gradax.muon(0.02)
     single, _ = jax.jit(tx.update)(params, tx.init(params), params)
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         sharded = jax.device_put(params, jax.NamedSharding(mesh, spec("d", None)))
         updates, _ = jax.jit(tx.update)(sharded, jax.jit(tx.init)(sharded), sharded)
     close(updates, single, atol=1e-5)
@@ -268,9 +269,9 @@ def test_shard_map_and_sharded_params():
             u, _ = tx.update(p, tx.init(p), p)
             return u
 
-        return jax.shard_map(local, mesh=mesh, in_specs=spec(), out_specs=spec())(p)
+        return shard_map(local, mesh=mesh, in_specs=spec(), out_specs=spec())(p)
 
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         replicated = per_device(params)
     close(replicated, single, atol=1e-5)
 
@@ -377,7 +378,7 @@ def test_adam_argument_takes_any_transformation():
     close(ours["b"], alone, atol=1e-7)
     close(ours["t"], update(default)["t"], atol=1e-7)  # matrices: unchanged
     # Stacked weights spread over a mesh: the same numbers.
-    with jax.set_mesh(jax.make_mesh((8,), ("d",))):
+    with set_mesh(jax.make_mesh((8,), ("d",))):
         close(update(tx), ours, atol=1e-5)
 
 

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax_versions import set_mesh
 
 import gradax
 from gradax.orthogonal.coefficients import resolve_coefficients
@@ -127,7 +128,7 @@ def test_distributed_equals_local():
         lambda p: orthogonal_direction("keller", SPLITS, p, distributed=False)
     )(params)
     mesh = jax.make_mesh((8,), ("d",))
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         spread = jax.jit(
             lambda p: orthogonal_direction("keller", SPLITS, p, distributed=True)
         )(params)

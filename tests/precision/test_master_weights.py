@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax_versions import set_mesh
 
 import gradax
 
@@ -247,7 +248,7 @@ def test_sharded_equals_unsharded():
             "m": jax.NamedSharding(mesh, spec("a", "b")),
             "v": jax.NamedSharding(mesh, spec("a")),
         }
-        with jax.set_mesh(mesh):
+        with set_mesh(mesh):
             p = jax.device_put(params, shardings)
             g = jax.device_put(grads, shardings)
             s = tx.init(p)

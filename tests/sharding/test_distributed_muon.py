@@ -7,6 +7,7 @@ import re
 import jax
 import numpy as np
 import pytest
+from jax_versions import axis_type_params, set_mesh
 
 import gradax
 
@@ -23,7 +24,7 @@ def eight_matrices():
 
 def compiled_update(tx, mesh):
     params = eight_matrices()
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         params = jax.device_put(params, jax.NamedSharding(mesh, P("d", None)))
         state = jax.jit(tx.init)(params)
         return jax.jit(tx.update).lower(params, state, params).compile().as_text()
@@ -34,7 +35,7 @@ def mesh_of(kind):
     return jax.make_mesh((8,), ("d",), axis_types=(axis_type,))
 
 
-@pytest.mark.parametrize("kind", ["Auto", "Explicit"])
+@pytest.mark.parametrize("kind", axis_type_params("Auto", "Explicit"))
 @pytest.mark.parametrize("method", ["ns", "gram"])
 def test_collective_count_does_not_grow_with_steps(kind, method):
     mesh = mesh_of(kind)
@@ -94,7 +95,7 @@ def test_plain_partitioning_puts_collectives_in_the_loop():
     assert distributed <= counts[1]
 
 
-@pytest.mark.parametrize("kind", ["Auto", "Explicit"])
+@pytest.mark.parametrize("kind", axis_type_params("Auto", "Explicit"))
 def test_distributed_update_equals_single_device(kind):
     params = eight_matrices()
     params["odd"] = jax.random.normal(jax.random.key(9), (3, 24, 40))  # stacked, 3 of 8
@@ -102,7 +103,7 @@ def test_distributed_update_equals_single_device(kind):
     tx = gradax.muon(0.02, muon_weight_dimension_numbers="auto")
     single, _ = jax.jit(tx.update)(params, tx.init(params), params)
     mesh = mesh_of(kind)
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         shardings = jax.tree.map(
             lambda p: jax.NamedSharding(mesh, P("d") if p.shape[0] % 8 == 0 else P()),
             params,

@@ -24,6 +24,7 @@ from conformance_base import (
     one_axis_type_in_turn,
     sharding_params,
 )
+from jax_versions import P, set_mesh
 
 import gradax
 
@@ -160,7 +161,7 @@ def test_sharded_equals_unsharded(name, axis_type):
     params = sharding_params()
     single, _, _ = run(params)
     mesh, shardings = mesh_and_shardings(axis_type)
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         sharded, first_state, state = run(jax.device_put(params, shardings))
     for leaves in (first_state, state):
         for path, leaf in jax.tree_util.tree_flatten_with_path(leaves)[0]:
@@ -172,7 +173,7 @@ def test_sharded_equals_unsharded(name, axis_type):
                 expected = shardings[key]
             elif leaf.shape[1:] == params[key].shape:
                 # A memory of past values, stacked (L-BFGS).
-                expected = jax.NamedSharding(mesh, jax.P(None, *spec))
+                expected = jax.NamedSharding(mesh, P(None, *spec))
             else:
                 continue
             assert leaf.sharding.is_equivalent_to(expected, leaf.ndim), (

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax_versions import set_mesh
 
 import gradax
 from gradax._sharding import shard_state_like_params
@@ -44,7 +45,7 @@ def test_tied_leaf_keeps_its_values_and_takes_the_sharding(kind, dtype):
     make = LEAVES[kind]
     mesh = auto_mesh()
     values = jnp.asarray([[-2.0, 0.0, jnp.nan, jnp.inf, -jnp.inf, 1.0]] * 8)
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         sharding = jax.NamedSharding(mesh, P("a", None))
         param = jax.device_put(values.astype(dtype), sharding)
 
@@ -67,7 +68,7 @@ def test_init_under_jit_shards_state_like_params_and_update_agrees():
     params = {"m": jnp.arange(48.0).reshape(8, 6), "v": jnp.linspace(-1, 1, 8)}
     specs = {"m": P("a", "b"), "v": P("b")}
     tx = gradax.adamw(1e-2)
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         shardings = {k: jax.NamedSharding(mesh, s) for k, s in specs.items()}
         sharded = jax.device_put(params, shardings)
         state = jax.jit(tx.init)(sharded)
@@ -83,7 +84,7 @@ def test_init_under_jit_shards_state_like_params_and_update_agrees():
 def test_integer_parameters_are_left_alone():
     # No NaN to reason about: the state stays the compiler's choice, unchanged.
     mesh = auto_mesh()
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         param = jax.device_put(
             jnp.arange(8, dtype=jnp.int32), jax.NamedSharding(mesh, P("a"))
         )

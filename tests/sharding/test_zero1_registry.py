@@ -16,6 +16,7 @@ import jax
 import numpy as np
 import pytest
 from conformance_base import matrix_function_atol, quadratic_grads, sharding_params
+from jax_versions import set_mesh
 from registry import ENTRIES, entry_id
 
 import gradax
@@ -95,7 +96,7 @@ def check(entries):
     failures = []
     for axis_type in ("Auto", "Explicit"):
         mesh = _mesh(axis_type)
-        with jax.set_mesh(mesh):
+        with set_mesh(mesh):
             replicated = jax.NamedSharding(mesh, P())
             got = jax.jit(_run)(
                 wrapped,
