@@ -114,7 +114,7 @@ class _Adam(Alias):
     """What adam and nadam share: their fields and the chain they build.
 
     Each is a concrete subclass of this base, never of the other, so a class
-    is abstract or final; nadam changes only ``nesterov``'s default.
+    is abstract or final; nadam changes only `nesterov`'s default.
     """
 
     _abstract = True

@@ -1,15 +1,15 @@
-"""A Pallas kernel for a Hermitian product ``L R^T``: the upper tiles only.
+"""A Pallas kernel for a Hermitian product `L R^T`: the upper tiles only.
 
 Flash-Muon's idea (nil0x9/flash-muon), written here from the description:
-the output ``(m, m)`` is cut into ``tile x tile`` tiles on a grid; the
-program for tile ``(i, j)`` returns at once when ``j < i``; otherwise it
-accumulates ``L_i R_j^T`` over the contraction in ``k_tile`` steps and
-writes the tile both at ``(i, j)`` and, transposed, at ``(j, i)``. About
+the output `(m, m)` is cut into `tile x tile` tiles on a grid; the
+program for tile `(i, j)` returns at once when `j < i`; otherwise it
+accumulates `L_i R_j^T` over the contraction in `k_tile` steps and
+writes the tile both at `(i, j)` and, transposed, at `(j, i)`. About
 half of the tiles' work is skipped.
 
-This module imports ``jax.experimental.pallas``, so
+This module imports `jax.experimental.pallas`, so
 gradax/orthogonal/_symmetric.py imports it only on a GPU backend (or a
-test asks for it): ``import gradax`` does not load Pallas.
+test asks for it): `import gradax` does not load Pallas.
 
 Real dtypes only (the GPU's Newton–Schulz runs in bfloat16 or float16;
 float32 keeps XLA's products and their precision settings). Shapes that
@@ -33,7 +33,7 @@ DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
 
 
 def supports(m: int, dtype) -> bool:
-    """Whether the kernel takes an ``m``-row product in ``dtype`` on a GPU.
+    """Whether the kernel takes an `m`-row product in `dtype` on a GPU.
 
     Half precision, and at least two tiles of rows (below that there is no
     lower tile to skip).
@@ -84,10 +84,10 @@ def hermitian_product(
     k_tile: int = K_TILE,
     interpret: bool = False,
 ) -> jax.Array:
-    """``left @ right^T`` for real ``(..., m, n)`` arrays whose product is
+    """`left @ right^T` for real `(..., m, n)` arrays whose product is
     symmetric, computing only the tiles on and above the diagonal.
 
-    ``interpret=True`` runs the kernel in Pallas's interpreter (any
+    `interpret=True` runs the kernel in Pallas's interpreter (any
     backend; the tests use it on the CPU).
     """
     if left.shape != right.shape:

@@ -1,7 +1,7 @@
 """Orthogonalization: the approximate polar factor by Newton–Schulz iteration.
 
-``orthogonalize(G)`` maps ``G = U S V^T`` to about ``U V^T``. It works on the
-wide orientation (so the Gram matrix ``X X^T`` is the small one), normalizes,
+`orthogonalize(G)` maps `G = U S V^T` to about `U V^T`. It works on the
+wide orientation (so the Gram matrix `X X^T` is the small one), normalizes,
 then applies a quintic per step. Leading axes are batch axes: a stack of
 same-shape matrices is one batched iteration, not a loop.
 """
@@ -69,7 +69,7 @@ def _aol_scale(x, gram, eps):
 
 
 def _combine(*terms):
-    """``sum(coefficient * array)`` evaluated in at least float32.
+    """`sum(coefficient * array)` evaluated in at least float32.
 
     In bfloat16 a Python coefficient would first be rounded to bfloat16
     (3.4445 -> 3.4375), which visibly changes the polynomial; torch computes
@@ -83,7 +83,7 @@ def _combine(*terms):
 
 
 def _coefficient(coef, wide):
-    """A Python number as it is; an array (traced coefficients) in ``wide``'s
+    """A Python number as it is; an array (traced coefficients) in `wide`'s
     real dtype, so that it neither widens nor narrows the iteration."""
     if isinstance(coef, (int, float)):
         return coef
@@ -91,8 +91,8 @@ def _coefficient(coef, wide):
 
 
 def _plain_ns(x, table, precondition, eps, mm, hermitian=None):
-    """Newton–Schulz; ``hermitian(l, r)``, when given, takes ``l @ r^H`` for
-    the two products known to be Hermitian (``X X^H`` and ``A A``)."""
+    """Newton–Schulz; `hermitian(l, r)`, when given, takes `l @ r^H` for
+    the two products known to be Hermitian (`X X^H` and `A A`)."""
     for step, (a, b, c) in enumerate(table):
         gram = mm(x, _mT(x)) if hermitian is None else hermitian(x, x)
         if step == 0 and precondition == "aol":
@@ -106,11 +106,11 @@ def _plain_ns(x, table, precondition, eps, mm, hermitian=None):
 def _gram_ns(x, table, precondition, eps, mm, hermitian=None):
     """Newton–Schulz on the small Gram matrix, applying the product once.
 
-    With ``R = X X^T`` and ``P = a I + b R + c R^2``, one step is
-    ``X <- P X``, so ``R <- P R P`` and the accumulated ``Q <- P Q``; X itself
+    With `R = X X^T` and `P = a I + b R + c R^2`, one step is
+    `X <- P X`, so `R <- P R P` and the accumulated `Q <- P Q`; X itself
     is touched only at the end (and at the restart).
 
-    ``hermitian(l, r)``, when given, takes ``l @ r^H`` for every product of
+    `hermitian(l, r)`, when given, takes `l @ r^H` for every product of
     two small matrices: all of them are polynomials in the first Gram
     matrix, so they commute and their products are Hermitian.
     """
@@ -147,48 +147,48 @@ def orthogonalize(
     method: str = "auto",
     precision: str | None = None,
 ) -> jax.Array:
-    r"""The approximate polar factor ``U V^T`` of a matrix or a batch of them.
+    r"""The approximate polar factor `U V^T` of a matrix or a batch of them.
 
-    For ``X_0 = G / (\|G\| \cdot f + \epsilon)`` (``G`` turned wide), each step
-    applies ``X \leftarrow a X + (b A + c A^2) X`` with ``A = X X^T``.
+    For `X_0 = G / (\|G\| \cdot f + \epsilon)` (`G` turned wide), each step
+    applies `X \leftarrow a X + (b A + c A^2) X` with `A = X X^T`.
 
     Args:
-      x: an array of shape ``(..., m, n)``; leading axes are batch axes.
-      coefficients: a preset — ``"keller"`` (alias ``"standard"``), ``"you5"``
-        (alias ``"dion"``), ``"jiacheng6"``, ``"polar_express"``,
-        ``"polar_express_fixed5"`` (the five published rows, norm x 1.02:
+      x: an array of shape `(..., m, n)`; leading axes are batch axes.
+      coefficients: a preset — `"keller"` (alias `"standard"`), `"you5"`
+        (alias `"dion"`), `"jiacheng6"`, `"polar_express"`,
+        `"polar_express_fixed5"` (the five published rows, norm x 1.02:
         Dion2's reference) — or an array
-        of shape ``(3,)`` (used at every step) or ``(T, 3)`` (one row a step).
-      steps: number of steps (default: the preset's; a ``(T, 3)`` table's T;
+        of shape `(3,)` (used at every step) or `(T, 3)` (one row a step).
+      steps: number of steps (default: the preset's; a `(T, 3)` table's T;
         5 for one row). A shorter table repeats its last row.
-      eps: added to the norm before dividing, so ``orthogonalize(0) == 0``.
-      normalization: ``"frobenius"`` (``f = 1.01`` for Polar Express, else
-        1), ``"spectral"`` (exact, by SVD; slow), ``"schatten"`` (the
-        Schatten-4 norm ``||X X^T||_F^{1/2}``) or ``"none"``.
-      precondition: None or ``"aol"`` (Turbo-Muon: rescale rows by the first
+      eps: added to the norm before dividing, so `orthogonalize(0) == 0`.
+      normalization: `"frobenius"` (`f = 1.01` for Polar Express, else
+        1), `"spectral"` (exact, by SVD; slow), `"schatten"` (the
+        Schatten-4 norm `||X X^T||_F^{1/2}`) or `"none"`.
+      precondition: None or `"aol"` (Turbo-Muon: rescale rows by the first
         Gram matrix's absolute row sums, which bounds the spectral norm by 1;
-        combine with ``normalization="none"``).
-      method: ``"ns"`` (plain), ``"gram"`` (Gram Newton–Schulz: the same map
-        with fewer FLOPs on rectangular matrices), ``"symmetric"`` and
-        ``"gram_symmetric"`` (the same two, computing only the upper blocks
-        of the products known to be symmetric, ``X X^T`` and ``A A``, and
+        combine with `normalization="none"`).
+      method: `"ns"` (plain), `"gram"` (Gram Newton–Schulz: the same map
+        with fewer FLOPs on rectangular matrices), `"symmetric"` and
+        `"gram_symmetric"` (the same two, computing only the upper blocks
+        of the products known to be symmetric, `X X^T` and `A A`, and
         mirroring them: Flash-Muon's saving; a Pallas kernel on GPUs in
-        bfloat16 and float16) or ``"auto"``: the fastest measured for the
+        bfloat16 and float16) or `"auto"`: the fastest measured for the
         shape, dtype and backend (:func:`auto_method`): on the CPU in
-        float32 from 256 rows, ``"gram_symmetric"`` when the long side is
-        at least twice the short side, else ``"symmetric"``; elsewhere
-        ``"gram"`` for such shapes, else ``"ns"``.
+        float32 from 256 rows, `"gram_symmetric"` when the long side is
+        at least twice the short side, else `"symmetric"`; elsewhere
+        `"gram"` for such shapes, else `"ns"`.
       precision: None (float32, or float64 for float64 input, at the default
-        matmul precision), ``"float32"``, ``"highest"`` (float32 with
-        full-precision matmuls, for TPU/GPU), ``"bfloat16"`` or ``"float16"``
+        matmul precision), `"float32"`, `"highest"` (float32 with
+        full-precision matmuls, for TPU/GPU), `"bfloat16"` or `"float16"`
         (iterate in that dtype, as GPU references do).
 
     Returns:
-      An array with ``x``'s shape and dtype.
+      An array with `x`'s shape and dtype.
 
     Raises:
-      TypeError: ``x`` is not a floating-point or complex array.
-      ValueError: ``x`` has rank < 2, or an option is not known.
+      TypeError: `x` is not a floating-point or complex array.
+      ValueError: `x` has rank < 2, or an option is not known.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax
@@ -229,13 +229,13 @@ def orthogonalize_rows(
     method: str,
     precision: str | None,
 ) -> jax.Array:
-    """:func:`orthogonalize` with its options resolved: one ``(a, b, c)`` a step.
+    """:func:`orthogonalize` with its options resolved: one `(a, b, c)` a step.
 
-    The iteration every entry point runs. ``rows`` holds Python floats
+    The iteration every entry point runs. `rows` holds Python floats
     (compile-time constants: :func:`orthogonalize`) or scalar arrays, traced
-    ones included (``orthogonalize_via_newton_schulz`` given the coefficients
-    of optax's ``MuonState``); an empty ``rows`` only normalizes. The options
-    are those of :func:`orthogonalize`, already checked; ``norm_factor``
+    ones included (`orthogonalize_via_newton_schulz` given the coefficients
+    of optax's `MuonState`); an empty `rows` only normalizes. The options
+    are those of :func:`orthogonalize`, already checked; `norm_factor`
     multiplies the Frobenius or spectral norm.
     """
     x = jnp.asarray(x)
@@ -277,7 +277,7 @@ def orthogonalize_rows(
 
 
 def auto_method(m: int, n: int, dtype: Any, backend: str) -> str:
-    """The method ``"auto"`` runs for a wide ``m x n`` iteration (``m <= n``).
+    """The method `"auto"` runs for a wide `m x n` iteration (`m <= n`).
 
     Measured side by side (benchmarks/bench_muon.py): on the CPU, in float32,
     taking only the upper blocks of the Hermitian products

@@ -34,7 +34,7 @@ _quiet_report: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def quiet_report(quiet: bool = True) -> Iterator[None]:
-    """Within this block, :func:`muon_labels` prints no report when ``quiet``."""
+    """Within this block, :func:`muon_labels` prints no report when `quiet`."""
     token = _quiet_report.set(quiet)
     try:
         yield
@@ -43,11 +43,11 @@ def quiet_report(quiet: bool = True) -> Iterator[None]:
 
 
 def path_text(path: tuple) -> str:
-    """A leaf's path as the report shows it and ``exclude`` matches it.
+    """A leaf's path as the report shows it and `exclude` matches it.
 
-    A flax nnx variable adds ``.value`` to the path of its array; the report
+    A flax nnx variable adds `.value` to the path of its array; the report
     leaves it out, so the path reads the same whether the optimizer was given
-    ``nnx.Param`` variables (``init``) or their arrays (``update``).
+    `nnx.Param` variables (`init`) or their arrays (`update`).
     """
     text = jax.tree_util.keystr(path)
     if path and isinstance(path[-1], jax.tree_util.GetAttrKey):
@@ -93,28 +93,28 @@ def muon_labels(
     Args:
       params: the parameter tree (arrays or ShapeDtypeStructs; flax nnx
         variables too: their paths are shown without the trailing
-        ``.value``, and ``exclude`` matches them that way).
-      weight_dimension_numbers: as ``muon_weight_dimension_numbers`` of
+        `.value`, and `exclude` matches them that way).
+      weight_dimension_numbers: as `muon_weight_dimension_numbers` of
         :class:`muon` (None: 2-D leaves; "auto": also stacked and conv).
       exclude: a regular expression; leaves whose path matches go to AdamW
-        (e.g. ``"embed|head"``).
+        (e.g. `"embed|head"`).
       consistent_rms: as in :class:`muon`, for the scale column.
       shape_scaling: as in :class:`muon`, for the scale column.
       print_report: print the table (path, shape, group, the matrices it
         is orthogonalized as, scale factor). A leaf split into blocks
-        (``num_heads``, ``split_sizes``) shows one ``count x (fan_in,
-        fan_out)`` per block shape and one scale per block shape. Called by
+        (`num_heads`, `split_sizes`) shows one `count x (fan_in,
+        fan_out)` per block shape and one scale per block shape. Called by
         an optimizer's routing function, it prints when the optimizer's
-        ``init`` runs, not again at each ``update``.
+        `init` runs, not again at each `update`.
 
     Returns:
-      ``(labels, dimension_numbers)``: a tree of "muon"/"adam" and a tree of
+      `(labels, dimension_numbers)`: a tree of "muon"/"adam" and a tree of
       MuonDimensionNumbers or None, to pass as
-      ``muon_weight_dimension_numbers``.
+      `muon_weight_dimension_numbers`.
 
     Raises:
-      ValueError: ``exclude`` is not a valid regular expression, or
-        ``shape_scaling`` is not a known rule.
+      ValueError: `exclude` is not a valid regular expression, or
+        `shape_scaling` is not a known rule.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -154,7 +154,7 @@ def muon_labels(
 
 
 def _compile_exclude(exclude: str) -> re.Pattern:
-    """``exclude`` compiled, or a ValueError that names it and the pattern."""
+    """`exclude` compiled, or a ValueError that names it and the pattern."""
     if not isinstance(exclude, str):
         raise ValueError(
             f"exclude must be a regular expression (a str), got {exclude!r}"

@@ -1,8 +1,8 @@
 """Training in 16-bit parameters: an exact master, stochastic rounding, update dtypes.
 
-Public modules: ``master`` (:class:`master_weights`), ``rounding``
-(:class:`stochastic_rounding`) and ``update_dtype`` (:class:`cast_updates`);
-``_common`` holds what they share.
+Public modules: `master` (:class:`master_weights`), `rounding`
+(:class:`stochastic_rounding`) and `update_dtype` (:class:`cast_updates`);
+`_common` holds what they share.
 """
 
 from .master import MasterWeightsState as MasterWeightsState

@@ -15,13 +15,13 @@ HALF_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
 
 
 def is_half(x: Any) -> bool:
-    """Whether ``x`` is a bfloat16 or float16 array (or abstract array)."""
+    """Whether `x` is a bfloat16 or float16 array (or abstract array)."""
     dtype = getattr(x, "dtype", None)
     return dtype is not None and jnp.dtype(dtype) in HALF_DTYPES
 
 
 def widen(tree: Any, params: Any) -> Any:
-    """``tree`` with each leaf where ``params`` is 16-bit cast to float32.
+    """`tree` with each leaf where `params` is 16-bit cast to float32.
 
     Widening a 16-bit value to float32 is exact; a leaf already as wide (a
     float32 gradient) is left alone, and so is every leaf of a parameter
@@ -40,25 +40,25 @@ def widen(tree: Any, params: Any) -> Any:
 
 
 def bits_to_float(bits: jax.Array) -> jax.Array:
-    """The float32 whose IEEE bits are the uint32 ``bits``."""
+    """The float32 whose IEEE bits are the uint32 `bits`."""
     return jax.lax.bitcast_convert_type(bits, jnp.float32)
 
 
 def float_to_bits(x: jax.Array) -> jax.Array:
-    """The IEEE bits of the float32 ``x``, as uint32."""
+    """The IEEE bits of the float32 `x`, as uint32."""
     return jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.uint32)
 
 
 def step_to(new: jax.Array, old: jax.Array) -> jax.Array:
-    """The float32 update that ``apply_updates`` turns from ``old`` into ``new``.
+    """The float32 update that `apply_updates` turns from `old` into `new`.
 
-    ``old`` and ``new`` are 16-bit values. ``apply_updates`` computes
-    ``(old + u).astype(old.dtype)``, the sum in float32. With
-    ``u = float32(new) - float32(old)`` rounded to float32 the result is
-    ``new`` exactly whenever ``new`` is zero or
-    ``|new| >= 2**-15 * |old|`` (see master_weights' documentation for
+    `old` and `new` are 16-bit values. `apply_updates` computes
+    `(old + u).astype(old.dtype)`, the sum in float32. With
+    `u = float32(new) - float32(old)` rounded to float32 the result is
+    `new` exactly whenever `new` is zero or
+    `|new| >= 2**-15 * |old|` (see master_weights' documentation for
     the derivation); both are 16-bit, so the difference needs at most
-    ``8 + 16`` significant bits when the exponents differ by at most 15.
+    `8 + 16` significant bits when the exponents differ by at most 15.
     """
     return new.astype(jnp.float32) - old.astype(jnp.float32)
 

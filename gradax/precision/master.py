@@ -28,7 +28,7 @@ from ._common import (
 class MasterWeightsState(NamedTuple):
     """State of :class:`master_weights`.
 
-    Reading an attribute it lacks reads the inner state's (``state.mu``).
+    Reading an attribute it lacks reads the inner state's (`state.mu`).
     """
 
     low_bits: Any  # uint16 per bfloat16 parameter; MaskedNode() for others
@@ -44,13 +44,13 @@ class MasterWeightsState(NamedTuple):
 
 
 def _join(param: jax.Array, low: jax.Array) -> jax.Array:
-    """The float32 whose high half is the bfloat16 ``param``, low half ``low``."""
+    """The float32 whose high half is the bfloat16 `param`, low half `low`."""
     high = jax.lax.bitcast_convert_type(param, jnp.uint16).astype(jnp.uint32)
     return bits_to_float((high << 16) | low.astype(jnp.uint32))
 
 
 def _split(master: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(high half as bfloat16, low half as uint16) of the float32 ``master``."""
+    """(high half as bfloat16, low half as uint16) of the float32 `master`."""
     bits = float_to_bits(master)
     high = jax.lax.bitcast_convert_type((bits >> 16).astype(jnp.uint16), jnp.bfloat16)
     return high, (bits & 0xFFFF).astype(jnp.uint16)
@@ -72,16 +72,16 @@ class master_weights(GradientTransformation):
        \ell' = \mathrm{low}_{16}(m'), \quad
        u = p' - p \ \text{(float32)}
 
-    runs the inner transformation on the master (``params=m``, so weight
+    runs the inner transformation on the master (`params=m`, so weight
     decay sees the master), keeps the new low half and returns float32
-    updates with which ``apply_updates(params, updates)`` gives exactly
+    updates with which `apply_updates(params, updates)` gives exactly
     :math:`p'`, the truncated high half (as the modded-nanogpt speedrun
     splits its master). So the masters follow a float32 run bit for bit
     (when the inner transformation is given the same gradients), with 2 bytes
     of parameter and 2 of state per parameter, while the forward pass reads
     bfloat16 weights.
 
-    **Exactness of** ``apply_updates``. It computes ``(p + u).astype(p.dtype)``
+    **Exactness of** `apply_updates`. It computes `(p + u).astype(p.dtype)`
     with the sum in float32. :math:`p` and :math:`p'` have 8 significant
     bits; when their exponents differ by at most 15, :math:`p' - p` needs at
     most 24 and is exact in float32, so the sum is :math:`p'`. When
@@ -90,7 +90,7 @@ class master_weights(GradientTransformation):
     to :math:`p'`. Exactness can fail in one case only: a step that shrinks
     a parameter's magnitude by a factor over :math:`2^{15}` without reaching
     zero (a coordinate landing within :math:`3 \cdot 10^{-5}|p|` of zero);
-    no float32 ``u`` can reach such a :math:`p'` from :math:`p`, because
+    no float32 `u` can reach such a :math:`p'` from :math:`p`, because
     :math:`p + u` then lies on a grid of spacing :math:`2^{-23}|p|`. The
     parameter is then off by less than that spacing and the master by the
     same. XLA flushes subnormal float32 results to zero on CPUs, the plain
@@ -99,21 +99,21 @@ class master_weights(GradientTransformation):
     **Updates are float32** for bfloat16 parameters, unlike every other
     gradax transformation (whose updates have the gradients' dtype): no
     bfloat16 update carries the step exactly (a sign change needs up to 9
-    significant bits). So ``master_weights`` must be the outermost
+    significant bits). So `master_weights` must be the outermost
     transformation: put clipping and the rest inside it
-    (``master_weights(chain(clip_by_global_norm(1.0), adamw(...)))``); a
-    ``chain`` around it would cast its updates back to bfloat16 gradients'
+    (`master_weights(chain(clip_by_global_norm(1.0), adamw(...)))`); a
+    `chain` around it would cast its updates back to bfloat16 gradients'
     dtype. For skipping non-finite steps, wrap the inner transformation
-    (``master_weights(apply_if_finite(tx, ...))``): a skipped step adds
+    (`master_weights(apply_if_finite(tx, ...))`): a skipped step adds
     zero to the master and leaves every bit of it. Gradients of bfloat16
     parameters are widened to float32 (exactly) before the inner
     transformation sees them, and the inner state is made for float32
-    parameters (so ``adamw``'s moments are float32, or 8-bit with
-    ``int8_blockwise``).
+    parameters (so `adamw`'s moments are float32, or 8-bit with
+    `int8_blockwise`).
 
     Leaves that are not bfloat16 (float32, float64, complex) pass through:
     the inner transformation updates them as usual and the state keeps an
-    empty ``MaskedNode()`` for them (checkpointable, unlike a zero-size
+    empty `MaskedNode()` for them (checkpointable, unlike a zero-size
     array). float16 parameters are refused: float32's high half is not a
     float16, and a float16 value plus a 16-bit residual does not hold a
     float32 exactly (float16's 5 exponent bits put small masters out of
@@ -139,7 +139,7 @@ class master_weights(GradientTransformation):
       dtype(bfloat16)
 
     References:
-      Keller Jordan et al., modded-nanogpt (``train_gpt.py``): bfloat16
+      Keller Jordan et al., modded-nanogpt (`train_gpt.py`): bfloat16
       weights with a uint16 buffer of the master's low mantissa bits.
       Zamirai et al., "Revisiting BFloat16 Training", arXiv:2010.06192.
     """
@@ -161,13 +161,13 @@ class master_weights(GradientTransformation):
         )
 
     def init_with_master(self, master: Any) -> tuple[Any, MasterWeightsState]:
-        """Parameters and state whose master is ``master`` (float32) exactly.
+        """Parameters and state whose master is `master` (float32) exactly.
 
         float32 leaves become bfloat16 parameters (their high halves) with
         their low halves in the state; other leaves are kept as given.
 
         Returns:
-          ``(params, state)``.
+          `(params, state)`.
         """
 
         def splits(m: Any) -> bool:
@@ -187,7 +187,7 @@ class master_weights(GradientTransformation):
     # -- the protocol ----------------------------------------------------------
 
     def update(self, updates, state, params=None, **extra_args):
-        """Transform ``updates``; for bfloat16 parameters they come back float32."""
+        """Transform `updates`; for bfloat16 parameters they come back float32."""
         require_params(params, "master_weights")
         return super().update(widen(updates, params), state, params, **extra_args)
 

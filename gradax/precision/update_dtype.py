@@ -32,13 +32,13 @@ class cast_updates(GradientTransformation):
     For each leaf with gradient dtype :math:`d_g` and parameter dtype
     :math:`d_p` the updates come out in
 
-    - ``to="grads"``: :math:`d_g`, what every gradax transformation gives
+    - `to="grads"`: :math:`d_g`, what every gradax transformation gives
       by itself (and optax where the gradients and parameters share a dtype,
       or for bfloat16 parameters with float32 gradients);
-    - ``to="params"``: :math:`d_p`, so ``apply_updates`` adds in the
-      parameters' precision and a ``MultiSteps`` or ``lax.cond`` around the
+    - `to="params"`: :math:`d_p`, so `apply_updates` adds in the
+      parameters' precision and a `MultiSteps` or `lax.cond` around the
       step sees one dtype;
-    - ``to="promote"``: :math:`\mathrm{promote}(d_g, d_p)`, what optax's
+    - `to="promote"`: :math:`\mathrm{promote}(d_g, d_p)`, what optax's
       stateful optimizers give when the two differ (their moments take the
       parameters' dtype and promote the gradients), e.g. float32 updates
       for float32 parameters with bfloat16 gradients (optax #1098, #1552).
@@ -47,16 +47,16 @@ class cast_updates(GradientTransformation):
     (:math:`d_t` the target) before the inner transformation sees them, so
     it computes in the wider dtype, and its updates are then cast to
     :math:`d_t` (a narrowing cast rounds once, to nearest). This must be
-    the outermost transformation: a ``chain`` around it casts updates back
+    the outermost transformation: a `chain` around it casts updates back
     to the gradients' dtype.
 
     Args:
       tx: the transformation (gradax or optax).
-      to: ``"promote"`` (the default: optax's dtypes), ``"grads"`` or
-        ``"params"``.
+      to: `"promote"` (the default: optax's dtypes), `"grads"` or
+        `"params"`.
 
     Returns:
-      A transformation with ``tx``'s state (unchanged: no node is added).
+      A transformation with `tx`'s state (unchanged: no node is added).
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -76,7 +76,7 @@ class cast_updates(GradientTransformation):
     to: str = hyper(default="promote", valid=OneOf(TARGETS), static=True, kw_only=True)
 
     def update(self, updates, state, params=None, **extra_args):
-        """Transform ``updates``, returned in the dtypes ``to`` names."""
+        """Transform `updates`, returned in the dtypes `to` names."""
         if self.to == "grads":
             return super().update(updates, state, params, **extra_args)
         require_params(params, f'cast_updates(to="{self.to}")')

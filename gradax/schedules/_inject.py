@@ -23,8 +23,8 @@ from .wrapped import WrappedSchedule, WrappedScheduleState
 class InjectStatefulHyperparamsState(NamedTuple):
     """State of an injected optimizer.
 
-    ``hyperparams`` holds the values used by the last update (or init), so
-    ``gradax.tree.get(state, "learning_rate")`` reads the current rate, and
+    `hyperparams` holds the values used by the last update (or init), so
+    `gradax.tree.get(state, "learning_rate")` reads the current rate, and
     writing a non-scheduled entry changes what the next update uses.
     """
 
@@ -59,7 +59,7 @@ def default_hyperparam_dtype(params: Any) -> Any:
     Differences from optax (which takes the params' highest dtype as is):
     hyperparameters of a bfloat16 or float16 group (a masked group of a
     partition sees only its own leaves) stay in float32, where Adam's
-    ``b2 = 0.999`` does not round to 1 (which made ``1 - b2**t`` zero and the
+    `b2 = 0.999` does not round to 1 (which made `1 - b2**t` zero and the
     group's updates silently zero or NaN); complex params store real numbers.
     """
     result = jnp.dtype(jnp.float32)
@@ -71,13 +71,13 @@ def default_hyperparam_dtype(params: Any) -> Any:
 
 
 def _promoted_schedule_state(schedule: Any, state: Any, dtype: Any) -> Any:
-    """A stateful schedule's state, with its numbers stored in at least ``dtype``.
+    """A stateful schedule's state, with its numbers stored in at least `dtype`.
 
-    optax lets such a state change dtype in ``update`` (an int32 total plus a
+    optax lets such a state change dtype in `update` (an int32 total plus a
     float extra argument becomes float32). A gradax state keeps the dtypes
-    ``init`` gave it, so the total must start as a float, or a 0.3 added to
+    `init` gave it, so the total must start as a float, or a 0.3 added to
     it would be cast back to 0. Integer and lower-precision float leaves are
-    therefore promoted with ``dtype`` (at least float32); booleans stay. A
+    therefore promoted with `dtype` (at least float32); booleans stay. A
     :class:`WrappedSchedule` keeps its int32 step count, as in optax.
     """
     if isinstance(schedule, WrappedSchedule):
@@ -208,11 +208,11 @@ def _check_factory(
 ) -> None:
     """Build the inner transformation once, abstractly, so bad arguments fail now.
 
-    optax calls the factory only inside ``init`` and ``update``, with each
+    optax calls the factory only inside `init` and `update`, with each
     hyperparameter's value (an array), so a factory may compute with it
-    (``scale(-learning_rate)``, ``learning_rate / peak``). The check does the
+    (`scale(-learning_rate)`, `learning_rate / peak`). The check does the
     same with each schedule's value as an abstract float32 scalar, under
-    ``jax.eval_shape`` (no device is touched), and the numbers as given: a
+    `jax.eval_shape` (no device is touched), and the numbers as given: a
     bad static argument or an out-of-range number is reported at
     construction. The warnings of that build are passed on at the user's line.
     """
@@ -240,21 +240,21 @@ def inject_stateful_hyperparams(
 ) -> Callable[..., InjectHyperparams]:
     """Wrap an optimizer factory so its hyperparameters live in the state.
 
-    Numeric arguments are stored in ``state.hyperparams`` (readable with
-    ``gradax.tree.get`` and writable between steps). Schedules, and
+    Numeric arguments are stored in `state.hyperparams` (readable with
+    `gradax.tree.get` and writable between steps). Schedules, and
     :class:`StatefulSchedule` objects with their own state, are evaluated at
     every update and their values stored there too. Booleans, the names in
-    ``static_args`` and, for gradax factories, every argument the factory
+    `static_args` and, for gradax factories, every argument the factory
     declares static (masks, dtypes, flags) are passed through unchanged.
 
-    As in optax, ``inner_factory`` is called inside ``init`` and ``update``
+    As in optax, `inner_factory` is called inside `init` and `update`
     with each hyperparameter's current value (an array), so it may compute
-    with them (``scale(-learning_rate)``, ``learning_rate / peak``). At
-    construction it is built once abstractly (under ``jax.eval_shape``) so
+    with them (`scale(-learning_rate)`, `learning_rate / peak`). At
+    construction it is built once abstractly (under `jax.eval_shape`) so
     bad arguments fail at the user's line.
 
     Differences from optax: optax treats every callable argument as a schedule
-    (so a callable ``mask`` breaks); gradax only does so for arguments that
+    (so a callable `mask` breaks); gradax only does so for arguments that
     are hyperparameters of the factory. The state of a stateful schedule
     keeps its dtypes, so its integer and lower-precision float leaves start in
     the hyperparameter dtype, at least float32 (optax promotes them at the
@@ -269,7 +269,7 @@ def inject_stateful_hyperparams(
         :func:`default_hyperparam_dtype`).
 
     Returns:
-      A function with the signature of ``inner_factory``.
+      A function with the signature of `inner_factory`.
 
     Example:
       >>> import jax.numpy as jnp, gradax

@@ -9,9 +9,9 @@ updates are all-gathered afterwards. A reduce-scatter plus an all-gather
 move exactly an all-reduce's bytes, so the state is split with no traffic
 added.
 
-:func:`data_parallel_value_and_grad` is that gradient step: ``shard_map`` over
+:func:`data_parallel_value_and_grad` is that gradient step: `shard_map` over
 the data axis, each device differentiating its part of the batch, then a
-``psum_scatter`` on the dimension :func:`~gradax.sharding.zero_spec` picks for
+`psum_scatter` on the dimension :func:`~gradax.sharding.zero_spec` picks for
 the state (leaves it cannot split are averaged whole, as before).
 """
 
@@ -61,12 +61,12 @@ def _mesh(mesh: Any, axes: tuple[str, ...]) -> Any:
 
 
 def _varying(x: Any, name: Any) -> Any:
-    """``x`` marked as differing across ``name``'s devices.
+    """`x` marked as differing across `name`'s devices.
 
-    Inside ``shard_map`` the gradient with respect to a replicated input is
+    Inside `shard_map` the gradient with respect to a replicated input is
     summed over the axis by the transpose itself (an all-reduce); with
     respect to a varying copy it is each device's own, which the
-    ``psum_scatter`` below then sums, once.
+    `psum_scatter` below then sums, once.
     """
     if hasattr(jax.lax, "pcast"):
         return jax.lax.pcast(x, name, to="varying")
@@ -76,7 +76,7 @@ def _varying(x: Any, name: Any) -> Any:
 
 
 def _scatter_dimension(spec: Any) -> int | None:
-    """The dimension ``zero_spec`` split, or None for a leaf left whole."""
+    """The dimension `zero_spec` split, or None for a leaf left whole."""
     if spec is None:
         return None
     return next(i for i, entry in enumerate(spec) if entry is not None)
@@ -89,41 +89,41 @@ def data_parallel_value_and_grad(
     mesh: Any = None,
     has_aux: bool = False,
 ) -> Callable[..., Any]:
-    """``jax.value_and_grad(fun)`` over a batch split on ``axis``, reduce-scattered.
+    """`jax.value_and_grad(fun)` over a batch split on `axis`, reduce-scattered.
 
-    The returned function takes ``(params, *batch)``: the parameters
-    replicated over ``axis``, and batch arguments whose leading dimension is
-    split over it. Each device differentiates ``fun`` on its part of the
-    batch; the value (and ``aux``, whose leaves must then be float arrays) is
+    The returned function takes `(params, *batch)`: the parameters
+    replicated over `axis`, and batch arguments whose leading dimension is
+    split over it. Each device differentiates `fun` on its part of the
+    batch; the value (and `aux`, whose leaves must then be float arrays) is
     averaged over the axis, and each
-    gradient leaf is averaged with a ``psum_scatter``, so it comes back split
-    over ``axis`` exactly as :class:`~gradax.shard_state` splits the state
+    gradient leaf is averaged with a `psum_scatter`, so it comes back split
+    over `axis` exactly as :class:`~gradax.shard_state` splits the state
     leaf shaped like it (:func:`~gradax.sharding.zero_spec`: the first
     dimension the device count divides). A leaf with no such dimension is
     averaged whole (an all-reduce) and comes back replicated.
 
-    With ``shard_state(tx, axis)`` the step then needs no all-reduce of the
+    With `shard_state(tx, axis)` the step then needs no all-reduce of the
     gradients: each device holds the summed slice it updates, and the only
     other collective is the all-gather that brings the updates back to the
-    replicated parameters (``apply_updates``). The bytes moved are the
+    replicated parameters (`apply_updates`). The bytes moved are the
     all-reduce's of plain data parallelism. The numbers are the mean
     gradient's up to summation order.
 
-    ``fun`` must average over its batch (a mean loss), so that the mean over
+    `fun` must average over its batch (a mean loss), so that the mean over
     devices is the mean over the whole batch; with unequal per-device batch
     sizes it is not.
 
     Args:
-      fun: ``fun(params, *batch) -> loss`` (or ``(loss, aux)`` with
-        ``has_aux``), a scalar mean over the batch it is given.
+      fun: `fun(params, *batch) -> loss` (or `(loss, aux)` with
+        `has_aux`), a scalar mean over the batch it is given.
       axis: the data-parallel mesh axis (or a tuple of axes), as given to
         :class:`~gradax.shard_state`.
-      mesh: the mesh; default: the one set with ``jax.set_mesh``.
-      has_aux: as in ``jax.value_and_grad``.
+      mesh: the mesh; default: the one set with `jax.set_mesh`.
+      has_aux: as in `jax.value_and_grad`.
 
     Returns:
-      A function ``(params, *batch) -> (value, grads)``, or
-      ``((value, aux), grads)`` with ``has_aux``; call it under ``jit``.
+      A function `(params, *batch) -> (value, grads)`, or
+      `((value, aux), grads)` with `has_aux`; call it under `jit`.
 
     Example:
       >>> import jax, jax.numpy as jnp, gradax

@@ -1,8 +1,8 @@
 """Building blocks: small transformations that optimizers are made of.
 
-The package also offers ``optax.transforms``' names, so ``optax.transforms.masked``
-code keeps working after ``import gradax as optax``; the combinators among them
-(``chain``, ``masked``, ``MultiSteps``, ...) are defined in ``gradax.combinators``
+The package also offers `optax.transforms`' names, so `optax.transforms.masked`
+code keeps working after `import gradax as optax`; the combinators among them
+(`chain`, `masked`, `MultiSteps`, ...) are defined in `gradax.combinators`
 and imported here.
 """
 
