@@ -2,7 +2,7 @@
 
 Each shim names the release that makes it unnecessary: when the floor in
 gradax/_requirements.py reaches that release, delete the shim and use the
-name it stands for. ``.ci/jax_names.py`` leaves this file out of its static
+name it stands for. `.ci/jax_names.py` leaves this file out of its static
 check (each branch here names what one end of the range has); CI runs it on
 the floor's jax and on the newest.
 
@@ -39,7 +39,7 @@ JAX_VERSION: tuple[int, ...] = _release(jax.__version__)
 
 
 def require_jax(version: tuple[int, ...], feature: str) -> None:
-    """Raise a RuntimeError naming ``version`` if the installed jax is older."""
+    """Raise a RuntimeError naming `version` if the installed jax is older."""
     if JAX_VERSION < version:
         need = _dotted(version)
         raise RuntimeError(
@@ -68,7 +68,7 @@ else:  # jax 0.7.0 moved reshard to jax.sharding (the old module is gone since)
 def tree_reduce_associative(
     function: Callable[[Any, Any], Any], tree: Any, *, identity: Any
 ) -> Any:
-    """``jax.tree.reduce_associative``: the leaves combined as a balanced tree."""
+    """`jax.tree.reduce_associative`: the leaves combined as a balanced tree."""
     if hasattr(jax.tree, "reduce_associative"):
         return jax.tree.reduce_associative(function, tree, identity=identity)
     # jax 0.7.0 added jax.tree.reduce_associative; the same pairing here.
@@ -90,14 +90,14 @@ def require_explicit_meshes() -> None:
     """Refuse Explicit mesh axes before jax 0.7.0.
 
     Sharding in types was experimental before: jax 0.5 and 0.6 lack
-    ``out_sharding`` in ``jnp.zeros`` and ``jnp.tensordot``, and a sharding
+    `out_sharding` in `jnp.zeros` and `jnp.tensordot`, and a sharding
     rule for scatter (L-BFGS's memory update), which gradax relies on there.
     """
     require_jax(EXPLICIT_MESHES, "A mesh with Explicit axes (sharding in types)")
 
 
 def tensordot(a: Any, b: Any, *, axes: int, precision: Any, out_sharding: Any) -> Any:
-    """``jnp.tensordot``; ``out_sharding`` (None off Explicit meshes) is
+    """`jnp.tensordot`; `out_sharding` (None off Explicit meshes) is
     passed only when given (jax 0.7.0 added the argument)."""
     if out_sharding is None:
         return jnp.tensordot(a, b, axes=axes, precision=precision)
@@ -107,7 +107,7 @@ def tensordot(a: Any, b: Any, *, axes: int, precision: Any, out_sharding: Any) -
 
 
 def zeros(shape: Any, dtype: Any, *, out_sharding: Any) -> Any:
-    """``jnp.zeros(shape, dtype, out_sharding=out_sharding)``."""
+    """`jnp.zeros(shape, dtype, out_sharding=out_sharding)`."""
     if JAX_VERSION >= EXPLICIT_MESHES:
         return jnp.zeros(shape, dtype, out_sharding=out_sharding)
     # jax 0.7.0 added out_sharding. Before it gradax refuses Explicit axes,
@@ -116,7 +116,7 @@ def zeros(shape: Any, dtype: Any, *, out_sharding: Any) -> Any:
 
 
 def are_all_axes_explicit(mesh: Any) -> bool:
-    """``mesh.are_all_axes_explicit`` (public from jax 0.7.1 on); refuses such a
+    """`mesh.are_all_axes_explicit` (public from jax 0.7.1 on); refuses such a
     mesh on a jax older than :data:`EXPLICIT_MESHES`."""
     types = mesh.axis_types
     explicit = bool(types) and all(t == jax.sharding.AxisType.Explicit for t in types)
@@ -126,7 +126,7 @@ def are_all_axes_explicit(mesh: Any) -> bool:
 
 
 def memory_space(name: str) -> Any:
-    """``jax.memory.Space.<name>`` (``"Host"`` or ``"Device"``), for offloading.
+    """`jax.memory.Space.<name>` (`"Host"` or `"Device"`), for offloading.
 
     jax 0.7.1 added jax.memory.Space; before jax 0.10.2 the CPU backend kept
     state meant for host memory in device memory without a word.

@@ -1,21 +1,21 @@
 """8-bit blockwise storage of optimizer state (Dettmers et al., arXiv:2110.02861).
 
-A state leaf made with a storage spec such as ``int8_blockwise(256)`` in place
+A state leaf made with a storage spec such as `int8_blockwise(256)` in place
 of a dtype is a :class:`QuantizedArray`: one 8-bit code per element and one
 float32 scale (the block's largest magnitude) per block. The code indexes a
 *dynamic* map of 255 or 256 values in [-1, 1], dense near zero, so small
 moments keep their relative precision.
 
-The whole mechanism is here and in two small hooks: ``gtree.zeros_like``
-creates a :class:`QuantizedArray` for a spec, and the base class's ``update``
+The whole mechanism is here and in two small hooks: `gtree.zeros_like`
+creates a :class:`QuantizedArray` for a spec, and the base class's `update`
 hands the hooks float32 values (:func:`load_state`) and stores what they
-return the way ``init`` made it (``_state_guard.match_state`` calls
+return the way `init` made it (`_state_guard.match_state` calls
 :meth:`QuantizedArray.store_like`). An optimizer never sees a code.
 
-Blocks: a leaf of shape ``(..., n)`` with ``n >= block_size`` is blocked along
+Blocks: a leaf of shape `(..., n)` with `n >= block_size` is blocked along
 its last axis, row by row (the last block of a row may be short). A leaf whose
 last axis is shorter than a block is blocked along its flattened elements.
-Leaves with fewer than ``block_size`` elements, and complex leaves, are not
+Leaves with fewer than `block_size` elements, and complex leaves, are not
 quantized: they are stored in float32 (complex64).
 """
 
@@ -47,19 +47,19 @@ def _zero_index(signed: bool) -> int:
 
 
 def _magnitudes(rank: Any, signed: bool, xp: Any = jnp) -> Any:
-    """The map's positive values, by rank ``1 .. 2**bits - 1`` (float32).
+    """The map's positive values, by rank `1 .. 2**bits - 1` (float32).
 
-    Rank ``r`` lies in decade ``E`` when ``2**e <= r < 2**(e+1)`` with ``e = bits
-    - 1 - E`` (the float exponent of ``r``); decade ``E`` has ``count = 2**e``
-    values ``10**-(E+1) (1 + 9 j / count)`` for ``j = r - count + 1 = 1 .. count``.
-    Written as the exact integer ``(9 j + count) 5**e 10**(8 - bits)`` (at most
-    ``10**8``) times the float32 ``1e-8``, NumPy and XLA compute the same float
+    Rank `r` lies in decade `E` when `2**e <= r < 2**(e+1)` with `e = bits
+    - 1 - E` (the float exponent of `r`); decade `E` has `count = 2**e`
+    values `10**-(E+1) (1 + 9 j / count)` for `j = r - count + 1 = 1 .. count`.
+    Written as the exact integer `(9 j + count) 5**e 10**(8 - bits)` (at most
+    `10**8`) times the float32 `1e-8`, NumPy and XLA compute the same float
     (tested bit for bit on the CPU): integer arithmetic, one conversion and
-    one product, with no ``a * b + c`` a compiler could fuse into one
+    one product, with no `a * b + c` a compiler could fuse into one
     rounding, and no division (XLA turns division by a constant into a
     product with its reciprocal). With this constant every decade's top is
-    exactly the float32 ``10**-E`` (``1e-7`` instead misses ``1e-4`` by one
-    ulp). ``xp`` is ``numpy`` (to list the map) or ``jax.numpy`` (to decode).
+    exactly the float32 `10**-E` (`1e-7` instead misses `1e-4` by one
+    ulp). `xp` is `numpy` (to list the map) or `jax.numpy` (to decode).
     """
     bits = _bits(signed)
     rank = xp.asarray(rank, xp.int32)
@@ -76,14 +76,14 @@ def _magnitudes(rank: Any, signed: bool, xp: Any = jnp) -> Any:
 def dynamic_code_map(signed: bool) -> np.ndarray:
     """The sorted values of the 8-bit dynamic (tree) quantization map.
 
-    An 8-bit code is read as: a sign bit (signed map only); then ``E`` zero
-    bits, the dynamic exponent, giving the decade ``10**-E``; then a one bit
-    that ends the exponent; the remaining ``F`` bits are a linear fraction
-    ``k`` on ``[0.1, 1]``, so the value is ``10**-E * (0.1 + 0.9 (k + 1) / 2**F)``.
-    Each decade's values end at ``10**-E``, so ``1.0`` (a block's largest
+    An 8-bit code is read as: a sign bit (signed map only); then `E` zero
+    bits, the dynamic exponent, giving the decade `10**-E`; then a one bit
+    that ends the exponent; the remaining `F` bits are a linear fraction
+    `k` on `[0.1, 1]`, so the value is `10**-E * (0.1 + 0.9 (k + 1) / 2**F)`.
+    Each decade's values end at `10**-E`, so `1.0` (a block's largest
     magnitude) is exact and storing a loaded value again gives the same code.
-    The code of all zeros (either sign) is ``0``. These float32 values are
-    the ones codes decode to (both computed by ``_magnitudes``); they are
+    The code of all zeros (either sign) is `0`. These float32 values are
+    the ones codes decode to (both computed by `_magnitudes`); they are
     within 1.2e-7 (relative) of the decimal values, and the powers of ten
     among them are exact.
 
@@ -93,8 +93,8 @@ def dynamic_code_map(signed: bool) -> np.ndarray:
 
     Returns:
       The distinct values in increasing order, float32: 255 for the signed
-      map (``±1`` down to ``±1e-6`` and 0), 256 for the unsigned one (1 down to
-      ``1e-7`` and 0).
+      map (`±1` down to `±1e-6` and 0), 256 for the unsigned one (1 down to
+      `1e-7` and 0).
 
     Example:
       >>> m = dynamic_code_map(signed=False)
@@ -117,19 +117,19 @@ def dynamic_code_map(signed: bool) -> np.ndarray:
 class int8_blockwise:  # noqa: N801 - named like the function users call
     """Storage spec: 8-bit codes of a dynamic map and one float32 scale per block.
 
-    Given wherever an optimizer takes ``mu_dtype``, ``nu_dtype`` or
-    ``accumulator_dtype``, the moments are stored as :class:`QuantizedArray`
+    Given wherever an optimizer takes `mu_dtype`, `nu_dtype` or
+    `accumulator_dtype`, the moments are stored as :class:`QuantizedArray`
     leaves: an element :math:`x` of a block with largest magnitude :math:`s`
     is stored as the code of the map value nearest to :math:`x / s` (signed map
     for first moments, unsigned for second moments; see
     :func:`dynamic_code_map`). The update runs in float32 on the loaded values
     and stores its result again. A nonzero value is never stored as zero
-    (a second moment stored as zero would turn Adam's step into ``m / eps``;
+    (a second moment stored as zero would turn Adam's step into `m / eps`;
     the "zero-point problem" of Li et al.). Leaves with fewer than
-    ``block_size`` elements, and complex leaves, stay in float32 (complex64).
+    `block_size` elements, and complex leaves, stay in float32 (complex64).
 
-    State memory: 1 byte per element plus 4 bytes per block (``1 + 4 /
-    block_size`` bytes; 1.016 for 256), against 4 in float32.
+    State memory: 1 byte per element plus 4 bytes per block (`1 + 4 /
+    block_size` bytes; 1.016 for 256), against 4 in float32.
 
     Args:
       block_size: elements per block, a positive integer (bitsandbytes uses
@@ -162,7 +162,7 @@ class int8_blockwise:  # noqa: N801 - named like the function users call
             raise ValueError(f"block_size must be a positive integer, got {size}")
 
     def zeros_like(self, x: Any, *, signed: bool = True) -> Any:
-        """Zeros shaped like ``x`` in this storage (a plain array when too small)."""
+        """Zeros shaped like `x` in this storage (a plain array when too small)."""
         if not _quantizes(x, self.block_size):
             dtype = jnp.complex64 if jnp.iscomplexobj(x) else jnp.float32
             return jnp.zeros_like(x, dtype=dtype)
@@ -177,7 +177,7 @@ class int8_blockwise:  # noqa: N801 - named like the function users call
         return QuantizedArray(codes, scales, self.block_size, signed)
 
     def round_trip(self, x: Any, *, signed: bool = True) -> Any:
-        """``x`` as this storage holds it: stored and loaded again (float32)."""
+        """`x` as this storage holds it: stored and loaded again (float32)."""
         if not _quantizes(x, self.block_size):
             dtype = jnp.complex64 if jnp.iscomplexobj(x) else jnp.float32
             return jnp.asarray(x).astype(dtype)
@@ -185,16 +185,16 @@ class int8_blockwise:  # noqa: N801 - named like the function users call
 
 
 def is_storage_spec(dtype: Any) -> TypeGuard[int8_blockwise]:
-    """Whether ``dtype`` is a storage spec (not a dtype)."""
+    """Whether `dtype` is a storage spec (not a dtype)."""
     return isinstance(dtype, int8_blockwise)
 
 
 def moment_zeros(tree: Any, dtype: Any | None, *, nonnegative: bool) -> Any:
-    """Zeros for a moment: ``gtree.zeros_like``, with the map picked by sign.
+    """Zeros for a moment: `gtree.zeros_like`, with the map picked by sign.
 
     A storage spec stores a moment that stays >= 0 (a second moment) with its
     unsigned map, one more bit of precision; any other dtype is as
-    ``gtree.zeros_like`` makes it.
+    `gtree.zeros_like` makes it.
     """
     if is_storage_spec(dtype):
         return jax.tree.map(lambda x: dtype.zeros_like(x, signed=not nonnegative), tree)
@@ -207,7 +207,7 @@ def _quantizes(x: Any, block_size: int) -> bool:
 
 
 def _blocked_shape(shape: tuple[int, ...], block_size: int) -> tuple[int, ...]:
-    """The shape of the blocks view: ``(..., blocks, block_size)``."""
+    """The shape of the blocks view: `(..., blocks, block_size)`."""
     if _rowwise(shape, block_size):
         return (*shape[:-1], -(-shape[-1] // block_size), block_size)
     return (-(-math.prod(shape) // block_size), block_size)
@@ -218,7 +218,7 @@ def _rowwise(shape: tuple[int, ...], block_size: int) -> bool:
 
 
 def _block_spec(x: jax.Array, block_size: int) -> Any:
-    """Explicit sharding of the blocks view of ``x``, or None (Auto, one device).
+    """Explicit sharding of the blocks view of `x`, or None (Auto, one device).
 
     A sharded leading axis keeps its sharding. A sharded last axis keeps it
     when each shard holds whole blocks; otherwise, and for blocks over the
@@ -257,7 +257,7 @@ def _to_blocks(x: jax.Array, block_size: int) -> jax.Array:
 
 
 def _from_blocks(blocks: jax.Array, like: jax.Array) -> jax.Array:
-    """The blocks view back in the shape (and Explicit sharding) of ``like``."""
+    """The blocks view back in the shape (and Explicit sharding) of `like`."""
     shape = like.shape
     flat_shape = (*blocks.shape[:-2], blocks.shape[-2] * blocks.shape[-1])
     blocks_sharding = explicit_sharding(blocks)
@@ -284,7 +284,7 @@ def _per_element(scales: jax.Array, shape: tuple[int, ...], block_size: int):
     Decoding and encoding run elementwise in the parameter's shape, as the
     optimizer's update does, with only the scales broadcast over their
     blocks: XLA then fuses them with the update into loops over one shape.
-    (Working in the ``(..., blocks, block_size)`` view instead made the 8-bit
+    (Working in the `(..., blocks, block_size)` view instead made the 8-bit
     AdamW step 1.5x slower on a CPU.) Under Explicit mesh axes the blocks
     view is used, whose shardings are spelled out.
     """
@@ -299,12 +299,12 @@ def _encode(normalized: jax.Array, signed: bool) -> jax.Array:
     """Index in :func:`dynamic_code_map` of the value nearest to each element.
 
     Computed from the map's structure, not by searching it (a search costs
-    eight gathers an element). In decade ``E`` (``10**-(E+1) < |a| <=
-    10**-E``) the values are ``10**-(E+1) (1 + 9 j / count)``, ``j = 0 ..
-    count`` (``j = 0`` is the top of the decade below, the same rank), and
-    the rank of value ``j`` is ``count - 1 + j``. So the nearest rank is
-    ``round(|a| * slope + offset)`` with ``slope = count 10**(E+1) / 9`` and
-    ``offset = 8 count / 9 - 1``; the decade's pair is picked by comparisons
+    eight gathers an element). In decade `E` (`10**-(E+1) < |a| <=
+    10**-E`) the values are `10**-(E+1) (1 + 9 j / count)`, `j = 0 ..
+    count` (`j = 0` is the top of the decade below, the same rank), and
+    the rank of value `j` is `count - 1 + j`. So the nearest rank is
+    `round(|a| * slope + offset)` with `slope = count 10**(E+1) / 9` and
+    `offset = 8 count / 9 - 1`; the decade's pair is picked by comparisons
     with the float32 powers of ten (a chain of selects, cheaper than a
     logarithm). The rank is continuous where decades meet, so a value one
     rounding away from a power of ten gets its code from either side.
@@ -340,7 +340,7 @@ def _decode(index: jax.Array, signed: bool) -> jax.Array:
     into the update that reads the values and shard like it on any backend.
     A lookup in the 256-entry table is a gather instead, whose speed depends
     on the backend; on a 2-core CPU the two were within 13% of each other in
-    the 8-bit AdamW step. Bit-equal to ``dynamic_code_map(signed)[index]``.
+    the 8-bit AdamW step. Bit-equal to `dynamic_code_map(signed)[index]`.
     """
     if not signed:
         return jnp.where(index > 0, _magnitudes(index, signed), 0.0)
@@ -353,7 +353,7 @@ def _decode(index: jax.Array, signed: bool) -> jax.Array:
 def encode_with_scales(
     values: jax.Array, scales: jax.Array, block_size: int, signed: bool
 ) -> jax.Array:
-    """int8 codes of float32 ``values`` (in their own shape) in blocks of ``scales``.
+    """int8 codes of float32 `values` (in their own shape) in blocks of `scales`.
 
     The elementwise half of :meth:`QuantizedArray.store`, given the scales
     (a block of scale 0 is all zeros). The benchmark also calls it with the
@@ -369,17 +369,17 @@ def encode_with_scales(
 class QuantizedArray:
     """An array stored as 8-bit codes and one float32 scale per block.
 
-    Made by optimizers' ``init`` from a storage spec (see
-    :class:`int8_blockwise`); its value is ``map[codes] * scale`` of each
-    element's block. Its leaves are ``codes`` (int8, the array's shape, so
-    they shard like it) and ``scales`` (float32, one per block); the block
+    Made by optimizers' `init` from a storage spec (see
+    :class:`int8_blockwise`); its value is `map[codes] * scale` of each
+    element's block. Its leaves are `codes` (int8, the array's shape, so
+    they shard like it) and `scales` (float32, one per block); the block
     size and the map are static.
 
     Attributes:
       codes: int8 array of the stored array's shape: index into the map,
         offset by -128.
       scales: float32 array of each block's largest magnitude, shaped
-        ``(..., blocks)`` when blocked along the last axis, else ``(blocks,)``.
+        `(..., blocks)` when blocked along the last axis, else `(blocks,)`.
       block_size: elements per block.
       signed: whether the signed map is used (else the unsigned one).
 
@@ -402,7 +402,7 @@ class QuantizedArray:
 
     @classmethod
     def store(cls, x: Any, block_size: int, signed: bool) -> QuantizedArray:
-        """Quantizes ``x`` (computed in float32) into blocks of ``block_size``."""
+        """Quantizes `x` (computed in float32) into blocks of `block_size`."""
         x = jnp.asarray(x)
         values = x.astype(jnp.float32)
         blocks = _to_blocks(values, block_size)
@@ -429,7 +429,7 @@ class QuantizedArray:
         return dataclasses.replace(self, codes=codes)
 
     def store_like(self, x: Any) -> QuantizedArray:
-        """``x`` stored with this array's block size and map."""
+        """`x` stored with this array's block size and map."""
         if jnp.shape(x) != self.shape:
             raise TypeError(
                 f"cannot store an array of shape {jnp.shape(x)} in a quantized "
@@ -439,7 +439,7 @@ class QuantizedArray:
 
 
 def is_quantized(x: Any) -> bool:
-    """Whether ``x`` is a :class:`QuantizedArray`."""
+    """Whether `x` is a :class:`QuantizedArray`."""
     return isinstance(x, QuantizedArray)
 
 
@@ -450,7 +450,7 @@ def _stops_loading(x: Any) -> bool:
 
 
 def load_state(state: Any) -> Any:
-    """``state`` with every :class:`QuantizedArray` replaced by its float32 values."""
+    """`state` with every :class:`QuantizedArray` replaced by its float32 values."""
     leaves = jax.tree_util.tree_leaves(state, is_leaf=_stops_loading)
     if not any(is_quantized(leaf) for leaf in leaves):
         return state

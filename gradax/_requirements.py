@@ -1,8 +1,8 @@
 """The oldest Python and jax gradax runs on, checked when gradax is imported.
 
-pip refuses to install gradax where ``requires-python`` or the ``jax``
+pip refuses to install gradax where `requires-python` or the `jax`
 requirement in pyproject.toml is not met; this check catches the rest (an
-environment changed after installing, ``--no-deps``, a source checkout on the
+environment changed after installing, `--no-deps`, a source checkout on the
 path) before an optimizer fails on a missing jax API. Keep the numbers equal
 to pyproject.toml's (tests/core/test_requirements.py checks they are).
 """
@@ -17,7 +17,7 @@ MINIMUM_JAX = (0, 5, 3)
 
 
 def _release(version: str) -> tuple[int, ...]:
-    """The leading numbers of a version string: ``"0.8.1.dev2"`` -> (0, 8, 1)."""
+    """The leading numbers of a version string: `"0.8.1.dev2"` -> (0, 8, 1)."""
     match = re.match(r"\d+(?:\.\d+)*", version.strip())
     return tuple(int(part) for part in match.group(0).split(".")) if match else ()
 
@@ -44,7 +44,7 @@ def _installed_jax() -> str | None:
 def check(python: tuple[int, ...] | None = None, jax: str | None = None) -> None:
     """Raise ImportError naming the version needed, if this one is too old.
 
-    ``python`` and ``jax`` default to the running interpreter and the
+    `python` and `jax` default to the running interpreter and the
     installed jax (arguments are for tests).
     """
     python = tuple(sys.version_info[:2]) if python is None else python
