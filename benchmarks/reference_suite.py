@@ -56,11 +56,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from references import adam_mini, cautious, dion  # noqa: E402
+from references import adam_mini, cautious, dion, soap  # noqa: E402
 from references._harness import Case, problem, relative_difference  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "optimizers" / "fixtures"
-MODULES = {"dion": dion, "adam_mini": adam_mini, "cautious": cautious}
+MODULES = {
+    "dion": dion,
+    "adam_mini": adam_mini,
+    "cautious": cautious,
+    "soap": soap,
+}
 # The steps a fixture keeps (of --steps): enough to see a drift, a few kB.
 KEPT = (5, 20)
 HOW = (

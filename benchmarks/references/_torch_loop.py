@@ -17,11 +17,18 @@ def run_torch(
     builds, in float64 (the parameter is float64; so is its state)."""
     import torch
 
-    param = torch.nn.Parameter(torch.tensor(prob.x0.copy(), dtype=torch.float64))
-    opt = make([(name, param)])
-    out = []
-    for t in range(steps):
-        param.grad = torch.tensor(prob.grad(param.detach().numpy(), t))
-        opt.step()
-        out.append(param.detach().numpy().copy())
+    # Buffers a reference makes with torch.zeros(shape) (SOAP's factors)
+    # take the default dtype: float64 for the run.
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        param = torch.nn.Parameter(torch.tensor(prob.x0.copy(), dtype=torch.float64))
+        opt = make([(name, param)])
+        out = []
+        for t in range(steps):
+            param.grad = torch.tensor(prob.grad(param.detach().numpy(), t))
+            opt.step()
+            out.append(param.detach().numpy().copy())
+    finally:
+        torch.set_default_dtype(previous)
     return out

@@ -104,6 +104,14 @@ def _cautious(make):
     return build
 
 
+def _soap(case, steps):
+    o = dict(case["options"])
+    _, x0, target, noise = _problem(case["seed"], tuple(case["shape"]), steps)
+    transpose = o.pop("transpose")
+    tx = gradax.soap(o.pop("learning_rate"), **o)
+    return x0, lambda: _trajectory(tx, x0, target, noise, transpose)
+
+
 # fixture: (how gradax runs a case, tolerance on the relative difference).
 RUNS = {
     # The reference's QR runs in float32 whatever the input (dion_reference.py
@@ -124,6 +132,11 @@ RUNS = {
         _cautious(lambda **o: gradax.adamw(**o, cautious=True)),
         1e-7,
     ),
+    # The reference's eigenbases are float32 (soap.py casts the factors to
+    # float before eigh and QR): rounding of 6e-8 amplified by the factors'
+    # eigenvalue gaps, measured 3e-5 at most (square, 1-D). 1e-3 leaves a
+    # factor 30 and still catches a lost bias correction (a factor 4.47).
+    "soap_nikhilvyas.json": (_soap, 1e-3),
     # float64 both ways; sign steps, so rounding only enters through the
     # weight decay: measured 4.4e-15. mask_scale="mean" was 4e-2 off.
     "cautious_c_optim_lion.json": (
