@@ -3,8 +3,8 @@
 Four mistakes leave no warning of their own and show on the site as text:
 
 - a docstring section griffe did not parse (bad indentation, no blank line
-  before ``Args:``) renders as a paragraph starting ``Args:`` instead of a
-  parameter table;
+  before ``Args:``) renders as a paragraph with a line starting ``Args:``
+  instead of a parameter table;
 - reStructuredText's double backticks, or a code span split across two
   items of a Returns section, show as literal backticks;
 - a cross-reference that did not resolve stays as ``[text][target]`` text,
@@ -38,7 +38,6 @@ _SECTION = re.compile(
 _EXAMPLE = re.compile(r'<details class="examples?"[^>]*>(.*?)</details>', re.DOTALL)
 _UNRESOLVED = re.compile(r"\[[^\]\n]+\]\[[^\]\n]*\]")
 _VERBATIM = {"code", "pre", "math", "script", "style", "kbd", "samp"}
-_VOID = {"br", "hr", "img", "input", "link", "meta", "wbr", "source", "col"}
 
 
 class _Page(HTMLParser):
@@ -95,8 +94,9 @@ def _parse(html: str) -> _Page:
 
 
 def page_problems(html: str) -> list[str]:
-    """What did not render on one page: unparsed sections, raw double
-    backticks, unresolved cross-references; one line each."""
+    """What did not render on one page, one line each: unparsed sections,
+    Examples without highlighted code, raw backticks, unresolved
+    cross-references."""
     page = _parse(html)
     found = []
     for paragraph in page.paragraphs:
