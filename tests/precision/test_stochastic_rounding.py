@@ -315,3 +315,28 @@ def test_hash_has_no_pattern_along_adjacent_indices():
     for b in range(16):
         ones = np.mean((bits >> b) & 1)
         assert abs(ones - 0.5) <= 5 / (2 * np.sqrt(bits.size)), b
+
+
+def test_without_the_zero_step_check_the_key_moves_every_step():
+    """keep_key_on_zero_steps=False: steps that move round exactly as the
+    default does (same key, same bits); a skipped step still rounds nothing
+    but splits the key."""
+    inner = gradax.apply_if_finite(gradax.adamw(1e-2), max_consecutive_errors=3)
+    exact = gradax.stochastic_rounding(inner, seed=2)
+    fast = gradax.stochastic_rounding(inner, seed=2, keep_key_on_zero_steps=False)
+    params = jnp.linspace(-1, 1, 32, dtype=jnp.bfloat16)
+    good = 0.1 * params.astype(jnp.float32)
+    bad = good.at[3].set(jnp.nan)
+    bits = lambda x: np.asarray(x).view(np.uint16)  # noqa: E731
+    key = lambda s: np.asarray(jax.random.key_data(s.rng_key))  # noqa: E731
+    out = {}
+    for name, tx in (("exact", exact), ("fast", fast)):
+        u, s = tx.update(good, tx.init(params), params)
+        p = gradax.apply_updates(params, u)
+        v, s2 = tx.update(bad, s, p)
+        assert np.array_equal(bits(gradax.apply_updates(p, v)), bits(p))
+        out[name] = (p, key(s), key(s2))
+    np.testing.assert_array_equal(bits(out["exact"][0]), bits(out["fast"][0]))
+    np.testing.assert_array_equal(out["exact"][1], out["fast"][1])
+    np.testing.assert_array_equal(out["exact"][2], out["exact"][1])  # held
+    assert not np.array_equal(out["fast"][2], out["fast"][1])  # split
