@@ -15,7 +15,13 @@ releases later (``jax.experimental.shard_alike`` went without one, which is
 why names are checked against the newest release rather than trusted).
 
 Names under ``jax._src`` are private and reported, not failed (the code that
-uses one must fall back when it is missing). A chain that leaves the sources'
+uses one must fall back when it is missing). So is a name used only inside
+``if hasattr(jax.a, "b"):`` (``jax.a.b`` and names under it): the code has
+another path. A file whose first lines say ``# jax_names: needs jax X`` (one
+gradax imports only on jax X or newer) is left out of the check of an older
+jax. ``gradax/_compat.py`` and ``tests/jax_versions.py``, the shims whose
+branches each name what one end of the range has, are left out: CI runs them
+on the oldest supported jax and the newest. A chain that leaves the sources'
 reach (an attribute of an instance, of a class with other bases) is reported
 as checked as far as it goes.
 
@@ -37,9 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PATHS = ("gradax", "tests", "examples")
-# Version-guarded shims: each branch names what one end of the range has, so
-# neither end has them all. They run on the floor's jax and on the newest
-# (.ci/jax_range), and the code elsewhere uses them instead of the jax names.
+# The version-guarded shims (see the module's docstring).
 VERSIONED = {ROOT / "gradax" / "_compat.py", ROOT / "tests" / "jax_versions.py"}
 MODULE_ATTRIBUTES = {"__file__", "__name__", "__path__", "__spec__", "__doc__"}
 
@@ -62,13 +66,42 @@ def _chain(node: ast.AST, aliases: dict[str, str]) -> str | None:
     return None
 
 
-def names_in_file(path: Path) -> dict[str, int]:
-    """Each jax name the file uses, with the first line that uses it."""
+def _hasattr_guard(test: ast.AST, aliases: dict[str, str]) -> str | None:
+    """``jax.a.b`` for an ``if hasattr(jax.a, "b"):`` test, else None."""
+    if (
+        isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Name)
+        and test.func.id == "hasattr"
+        and len(test.args) == 2
+        and isinstance(test.args[1], ast.Constant)
+        and isinstance(test.args[1].value, str)
+    ):
+        owner = test.args[0]
+        base = (
+            aliases.get(owner.id) if isinstance(owner, ast.Name) else None
+        ) or _chain(owner, aliases)
+        return f"{base}.{test.args[1].value}" if base else None
+    return None
+
+
+def names_in_file(path: Path, guarded: dict[str, int] | None = None) -> dict[str, int]:
+    """Each jax name the file uses, with the first line that uses it.
+
+    A use inside ``if hasattr(jax.a, "b"):`` of ``jax.a.b`` (or a name
+    under it) goes to ``guarded`` instead, when given: the code has a path
+    for a jax without it.
+    """
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     aliases: dict[str, str] = {}
     found: dict[str, int] = {}
+    guards: list[tuple[str, int, int]] = []  # (name, first line, last line)
 
     def note(name: str, line: int) -> None:
+        for guard, first, last in guards:
+            if first <= line <= last and (name + ".").startswith(guard + "."):
+                if guarded is not None:
+                    guarded.setdefault(name, line)
+                    return
         found.setdefault(name, line)
 
     for node in ast.walk(tree):
@@ -86,6 +119,11 @@ def names_in_file(path: Path) -> dict[str, int]:
                     name = f"{node.module}.{alias.name}"
                     note(name, node.lineno)
                     aliases[alias.asname or alias.name] = name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            guard = _hasattr_guard(node.test, aliases)
+            if guard is not None:
+                guards.append((guard, node.body[0].lineno, node.body[-1].end_lineno))
     # Only the longest chains: ``jax.sharding.AxisType.Explicit`` checks its
     # prefixes on the way.
     inner = {
@@ -99,18 +137,50 @@ def names_in_file(path: Path) -> dict[str, int]:
     return found
 
 
-def used_names(paths: list[Path]) -> dict[str, list[str]]:
-    """Each jax name used under ``paths``, with where (``file:line``)."""
+PRAGMA = re.compile(r"^# jax_names: needs jax (\d+(?:\.\d+)*)", re.MULTILINE)
+
+
+def needs_newer(path: Path, version: str | None) -> str | None:
+    """The jax a file declares it needs (``# jax_names: needs jax 0.6.1``:
+    gradax imports it only on that jax), where ``version`` is older."""
+    match = PRAGMA.search(path.read_text(encoding="utf-8"))
+    if match is None or version is None:
+        return None
+    return match.group(1) if _release(version) < _release(match.group(1)) else None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    match = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(n) for n in match.group(0).split(".")) if match else ()
+
+
+def used_names(
+    paths: list[Path],
+    version: str | None = None,
+    guarded: dict[str, list[str]] | None = None,
+) -> dict[str, list[str]]:
+    """Each jax name used under ``paths``, with where (``file:line``).
+
+    Checking ``version``, a file that declares it needs a newer jax is left
+    out (and said). Uses under a ``hasattr`` guard go to ``guarded``.
+    """
     uses: dict[str, list[str]] = {}
     for top in paths:
         files = [top] if top.is_file() else sorted(top.rglob("*.py"))
         for path in files:
             if path in VERSIONED:
                 continue
-            for name, line in names_in_file(path).items():
-                shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-                where = f"{shown}:{line}"
-                uses.setdefault(name, []).append(where)
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            newer = needs_newer(path, version)
+            if newer is not None:
+                print(f"note: {shown}: left out, it needs jax {newer}")
+                continue
+            under_guard: dict[str, int] = {}
+            for name, line in names_in_file(path, under_guard).items():
+                uses.setdefault(name, []).append(f"{shown}:{line}")
+            for name, line in under_guard.items():
+                if guarded is not None:
+                    guarded.setdefault(name, []).append(f"{shown}:{line}")
     return uses
 
 
@@ -429,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     paths = [Path(p).resolve() for p in args.paths] or [ROOT / p for p in DEFAULT_PATHS]
-    uses = used_names([p for p in paths if p.exists()])
+    guarded: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         if args.sources is not None:
             root = args.sources
@@ -438,7 +508,12 @@ def main(argv: list[str] | None = None) -> int:
             root = unpack(wheel, Path(scratch) / "src")
         sources = Sources(root)
         version = _version_of(root)
+        uses = used_names([p for p in paths if p.exists()], version, guarded)
         results = {name: resolve(sources, name) for name in sorted(uses)}
+        for name in sorted(set(guarded) - set(uses)):
+            status = resolve(sources, name).status
+            if status not in ("ok", "partial", "private"):
+                print(f"note: {name}: {status}, used under a hasattr guard")
 
     failed = {
         n: r for n, r in results.items() if r.status not in ("ok", "partial", "private")

@@ -86,6 +86,11 @@ def tree_reduce_associative(
 EXPLICIT_MESHES = (0, 7, 0)  # the first jax gradax supports Explicit mesh axes on
 
 
+def explicit_meshes_supported() -> bool:
+    """Whether this jax is one gradax supports Explicit mesh axes on."""
+    return JAX_VERSION >= EXPLICIT_MESHES
+
+
 def require_explicit_meshes() -> None:
     """Refuse Explicit mesh axes before jax 0.7.0.
 
@@ -143,6 +148,7 @@ __all__ = [
     "Self",
     "are_all_axes_explicit",
     "dataclass_transform",
+    "explicit_meshes_supported",
     "memory_space",
     "require_explicit_meshes",
     "require_jax",

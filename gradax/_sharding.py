@@ -6,12 +6,7 @@ from typing import Any
 
 import jax
 
-from ._compat import (
-    EXPLICIT_MESHES,
-    JAX_VERSION,
-    require_explicit_meshes,
-    reshard,
-)
+from ._compat import explicit_meshes_supported, require_explicit_meshes, reshard
 
 
 def explicit_sharding(x: Any) -> jax.sharding.NamedSharding | None:
@@ -120,7 +115,7 @@ def shard_state_like_params(state: Any, params: Any) -> Any:
     keeps it.
     """
     param_leaves = jax.tree_util.tree_flatten_with_path(params)[0]
-    if JAX_VERSION < EXPLICIT_MESHES:  # Explicit axes refused at init, by name
+    if not explicit_meshes_supported():  # Explicit axes refused at init, by name
         for _, param in param_leaves:
             explicit_sharding(param)
     if jax.device_count() == 1 or not _auto_axes_only():

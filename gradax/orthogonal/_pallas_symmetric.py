@@ -17,6 +17,8 @@ are not multiples of the tiles are padded with zeros, which add nothing
 to the products, and the padding is cut off the result.
 """
 
+# jax_names: needs jax 0.6.1 (pl.squeezed); _symmetric.py imports it only there.
+
 from __future__ import annotations
 
 import functools

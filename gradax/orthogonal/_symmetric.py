@@ -28,6 +28,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from .._compat import JAX_VERSION
+
 # Below this many rows a block's product is too small to amortize the extra
 # matmul calls and the assembly (measured on a 2-core CPU, see cpu_blocks).
 MIN_BLOCK_ROWS = 128
@@ -67,7 +69,8 @@ def hermitian_products(
     the size and dtype; elsewhere the blocked XLA product with
     :func:`cpu_blocks` blocks.
     """
-    if (backend or jax.default_backend()) == "gpu":
+    # The kernel's block specs need jax 0.6.1 (pl.squeezed).
+    if (backend or jax.default_backend()) == "gpu" and JAX_VERSION >= (0, 6, 1):
         from . import _pallas_symmetric  # Pallas only when a GPU asks for it
 
         if _pallas_symmetric.supports(m, dtype):

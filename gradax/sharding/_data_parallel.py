@@ -22,6 +22,7 @@ from typing import Any
 
 import jax
 
+from .._compat import shard_map
 from .zero import zero_spec
 
 P = jax.sharding.PartitionSpec
@@ -181,7 +182,7 @@ def data_parallel_value_and_grad(
             return value, grads
 
         value_spec = P()  # a prefix: the value, and aux if any, replicated
-        mapped = jax.shard_map(
+        mapped = shard_map(
             local,
             mesh=where,
             in_specs=(P(), *([P(name)] * len(batch))),

@@ -63,3 +63,35 @@ def test_missing_and_deprecated_names_fail(tmp_path, capsys):
     if deprecated:
         expected.add(f"jax.{deprecated}")
     assert failed == expected, out
+
+
+def test_a_name_under_a_hasattr_guard_is_noted_not_failed(tmp_path, capsys):
+    script = _script()
+    source = tmp_path / "guarded.py"
+    source.write_text(
+        "import jax\n"
+        "from jax import lax\n"
+        "if hasattr(lax, 'no_such_cast'):\n"
+        "    y = jax.lax.no_such_cast(1)\n"
+        "if hasattr(jax.lax, 'no_such_vary'):\n"
+        "    z = lax.no_such_vary(1)\n"
+    )
+    assert script.main(["--sources", SITE, str(source)]) == 0
+    out = capsys.readouterr().out
+    assert "note: jax.lax.no_such_cast: missing, used under a hasattr guard" in out
+    assert "note: jax.lax.no_such_vary: missing, used under a hasattr guard" in out
+    # The same use outside the guard's block fails.
+    source.write_text(source.read_text() + "w = jax.lax.no_such_cast(2)\n")
+    assert script.main(["--sources", SITE, str(source)]) == 1
+    assert "FAIL: jax.lax.no_such_cast" in capsys.readouterr().out
+
+
+def test_a_file_that_needs_a_newer_jax_is_left_out_of_an_older_check(tmp_path, capsys):
+    script = _script()
+    source = tmp_path / "newer.py"
+    body = "import jax\nx = jax.lax.no_such_primitive\n"
+    source.write_text("# jax_names: needs jax 99.0\n" + body)
+    assert script.main(["--sources", SITE, str(source)]) == 0
+    assert "left out, it needs jax 99.0" in capsys.readouterr().out
+    source.write_text("# jax_names: needs jax 0.1\n" + body)
+    assert script.main(["--sources", SITE, str(source)]) == 1
