@@ -56,7 +56,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from references import adam_mini, cautious, dion, soap  # noqa: E402
+from references import adam_mini, adaptive, cautious, dion, soap  # noqa: E402
 from references._harness import Case, problem, relative_difference  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "optimizers" / "fixtures"
@@ -65,6 +65,7 @@ MODULES = {
     "adam_mini": adam_mini,
     "cautious": cautious,
     "soap": soap,
+    "adaptive": adaptive,
 }
 # The steps a fixture keeps (of --steps): enough to see a drift, a few kB.
 KEPT = (5, 20)
@@ -100,6 +101,8 @@ def _rounded(x: np.ndarray, digits: int) -> list:
 
 
 def write_fixtures(cases: list[Case], rows: list[dict], steps: int) -> None:
+    """One JSON file per fixture name. The reference (repository, commit,
+    file) is the file's where all its cases share it, else each case's."""
     files: dict[str, dict] = {}
     for case, row in zip(cases, rows, strict=True):
         if case.fixture is None:
@@ -108,9 +111,6 @@ def write_fixtures(cases: list[Case], rows: list[dict], steps: int) -> None:
         entry = files.setdefault(
             case.fixture,
             {
-                "reference": f"github.com/{repo}",
-                "commit": commit,
-                "file": path,
                 "how": HOW,
                 "steps": steps,
                 "kept_steps": [k for k in KEPT if k <= steps],
@@ -119,7 +119,11 @@ def write_fixtures(cases: list[Case], rows: list[dict], steps: int) -> None:
         )
         entry["cases"].append(
             {
+                "optimizer": case.optimizer,
                 "name": case.name,
+                "reference": f"github.com/{repo}",
+                "commit": commit,
+                "file": path,
                 "seed": case.seed,
                 "shape": list(case.shape),
                 "options": case.options,
@@ -130,6 +134,13 @@ def write_fixtures(cases: list[Case], rows: list[dict], steps: int) -> None:
             }
         )
     for name, content in files.items():
+        shared = ("reference", "commit", "file")
+        sources = {tuple(c[k] for k in shared) for c in content["cases"]}
+        if len(sources) == 1:
+            content = {**dict(zip(shared, sources.pop(), strict=True)), **content}
+            for c in content["cases"]:
+                for k in shared:
+                    del c[k]
         path = FIXTURES / name
         path.write_text(json.dumps(content, separators=(",", ":")) + "\n")
         print(f"wrote {path} ({path.stat().st_size} bytes)")

@@ -112,6 +112,15 @@ def _soap(case, steps):
     return x0, lambda: _trajectory(tx, x0, target, noise, transpose)
 
 
+def _adaptive(case, steps):
+    o = dict(case["options"])
+    if "betas" in o:  # JSON keeps Prodigy's tuple as a list
+        o["betas"] = tuple(o["betas"])
+    _, x0, target, noise = _problem(case["seed"], tuple(case["shape"]), steps)
+    tx = getattr(gradax, case["optimizer"])(**o)
+    return x0, lambda: _trajectory(tx, x0, target, noise, False)
+
+
 # fixture: (how gradax runs a case, tolerance on the relative difference).
 RUNS = {
     # The reference's QR runs in float32 whatever the input (dion_reference.py
@@ -137,6 +146,13 @@ RUNS = {
     # eigenvalue gaps, measured 3e-5 at most (square, 1-D). 1e-3 leaves a
     # factor 30 and still catches a lost bias correction (a factor 4.47).
     "soap_nikhilvyas.json": (_soap, 1e-3),
+    # ADOPT, Prodigy (with the authors' use_bias_correction=True), AdEMAMix,
+    # schedule-free AdamW (no warmup) and MARS, each against its authors'
+    # code, float64 both ways: measured 1e-16 to 8e-15, and 9e-12 for
+    # Prodigy, whose step size d is a ratio of running sums that starts
+    # from d0 = 1e-6 and grows by orders of magnitude (each growth step
+    # rescales the rounding). 1e-9 leaves a factor 100.
+    "adaptive_authors.json": (_adaptive, 1e-9),
     # float64 both ways; sign steps, so rounding only enters through the
     # weight decay: measured 4.4e-15. mask_scale="mean" was 4e-2 off.
     "cautious_c_optim_lion.json": (
