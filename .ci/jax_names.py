@@ -6,7 +6,7 @@
 
 The names are read from the code (by its syntax tree, never by importing it):
 ``jax.a.b`` attribute chains, ``import jax.a as x`` and ``from jax.a import b``,
-in gradax/, tests/ and examples/. Each name is looked up in the wheel's own
+in gradax/, gradax_cli/, tests/ and examples/. Each name is looked up in the wheel's own
 source files: a module, or a name that module binds (``def``, ``class``,
 assignment, import), followed through re-exports into ``jax._src`` and into
 class bodies (``AxisType.Explicit``). A name listed in a module's deprecation
@@ -15,13 +15,14 @@ releases later (``jax.experimental.shard_alike`` went without one, which is
 why names are checked against the newest release rather than trusted).
 
 Names under ``jax._src`` are private and reported, not failed (the code that
-uses one must fall back when it is missing). So is a name used only inside
-``if hasattr(jax.a, "b"):`` (``jax.a.b`` and names under it): the code has
-another path. A file whose first lines say ``# jax_names: needs jax X`` (one
-gradax imports only on jax X or newer) is left out of the check of an older
-jax. ``gradax/_compat.py`` and ``tests/jax_versions.py``, the shims whose
-branches each name what one end of the range has, are left out: CI runs them
-on the oldest supported jax and the newest. A chain that leaves the sources'
+uses one must fall back when it is missing). So is a name used only under
+``if hasattr(jax.a, "b"):``: ``jax.a.b`` (and names under it) in its first
+branch, any name in the other (the path for a jax without ``jax.a.b``). A
+file with a line ``# jax_names: needs jax X`` (one gradax imports only on
+jax X or newer) is left out of the check of an older jax. So are
+``gradax/_compat.py`` and ``tests/jax_versions.py``, the shims whose branches
+each name what one end of the range has: CI runs them on the oldest
+supported jax and the newest. A chain that leaves the sources'
 reach (an attribute of an instance, of a class with other bases) is reported
 as checked as far as it goes.
 
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_PATHS = ("gradax", "tests", "examples")
+DEFAULT_PATHS = ("gradax", "gradax_cli", "tests", "examples")
 # The version-guarded shims (see the module's docstring).
 VERSIONED = {ROOT / "gradax" / "_compat.py", ROOT / "tests" / "jax_versions.py"}
 MODULE_ATTRIBUTES = {"__file__", "__name__", "__path__", "__spec__", "__doc__"}
@@ -87,21 +88,23 @@ def _hasattr_guard(test: ast.AST, aliases: dict[str, str]) -> str | None:
 def names_in_file(path: Path, guarded: dict[str, int] | None = None) -> dict[str, int]:
     """Each jax name the file uses, with the first line that uses it.
 
-    A use inside ``if hasattr(jax.a, "b"):`` of ``jax.a.b`` (or a name
-    under it) goes to ``guarded`` instead, when given: the code has a path
-    for a jax without it.
+    Under ``if hasattr(jax.a, "b"):`` (or ``x if hasattr(jax.a, "b") else
+    y``) a use of ``jax.a.b`` (or a name under it) in the first branch, and
+    any use in the other (the path for a jax without it), go to ``guarded``
+    instead, when given.
     """
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     aliases: dict[str, str] = {}
     found: dict[str, int] = {}
-    guards: list[tuple[str, int, int]] = []  # (name, first line, last line)
+    # id(node) -> the guarded name it may use ("" under the other branch).
+    guards: dict[int, str] = {}
 
-    def note(name: str, line: int) -> None:
-        for guard, first, last in guards:
-            if first <= line <= last and (name + ".").startswith(guard + "."):
-                if guarded is not None:
-                    guarded.setdefault(name, line)
-                    return
+    def note(name: str, line: int, node: ast.AST | None = None) -> None:
+        guard = guards.get(id(node))
+        if guarded is not None and guard is not None:
+            if guard == "" or (name + ".").startswith(guard + "."):
+                guarded.setdefault(name, line)
+                return
         found.setdefault(name, line)
 
     for node in ast.walk(tree):
@@ -120,10 +123,14 @@ def names_in_file(path: Path, guarded: dict[str, int] | None = None) -> dict[str
                     note(name, node.lineno)
                     aliases[alias.asname or alias.name] = name
     for node in ast.walk(tree):
-        if isinstance(node, ast.If):
+        if isinstance(node, (ast.If, ast.IfExp)):  # a statement or `a if t else b`
             guard = _hasattr_guard(node.test, aliases)
-            if guard is not None:
-                guards.append((guard, node.body[0].lineno, node.body[-1].end_lineno))
+            if guard is None:
+                continue
+            for branch, name in ((node.body, guard), (node.orelse, "")):
+                for part in branch if isinstance(branch, list) else [branch]:
+                    for inner_node in ast.walk(part):
+                        guards.setdefault(id(inner_node), name)
     # Only the longest chains: ``jax.sharding.AxisType.Explicit`` checks its
     # prefixes on the way.
     inner = {
@@ -133,7 +140,7 @@ def names_in_file(path: Path, guarded: dict[str, int] | None = None) -> dict[str
         if isinstance(node, ast.Attribute) and id(node) not in inner:
             name = _chain(node, aliases)
             if name is not None:
-                note(name, node.lineno)
+                note(name, node.lineno, node)
     return found
 
 

@@ -75,11 +75,14 @@ def test_a_name_under_a_hasattr_guard_is_noted_not_failed(tmp_path, capsys):
         "    y = jax.lax.no_such_cast(1)\n"
         "if hasattr(jax.lax, 'no_such_vary'):\n"
         "    z = lax.no_such_vary(1)\n"
+        "f = jax.no_such_fn if hasattr(jax, 'no_such_fn') else jax.no_such_old\n"
     )
     assert script.main(["--sources", SITE, str(source)]) == 0
     out = capsys.readouterr().out
     assert "note: jax.lax.no_such_cast: missing, used under a hasattr guard" in out
     assert "note: jax.lax.no_such_vary: missing, used under a hasattr guard" in out
+    assert "note: jax.no_such_fn: missing, used under a hasattr guard" in out
+    assert "note: jax.no_such_old: missing, used under a hasattr guard" in out
     # The same use outside the guard's block fails.
     source.write_text(source.read_text() + "w = jax.lax.no_such_cast(2)\n")
     assert script.main(["--sources", SITE, str(source)]) == 1
