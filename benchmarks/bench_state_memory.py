@@ -40,6 +40,11 @@ reference, and the same for Muon (8-bit momentum on the hidden matrices,
 AdamW on embeddings and vectors). These rows time the whole step,
 ``update`` and ``apply_updates``, with parameters and state donated, and
 give the ratio to float32 AdamW's step, measured side by side.
+Stochastic rounding is also timed around float32 AdamW, and with
+``keep_key_on_zero_steps=False`` (no pass over the updates to find a step
+that moved nothing), each against round-to-nearest around the same inner
+transformation: the table's last lines give those ratios (issue 35's
+target for the rounding: at most 1.2).
 
 ``--quick`` uses a 1-layer tree and fewer rounds; ``--layers`` picks the depth
 (the ratio depends on whether the state fits in the caches).
@@ -132,10 +137,29 @@ def precision_candidates(params):
             bf16,
         ),
         "bf16 nearest + 8-bit adamw": (adamw(mu_dtype=q8, nu_dtype=q8), bf16),
+        "bf16 rounding (key each step) + 8-bit adamw": (
+            rounding(adamw(mu_dtype=q8, nu_dtype=q8), keep_key_on_zero_steps=False),
+            bf16,
+        ),
+        "bf16 rounding + adamw": (rounding(adamw()), bf16),
+        "bf16 rounding (key each step) + adamw": (
+            rounding(adamw(), keep_key_on_zero_steps=False),
+            bf16,
+        ),
+        "bf16 nearest + adamw": (adamw(), bf16),
         "f32 muon": (muon(), jnp.float32),
         "bf16 master + 8-bit muon": (master(muon(mu_dtype=q8)), bf16),
         "bf16 rounding + 8-bit muon": (rounding(muon(mu_dtype=q8)), bf16),
     }
+
+
+# Stochastic rounding's step over round-to-nearest's, around the same inner
+# transformation (issue 35's target: at most 1.2).
+ROUNDING_PAIRS = [
+    (f"bf16 rounding{key} + {inner}", f"bf16 nearest + {inner}")
+    for inner in ("8-bit adamw", "adamw")
+    for key in ("", " (key each step)")
+]
 
 
 def _training_step(tx, grads, params):
@@ -181,6 +205,11 @@ def run_precision(quick: bool = False, layers: int | None = None) -> dict:
         "bytes_per_param": per_param,
         "seconds": times,
         "time_over_f32_adamw": {k: t / base for k, t in times.items()},
+        "rounding_over_nearest": {
+            rounding: times[rounding] / times[nearest]
+            for rounding, nearest in ROUNDING_PAIRS
+            if rounding in times and nearest in times
+        },
     }
 
 
@@ -284,12 +313,15 @@ def main() -> None:
     precision = run_precision(args.quick, args.layers)
     print(f"\n{precision['benchmark']} ({precision['params']:,} parameters)")
     header = ("", "bytes/param", "ms/step", "x f32 adamw")
-    print("  {:30s} {:>12s} {:>9s} {:>12s}".format(*header))
+    print("  {:44s} {:>12s} {:>9s} {:>12s}".format(*header))
     for name, seconds in precision["seconds"].items():
         print(
-            f"  {name:30s} {precision['bytes_per_param'][name]:12.3f} "
+            f"  {name:44s} {precision['bytes_per_param'][name]:12.3f} "
             f"{seconds * 1e3:9.3f} {precision['time_over_f32_adamw'][name]:12.2f}"
         )
+    print("  stochastic rounding's step over round-to-nearest's:")
+    for name, ratio in precision["rounding_over_nearest"].items():
+        print(f"    {name:44s} {ratio:6.2f}")
     if args.json:
         result["precision"] = precision
         args.json.write_text(json.dumps(result, indent=2))

@@ -22,7 +22,11 @@ its numbers mean nothing for the docs. It prints, and with ``--json`` saves:
    8-bit AdamW, bfloat16 with an exact master (``master_weights``) and with
    stochastic rounding, each around 8-bit AdamW, and Muon, over float32
    AdamW's, with bytes per parameter of parameters + state (the second
-   table of ``bench_state_memory.py``, reused here).
+   table of ``bench_state_memory.py``, reused here). The bandwidth-bound
+   rows (AdamW's, not Muon's) are also given as a fraction of their floor,
+   the bytes a step must move at the measured bandwidth
+   (``precision_floor_bytes``), and stochastic rounding's step over
+   round-to-nearest's (issue 35: the random bits should cost little).
 5. **Host offload**: float32 AdamW with its state in pinned host memory
    (``offload_state``) over the on-device step, and the link rate it
    implies (16 bytes a parameter moved each step).
@@ -169,6 +173,38 @@ def adamw_and_offload(d_model: int, layers: int, repeats: int) -> dict:
     }
 
 
+def precision_floor_bytes(name: str, kept_bytes: float) -> float | None:
+    """Bytes per parameter a step of this ``run_precision`` row must move.
+
+    ``kept_bytes`` is the row's bytes per parameter of parameters + state:
+    each is read once and written once. The gradient is read twice
+    (clip_by_global_norm's norm, then the update); it has the parameters'
+    dtype (2 bytes in the 16-bit rows, 4 in "f32 adamw"). Stochastic
+    rounding's random bits are computed, not loaded. Muon's rows (bound by
+    Newton-Schulz's matmuls) give None.
+    """
+    if "muon" in name:
+        return None
+    grad_bytes = 2 if name.startswith("bf16") else 4
+    return 2 * kept_bytes + 2 * grad_bytes
+
+
+def precision_against_bandwidth(precision: dict, bytes_per_second: float) -> dict:
+    """Each bandwidth-bound row's floor over its measured step time."""
+    n = precision["params"]
+    floors, fractions = {}, {}
+    for name, seconds in precision["seconds"].items():
+        floor = precision_floor_bytes(name, precision["bytes_per_param"][name])
+        if floor is not None:
+            floors[name] = floor
+            fractions[name] = floor * n / bytes_per_second / seconds
+    return {
+        "floor_bytes_per_param": floors,
+        "fraction_of_floor": fractions,
+        "rounding_over_nearest": precision.get("rounding_over_nearest", {}),
+    }
+
+
 def run(smoke: bool) -> dict:
     start = time.perf_counter()
     repeats = 3 if smoke else 20
@@ -207,6 +243,9 @@ def run(smoke: bool) -> dict:
         "symmetric_newton_schulz_bf16": symmetric_ns | fractions,
         "memory": memory,
         "precision": precision,
+        "precision_floor": precision_against_bandwidth(
+            precision, memory["bandwidth_gbps"] * 1e9
+        ),
         "wall_seconds": time.perf_counter() - start,
     }
 
@@ -248,7 +287,15 @@ def main() -> None:
     p = r["precision"]
     print("step over f32 adamw, bytes/param (params + state):")
     for name, ratio in p["time_over_f32_adamw"].items():
-        print(f"  {name:30s} {ratio:6.2f}x {p['bytes_per_param'][name]:7.3f}")
+        print(f"  {name:44s} {ratio:6.2f}x {p['bytes_per_param'][name]:7.3f}")
+    floor = r["precision_floor"]
+    print("fraction of the bandwidth floor (bytes/param moved at least):")
+    for name, fraction in floor["fraction_of_floor"].items():
+        moved = floor["floor_bytes_per_param"][name]
+        print(f"  {name:44s} {fraction:6.0%} {moved:7.2f}")
+    print("stochastic rounding's step over round-to-nearest's:")
+    for name, ratio in floor["rounding_over_nearest"].items():
+        print(f"  {name:44s} {ratio:6.2f}")
     print(f"wall time {r['wall_seconds']:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(r, indent=2))

@@ -124,9 +124,9 @@ class stochastic_rounding(GradientTransformation):
     pass over the updates, which `keep_key_on_zero_steps=False` saves: the
     key is then split at every step (a skipped step still rounds nothing,
     but later steps draw other bits than a run that never saw it). On a
-    2-core CPU, around 8-bit AdamW, the step is about 1.45x the
-    round-to-nearest step by default and 1.1x without the check
-    (`benchmarks/bench_state_memory.py`).
+    2-core CPU, around 8-bit AdamW, the step took 1.34x to 1.44x the
+    round-to-nearest step with the check and 0.95x to 1.06x without it
+    (`benchmarks/bench_state_memory.py`, two runs).
 
     Updates are float32 for 16-bit parameters (:math:`p' - p`, which
     `apply_updates` turns into :math:`p'` exactly under the condition in
