@@ -396,6 +396,10 @@ from .tree import map_params as tree_map_params  # noqa: F401 - optax name
 from .tree import update_infinity_moment as update_infinity_moment
 from .tree import update_moment as update_moment
 from .tree import update_moment_per_elem_norm as update_moment_per_elem_norm
+from .width.coord_check import CoordCheck as CoordCheck
+from .width.coord_check import coord_check as coord_check
+from .width.parametrization import width_multipliers as width_multipliers
+from .width.parametrization import width_transfer as width_transfer
 
 __version__ = "0.1.0.dev0"
 

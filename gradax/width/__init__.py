@@ -1,0 +1,1 @@
+"""Width transfer: a parametrization of the whole optimizer, and its check."""
