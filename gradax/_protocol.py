@@ -431,12 +431,37 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
                         f"{name}.update: Shape mismatch between updates and "
                         f"params (given vs expected) at {'; '.join(differences)}"
                     )
-        ignored: Any = None  # a stateless one's given state, handed back
-        if outermost and not isinstance(self, (FunctionTransformation, Foreign)):
-            if params is not None or not _has_per_example_updates(self):
+        guarded = (
+            outermost
+            and not isinstance(self, (FunctionTransformation, Foreign))
+            and (params is not None or not _has_per_example_updates(self))
+        )
+        if not guarded:
+            return self._transform(updates, state, params, extra_args)
+        # The state is compared with what init makes only when the update
+        # fails: a right state (every step of a training loop) costs no trace
+        # of init. A wrong one fails somewhere (a missing field, a tree
+        # mismatch, a changed structure in match_state), and the comparison
+        # then says why, in place of that error.
+        try:
+            return self._transform(updates, state, params, extra_args)
+        except Exception:
+            try:
                 stand_in = check_state(self, updates, state, params, name)
-                if stand_in is not None:
-                    ignored, state = state, stand_in
+            except UpdateError as diagnosis:
+                raise diagnosis from None
+            if stand_in is None:
+                raise
+        # A stateless transformation given some other state (maxdiffusion
+        # passes its train state to clip_by_global_norm): it runs on the
+        # state its init makes and hands the given one back, as optax's do.
+        new_updates, _ = self._transform(updates, stand_in, params, extra_args)
+        return new_updates, state
+
+    def _transform(
+        self, updates: Updates, state: OptState, params: Params | None, extra_args: dict
+    ) -> tuple[Updates, OptState]:
+        """The update rule at this step, with the state kept stable."""
         holds_schedule = self.holds_schedule()
         rewrap: Any = None
         inner, count = state, self.schedule_count(state)
@@ -483,8 +508,6 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
             new_state = rewrap(count=safe_increment(count))
         else:
             new_state = new_inner
-        if ignored is not None:
-            new_state = ignored
         return match_dtypes(new_updates, updates), new_state
 
 
