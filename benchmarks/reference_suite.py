@@ -22,7 +22,8 @@ What it reports
   relative to the maximum of ``|x_ref - x0|`` (how far the reference moved;
   Frobenius norms). "before" is the same number for gradax's behaviour
   before issue 36 where that changed (Dion's ``orientation="as_is"``;
-  Adam-mini's partition without the ``"rows"`` label).
+  Adam-mini's partition without the ``"rows"`` label and the bias rule;
+  cautious Lion's ``mask_scale="mean"``).
 
 Fixtures
   ``--write-fixtures`` writes each reference's trajectory to a small JSON
@@ -35,9 +36,21 @@ Checkouts
   ``--fetch-dir`` takes the git snapshots the ``fetch`` tool makes
   (``<dir>/<owner>+<name>/repo``). Fetch ``github:<owner>/<name>`` for::
 
-    microsoft/dion  zyushun/Adam-mini  kyleliang919/C-Optim
+    microsoft/dion  zyushun/Adam-mini  kyleliang919/C-Optim  nikhilvyas/SOAP
+    iShohei220/adopt  konstmish/prodigy  apple/ml-ademamix
+    facebookresearch/schedule_free  AGI-Arena/MARS
 
-  torch (CPU) runs the references.
+  torch (CPU) runs the references. Each module under references/ says how
+  it calls its reference and why a number stops where it does (a float32
+  QR or eigh inside the reference; a documented departure).
+
+Not covered yet
+  Shampoo (google-research/google-research is over fetch's size limit),
+  PSGD Kron (tests/optimizers/test_kron.py has its psgd_jax fixture),
+  Dion2 and NorMuon (microsoft/dion's run, but their options are not yet
+  mapped onto gradax's: a first try is 2e-2 and 7e-2 to 0.5 off), AdaMuon,
+  Scion, Sophia (the authors' SophiaG is a different update form: no bias
+  correction, a batch-size-scaled Hessian) and MuonClip/QK-clip.
 
 Usage::
 
