@@ -237,4 +237,18 @@ ENTRIES: list[Entry] = [
         schedule_arg="learning_rate",
         optax_name="",
     ),
+    # Hyperball (MuonH, AdamH): the matrices stay on their initial sphere, so
+    # they converge to a point of it, not to the parabola's minimum: no
+    # convergence check (as Scion's constrained form).
+    Entry(
+        "muonh", dict(learning_rate=0.05), schedule_arg="learning_rate", optax_name=""
+    ),
+    Entry(
+        "muonh",
+        dict(learning_rate=0.05, radius=2.0, muon_weight_dimension_numbers="auto"),
+        optax_name="",
+    ),
+    Entry(
+        "adamh", dict(learning_rate=0.05), schedule_arg="learning_rate", optax_name=""
+    ),
 ]
