@@ -136,6 +136,12 @@ def _is_count_only(state: Any) -> bool:
 _update_depth: contextvars.ContextVar[int] = contextvars.ContextVar(
     "gradax_update_depth", default=0
 )
+# Whether an enclosing ``update`` compared the updates' shapes with the
+# params'. Until one has (the combinators that hand updates on unchanged, and
+# per-example gradients, leave it to their parts), a part checks them itself.
+_shapes_checked: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "gradax_shapes_checked", default=False
+)
 
 
 def _has_per_example_updates(tx: Any) -> bool:
@@ -412,10 +418,15 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
                 + ", ".join(f"{n}=..." for n in missing)
                 + ")"
             )
-        name = self._public_name()
         outermost = _update_depth.get() == 0
+        if not outermost and _shapes_checked.get():
+            # Inside another gradax update, which checked what the user gave
+            # it for every part inside: straight to the update rule.
+            return self._transform(updates, state, params, extra_args)
+        name = self._public_name()
         if outermost:
             check_update_dtypes(updates, name)
+        checked = False
         if params is not None and updates is not None:  # None: an empty tree
             like = self._params_like_updates(params)
             difference = tree_difference(updates, like, "updates", "params")
@@ -431,10 +442,22 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
                         f"{name}.update: Shape mismatch between updates and "
                         f"params (given vs expected) at {'; '.join(differences)}"
                     )
-        guarded = (
-            outermost
-            and not isinstance(self, (FunctionTransformation, Foreign))
-            and (params is not None or not _has_per_example_updates(self))
+                checked = True
+        token = _shapes_checked.set(True) if checked else None
+        try:
+            if outermost:
+                return self._guarded_transform(updates, state, params, extra_args)
+            return self._transform(updates, state, params, extra_args)
+        finally:
+            if token is not None:
+                _shapes_checked.reset(token)
+
+    def _guarded_transform(
+        self, updates: Updates, state: OptState, params: Params | None, extra_args: dict
+    ) -> tuple[Updates, OptState]:
+        """:meth:`_transform`, its state compared with init's where it fails."""
+        guarded = not isinstance(self, (FunctionTransformation, Foreign)) and (
+            params is not None or not _has_per_example_updates(self)
         )
         if not guarded:
             return self._transform(updates, state, params, extra_args)
@@ -447,7 +470,9 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
             return self._transform(updates, state, params, extra_args)
         except Exception:
             try:
-                stand_in = check_state(self, updates, state, params, name)
+                stand_in = check_state(
+                    self, updates, state, params, self._public_name()
+                )
             except UpdateError as diagnosis:
                 raise diagnosis from None
             if stand_in is None:
