@@ -44,6 +44,7 @@ from .._numerics import safe_increment
 from .._pytree import AbstractField, Module
 from .._sharding import explicit_sharding
 from ..sharding.distributed import current_mesh, orthogonalize_many
+from ._grouped import orthogonalize_grouped
 from .blocks import matrix_blocks
 from .coefficients import KELLER, NS_COEFFS, newton_schulz_table
 from .newton_schulz import METHODS, PRECISIONS, orthogonalize
@@ -187,11 +188,9 @@ class NewtonSchulzSteps(Module):
         flat = treedef.flatten_up_to(tree)
         mesh = self.orthogonalization_mesh()
         if mesh is None:
-            out = [
-                x if d is None else self.orthogonalize_leaf(x, d)
-                for d, x in zip(flat_dims, flat, strict=True)
-            ]
-            return jax.tree.unflatten(treedef, out)
+            return jax.tree.unflatten(
+                treedef, self._orthogonalize_on_one(flat_dims, flat)
+            )
         chosen = [i for i, d in enumerate(flat_dims) if d is not None]
         blocks = [matrix_blocks(flat[i].shape, flat_dims[i]) for i in chosen]
         stacks = [b.to_stacks(flat[i]) for b, i in zip(blocks, chosen, strict=True)]
@@ -201,6 +200,29 @@ class NewtonSchulzSteps(Module):
         for i, b, leaf in zip(chosen, blocks, stacks, strict=True):
             out[i] = b.from_stacks([next(results) for _ in leaf])
         return jax.tree.unflatten(treedef, out)
+
+    def _orthogonalize_on_one(self, flat_dims: list, flat: list) -> list:
+        """Every leaf with dimension numbers orthogonalized, no mesh given.
+
+        Leaves in sharded types keep their own call (orthogonalize_leaf
+        replicates them first); the others' matrices are stacked by shape.
+        """
+        out: list[Any] = list(flat)
+        grouped = [
+            i
+            for i, d in enumerate(flat_dims)
+            if d is not None and explicit_sharding(flat[i]) is None
+        ]
+        for i, d in enumerate(flat_dims):
+            if d is not None and i not in grouped:
+                out[i] = self.orthogonalize_leaf(flat[i], d)
+        blocks = [matrix_blocks(flat[i].shape, flat_dims[i]) for i in grouped]
+        stacks = [b.to_stacks(flat[i]) for b, i in zip(blocks, grouped, strict=True)]
+        matrices = [m for leaf in stacks for m in leaf]
+        results = iter(orthogonalize_grouped(matrices, self.orthogonalize_matrices))
+        for i, b, leaf in zip(grouped, blocks, stacks, strict=True):
+            out[i] = b.from_stacks([next(results) for _ in leaf])
+        return out
 
     def orthogonalize_leaf(self, x: jax.Array, dims: MuonDimensionNumbers) -> jax.Array:
         """Orthogonalize one weight-shaped array along its matrix axes."""

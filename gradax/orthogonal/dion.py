@@ -222,8 +222,8 @@ class dion(MuonGroups):
     against the reference over 20 float64 steps, relative to how far the
     reference moved, "as_is" is 0.16 off on an 8 x 12 X at rank 0.25 and
     0.04 at full rank (0.04 and 0.02 on 5 x 8 at rank 0.5 and 1.0);
-    "long_side" agrees to 4e-8 (the reference's QR runs in float32). A state made under one orientation does not fit the
-    other on wide matrices.
+    "long_side" agrees to 4e-8 (the reference's QR runs in float32). A state
+    made under one orientation does not fit the other on wide matrices.
 
     Args:
       learning_rate: :math:`\eta`, a number or schedule.
