@@ -13,14 +13,13 @@ when it is used, never when gradax is imported.
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
-
-from ._requirements import _dotted, _release
 
 _T = TypeVar("_T")
 
@@ -35,13 +34,19 @@ else:  # Python 3.11 added both to typing.
         return lambda cls: cls
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """The leading numbers of a version: ``"0.5.3.dev1"`` -> (0, 5, 3)."""
+    match = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(part) for part in match.group(0).split(".")) if match else ()
+
+
 JAX_VERSION: tuple[int, ...] = _release(jax.__version__)
 
 
 def require_jax(version: tuple[int, ...], feature: str) -> None:
     """Raise a RuntimeError naming `version` if the installed jax is older."""
     if JAX_VERSION < version:
-        need = _dotted(version)
+        need = ".".join(map(str, version))
         raise RuntimeError(
             f"{feature} needs jax {need} or newer; this environment has jax "
             f"{jax.__version__}: pip install --upgrade 'jax>={need}'."

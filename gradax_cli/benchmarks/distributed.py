@@ -104,7 +104,9 @@ def run(quick: bool = False) -> dict:
     mesh = jax.make_mesh((devices,), ("d",), axis_types=(jax.sharding.AxisType.Auto,))
     params = muon_tree(layers=QUICK_LAYERS if quick else 6)
     # jax.sharding.use_mesh before jax 0.7.1 added jax.set_mesh.
-    set_mesh = jax.set_mesh if hasattr(jax, "set_mesh") else jax.sharding.use_mesh
+    set_mesh = (
+        jax.set_mesh if hasattr(jax, "set_mesh") else jax.sharding.use_mesh  # type: ignore[missing-attribute]
+    )
     with set_mesh(mesh):
         muon_c, muon_args = compiled_step(gradax.muon(0.02), params, mesh)
         collective = {"muon_distributed": collective_bytes(hlo_text(muon_c), devices)}

@@ -26,7 +26,10 @@ def _script():
 
 
 def test_every_name_the_code_uses_exists_in_the_installed_jax(capsys):
-    assert _script().main(["--sources", SITE]) == 0
+    # The tests may use what a newer jax has (.ci/jax_range checks them
+    # against the newest release only); the package must run on every jax.
+    paths = [str(ROOT / p) for p in ("gradax", "gradax_cli", "examples")]
+    assert _script().main(["--sources", SITE, *paths]) == 0
     assert f"exist in jax {jax.__version__}" in capsys.readouterr().out
 
 

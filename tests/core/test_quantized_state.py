@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
-from jax_versions import set_mesh
+from jax_versions import axis_type_params, explicit_axes, set_mesh
 
 import gradax
 from gradax._quantized import moment_zeros
@@ -191,7 +191,7 @@ def test_orbax_round_trip_is_bit_for_bit(tmp_path):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-@pytest.mark.parametrize("axis_type", ["Auto", "Explicit"])
+@pytest.mark.parametrize("axis_type", axis_type_params("Auto", "Explicit"))
 def test_blocks_stay_within_shards(axis_type):
     """Sharded == unsharded bit for bit, with no communication in the update.
 
@@ -230,6 +230,7 @@ def test_blocks_stay_within_shards(axis_type):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@explicit_axes
 def test_parameter_shaped_and_blocks_view_paths_agree():
     # Without Explicit axes, codes are encoded and decoded in the leaf's own
     # shape; under them, in the (..., blocks, block_size) view. Both must

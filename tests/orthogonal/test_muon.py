@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from jax_versions import set_mesh, shard_map
+from jax_versions import explicit_axes, set_mesh, shard_map
 
 import gradax
 from gradax.orthogonal import routing
@@ -251,6 +251,7 @@ def test_vmap_over_independent_models():
     close(jax.tree.map(lambda u: u[0], updates), single)
 
 
+@explicit_axes
 def test_shard_map_and_sharded_params():
     mesh = jax.make_mesh((8,), ("d",), axis_types=(jax.sharding.AxisType.Explicit,))
     spec = jax.sharding.PartitionSpec

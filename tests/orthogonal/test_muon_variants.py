@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_versions import set_mesh
+from jax_versions import explicit_axes, set_mesh
 
 import gradax
 from gradax.orthogonal.dion import dion_rank
@@ -343,6 +343,7 @@ def test_vmap_over_independent_problems(name):
             np.testing.assert_allclose(a, b[i], rtol=1e-5, atol=1e-6)
 
 
+@explicit_axes
 @pytest.mark.parametrize("name", ["normuon", "adamuon", "dion", "dion2"])
 def test_scan_with_explicitly_sharded_params(name):
     mesh = jax.make_mesh(
