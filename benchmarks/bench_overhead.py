@@ -55,6 +55,51 @@ def _cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
     }
 
 
+def _transformer_params(layers: int = 48, width: int = 16) -> dict[str, Any]:
+    """A 434-leaf tree shaped like a transformer's: where tracing cost shows."""
+    ones = jax.numpy.ones
+    params: dict[str, Any] = {
+        "embed": ones((64, width)),
+        "head": ones((width, 64)),
+    }
+    for i in range(layers):
+        params[f"layer{i}"] = {
+            **{name: ones((width, width)) for name in ("q", "k", "v", "o")},
+            "up": ones((width, 4 * width)),
+            "down": ones((4 * width, width)),
+            **{name: ones(width) for name in ("norm1", "norm2", "bias")},
+        }
+    return params
+
+
+def count_entries(make: Callable[[], Any], params: Any) -> dict[str, int]:
+    """Per traced step: ``update`` entries, and those that ran the tree checks."""
+    from gradax import _protocol
+
+    counts = {"update": 0, "checked": 0}
+    update = _protocol.GradientTransformation.update
+    difference = _protocol.tree_difference
+
+    def counting_update(self, *args, **kwargs):
+        counts["update"] += 1
+        return update(self, *args, **kwargs)
+
+    def counting_difference(*args, **kwargs):
+        counts["checked"] += 1
+        return difference(*args, **kwargs)
+
+    tx = make()
+    state = tx.init(params)
+    _protocol.GradientTransformation.update = counting_update  # type: ignore[method-assign]
+    _protocol.tree_difference = counting_difference
+    try:
+        jax.jit(tx.update).trace(params, state, params)
+    finally:
+        _protocol.GradientTransformation.update = update  # type: ignore[method-assign]
+        _protocol.tree_difference = difference
+    return counts
+
+
 def _params(width: int) -> dict[str, jax.Array]:
     keys = jax.random.split(jax.random.key(0), 3)
     return {
@@ -96,8 +141,9 @@ def _measure(make: Callable[[], Any], params: Any, tiny: Any) -> dict[str, float
     }
 
 
-def run(repeats: int = 5) -> dict[str, Any]:
-    params, tiny = _params(256), _params(4)
+def run(repeats: int = 5, tree: str = "transformer") -> dict[str, Any]:
+    params = _transformer_params() if tree == "transformer" else _params(256)
+    tiny = _params(4)
     results: dict[str, Any] = {}
     for name, (make_gradax, make_optax) in _cases().items():
         samples: dict[str, dict[str, list[float]]] = {"gradax": {}, "optax": {}}
@@ -113,8 +159,13 @@ def run(repeats: int = 5) -> dict[str, Any]:
         ratios = {
             k: medians["gradax"][k] / medians["optax"][k] for k in medians["optax"]
         }
-        results[name] = {"medians": medians, "gradax_over_optax": ratios}
+        results[name] = {
+            "medians": medians,
+            "gradax_over_optax": ratios,
+            "entries": count_entries(make_gradax, params),
+        }
     return {
+        "leaves": len(jax.tree.leaves(params)),
         "jax": jax.__version__,
         "gradax": getattr(gradax, "__version__", "?"),
         "gradax_path": gradax.__file__,
@@ -127,15 +178,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--tree",
+        choices=("transformer", "small"),
+        default="transformer",
+        help="trace and compile a 434-leaf transformer-shaped tree, or 3 leaves",
+    )
     args = parser.parse_args()
-    result = run(args.repeats)
-    print(f"gradax from {result['gradax_path']}, jax {result['jax']}")
-    print(f"{'case':22} {'trace':>8} {'compile':>8} {'dispatch':>9}  (gradax / optax)")
+    result = run(args.repeats, args.tree)
+    print(
+        f"gradax from {result['gradax_path']}, jax {result['jax']}, "
+        f"{result['leaves']} leaves"
+    )
+    print(
+        f"{'case':22} {'trace':>8} {'compile':>8} {'dispatch':>9}  (gradax / optax)"
+        "  update entries (checked)"
+    )
     for name, case in result["cases"].items():
-        r = case["gradax_over_optax"]
+        r, e = case["gradax_over_optax"], case["entries"]
         print(
             f"{name:22} {r['trace_s']:8.2f} {r['compile_s']:8.2f} "
-            f"{r['dispatch_us']:9.2f}"
+            f"{r['dispatch_us']:9.2f}  {e['update']:>14} ({e['checked']})"
         )
     if args.json:
         with open(args.json, "w") as f:

@@ -158,6 +158,28 @@ def _has_per_example_updates(tx: Any) -> bool:
     )
 
 
+def _shapes_checked_at_edge(tx: Any) -> bool:
+    """Whether every part of ``tx`` takes updates shaped like the params.
+
+    Then the outermost ``update`` compares all their shapes at once. Not so
+    where a part takes per-example gradients, or where the parts are not
+    known from ``tx``'s tree: built from a factory at each step
+    (``inject_hyperparams``), or functions and optax objects.
+    """
+    if getattr(tx, "_per_example_updates", False) or getattr(tx, "_opaque", False):
+        return False
+    if isinstance(tx, (FunctionTransformation, Foreign)):
+        return False
+    parts = jax.tree_util.tree_leaves(
+        tx, is_leaf=lambda x: x is not tx and isinstance(x, GradientTransformation)
+    )
+    return all(
+        _shapes_checked_at_edge(p)
+        for p in parts
+        if isinstance(p, GradientTransformation)
+    )
+
+
 def zero_count() -> jax.Array:
     """A fresh int32 step counter."""
     return jnp.zeros([], jnp.int32)
@@ -288,6 +310,8 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
     _count_state: ClassVar[type] = ScaleByScheduleState
     # True for optax's kind of subclass: a NamedTuple of two functions.
     _tuple_kind: ClassVar[bool] = False
+    # True where the parts are not fields (built by a factory at each step).
+    _opaque: ClassVar[bool] = False
 
     if not TYPE_CHECKING:
         # Hidden from static tools, which would otherwise stop at this
@@ -435,7 +459,12 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
                     f"{name}.update: Tree mismatch: the updates must have the "
                     f"params' tree; {difference}."
                 )
-            if self._checks_update_shapes:
+            # The edge checks every part's shapes at once, unless a part
+            # takes per-example gradients (a leading batch axis the params
+            # lack): then the part after it checks what it receives.
+            if self._checks_update_shapes or (
+                outermost and _shapes_checked_at_edge(self)
+            ):
                 differences = shape_differences(updates, like)
                 if differences:
                     raise UpdateError(

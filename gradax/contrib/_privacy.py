@@ -158,6 +158,8 @@ class dpsgd(Alias):
       (arXiv:1607.00133).
     """
 
+    _per_example_updates = True  # its first part aggregates per example
+
     learning_rate: Any = hyper(valid=LEARNING_RATE)
     l2_norm_clip: Any = hyper(valid=NONNEGATIVE)
     noise_multiplier: Any = hyper(valid=NONNEGATIVE)

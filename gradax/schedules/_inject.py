@@ -109,6 +109,7 @@ class InjectHyperparams(GradientTransformation):
     """
 
     _checks_update_shapes = False  # the inner transformation checks
+    _opaque = True  # the inner transformation is built at each step
 
     factory: Callable[..., Any] = static_field()
     numeric: dict[str, Any]
