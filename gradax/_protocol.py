@@ -64,6 +64,7 @@ from ._state_guard import (
     UpdateError,
     check_state,
     check_update_dtypes,
+    is_count_only,
     match_dtypes,
     match_state,
 )
@@ -119,16 +120,6 @@ class ScheduleState(NamedTuple):
             raise AttributeError(name)
         return getattr(self.inner_state, name)
 
-
-# The one-field count states, by class name: a state restored or built by
-# optax (its own classes) reads the same as gradax's.
-_COUNT_ONLY_STATES = ("ScaleByScheduleState", "WeightDecaySchedule")
-
-
-def _is_count_only(state: Any) -> bool:
-    return type(state).__name__ in _COUNT_ONLY_STATES and getattr(
-        state, "_fields", None
-    ) == ("count",)
 
 
 # How many ``update`` calls of gradax transformations enclose the current one:
@@ -521,7 +512,7 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
         inner, count = state, self.schedule_count(state)
         if holds_schedule and isinstance(state, ScheduleState):
             inner, rewrap = state.inner_state, type(state)
-        elif holds_schedule and _is_count_only(state):
+        elif holds_schedule and is_count_only(state):
             inner, rewrap = EmptyState(), type(state)
         if count is None and holds_schedule:
             # Without a step count no schedule can be read. A state with no

@@ -275,15 +275,19 @@ def _describe(x: Any) -> str:
     return type(x).__name__
 
 
-# States of one field, ``count``, that optax and gradax both name: update
-# reads either class (see gradax._protocol).
+# States of one field, `count`, that optax and gradax both name, by class
+# name: a state restored or built by optax (its own classes) reads the same
+# as gradax's, in update and here.
 _COUNT_ONLY = ("ScaleByScheduleState", "WeightDecaySchedule")
 
 
+def is_count_only(state: Any) -> bool:
+    """Whether `state` is a one-field count state of optax's or gradax's."""
+    return type(state).__name__ in _COUNT_ONLY and _fields(state) == ("count",)
+
+
 def _same_class(expected: Any, given: Any) -> bool:
-    if type(expected) is type(given):
-        return True
-    return type(given).__name__ in _COUNT_ONLY and _fields(given) == ("count",)
+    return type(expected) is type(given) or is_count_only(given)
 
 
 def _compare(expected: Any, given: Any, path: tuple, out: list[_Problem]) -> None:
@@ -392,7 +396,7 @@ _FLOAT_CANDIDATES = ("bfloat16", "float16", "float32", "float64")
 
 
 def _cast_floats(like: Any, chosen: set[int], target: Any) -> Any:
-    """``like`` as shapes, its float leaves numbered in ``chosen`` ``target``."""
+    """`like` as shapes, its float leaves numbered in `chosen` `target`."""
     leaves, treedef = jax.tree_util.tree_flatten(like)
     shapes = [
         jax.ShapeDtypeStruct(np.shape(x), target if i in chosen else jnp.result_type(x))
@@ -404,7 +408,7 @@ def _cast_floats(like: Any, chosen: set[int], target: Any) -> Any:
 def _fits_when_cast(
     tx: Any, like: Any, state: Any, chosen: set[int], dtypes: list, target: Any
 ) -> bool:
-    """Whether ``state`` is ``init``'s for ``like`` with ``chosen`` made ``target``."""
+    """Whether `state` is `init`'s for `like` with `chosen` made `target`."""
     chosen_now = {i for i in chosen if dtypes[i] != target}
     if not chosen_now:
         return False
@@ -420,10 +424,10 @@ def _fits_when_cast(
 def _made_for_other_dtypes(
     tx: Any, like: Any, state: Any, problems: list[_Problem], side: str
 ) -> str | None:
-    """Which parameter dtypes ``state`` was made for, where a cast explains it.
+    """Which parameter dtypes `state` was made for, where a cast explains it.
 
     Tries each float dtype for the leaves that the differing state paths
-    name (``state.low_bits['w']`` names ``['w']``), then for every float
+    name (`state.low_bits['w']` names `['w']`), then for every float
     leaf. Only run on the way to an error, so its cost is no one's.
     """
     try:
