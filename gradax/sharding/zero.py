@@ -164,7 +164,6 @@ class shard_state(GradientTransformation):
     axis: Any = static_field(default="data")
     mesh: Any = static_field(default=None)
 
-    # -- the mesh and the layout ---------------------------------------------
     def __check_init__(self) -> None:
         # At construction, not at the first init inside jit: a wrong axis is
         # a typo in the configuration, best reported where it was written.
@@ -179,6 +178,7 @@ class shard_state(GradientTransformation):
                 )
             self._check_axes_on(axes, names)
 
+    # -- the mesh and the layout ---------------------------------------------
 
     def _axes(self) -> tuple[str, ...]:
         axes = (self.axis,) if isinstance(self.axis, str) else self.axis
@@ -193,7 +193,6 @@ class shard_state(GradientTransformation):
             )
         return axes
 
-    def _mesh(self) -> tuple[Any, bool]:
     def _check_axes_on(self, axes: tuple[str, ...], names: Sequence[str]) -> None:
         missing = [a for a in axes if a not in names]
         if missing:
@@ -202,6 +201,7 @@ class shard_state(GradientTransformation):
                 f"{', '.join(map(repr, missing))}; its axes are {tuple(names)}"
             )
 
+    def _mesh(self) -> tuple[Any, bool]:
         """The mesh, and whether ``axis`` is Explicit on it."""
         axes = self._axes()
         mesh = self.mesh
