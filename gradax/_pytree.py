@@ -197,6 +197,7 @@ def user_stacklevel() -> int | None:
         frame, level = frame.f_back, level + 1
     return level
 
+
 def _is_library_code(frame: Any) -> bool:
     """Whether a frame runs gradax's or JAX's code (``jit``, ``eval_shape``)."""
     module = frame.f_globals.get("__name__", "")
@@ -214,7 +215,6 @@ def caller_stacklevel() -> int:
     while frame is not None and _is_library_code(frame):
         frame, level = frame.f_back, level + 1
     return level
-
 
 
 def _warn_at_construction(notes: list[tuple[str, str]]) -> None:
