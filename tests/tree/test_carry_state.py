@@ -442,7 +442,9 @@ def test_what_is_not_a_state_is_refused_unless_asked(old_state, said):
     assert not report.carried
     expected = optax.adam(1e-3).init(params)
     assert jax.tree.structure(fresh) == jax.tree.structure(expected)
-    for got, want in zip(jax.tree.leaves(fresh), jax.tree.leaves(expected)):
+    for got, want in zip(
+        jax.tree.leaves(fresh), jax.tree.leaves(expected), strict=True
+    ):
         np.testing.assert_array_equal(got, want)
 
 
