@@ -204,14 +204,16 @@ class NewtonSchulzSteps(Module):
     def _orthogonalize_on_one(self, flat_dims: list, flat: list) -> list:
         """Every leaf with dimension numbers orthogonalized, no mesh given.
 
-        Leaves in sharded types keep their own call (orthogonalize_leaf
-        replicates them first); the others' matrices are stacked by shape.
+        Without a mesh the matrices are stacked by shape. Under one (with
+        `distributed=False`) each leaf keeps its own call, as the compiler
+        partitions it: a stack would change the collectives it places.
         """
         out: list[Any] = list(flat)
+        on_a_mesh = current_mesh() is not None
         grouped = [
             i
             for i, d in enumerate(flat_dims)
-            if d is not None and explicit_sharding(flat[i]) is None
+            if d is not None and not on_a_mesh and explicit_sharding(flat[i]) is None
         ]
         for i, d in enumerate(flat_dims):
             if d is not None and i not in grouped:
