@@ -30,6 +30,9 @@ its numbers mean nothing for the docs. It prints, and with ``--json`` saves:
 5. **Host offload**: float32 AdamW with its state in pinned host memory
    (``offload_state``) over the on-device step, and the link rate it
    implies (16 bytes a parameter moved each step).
+6. **ZeRO-1's collectives**: with two or more devices, the bytes each
+   receives per step for data parallelism and ``shard_state`` with
+   all-reduced and reduce-scattered gradients (``bench_zero1.py``'s model).
 
 Sizes: a GPT-like tree of d_model 1024 and 8 layers (about 100M parameters)
 and Newton–Schulz on 16 matrices of 4096 x 4096; ``--smoke`` uses d_model
@@ -205,6 +208,41 @@ def precision_against_bandwidth(precision: dict, bytes_per_second: float) -> dic
     }
 
 
+def zero1_collectives() -> dict:
+    """ZeRO-1's collectives on this machine's devices (bench_zero1's plan).
+
+    Bytes each device receives per step, from the compiled HLO, for plain
+    data parallelism and ``shard_state`` with all-reduced and with
+    reduce-scattered gradients. Needs two or more devices.
+    """
+    devices = jax.device_count()
+    if devices < 2:
+        return {
+            "skipped": f"{devices} device: ZeRO-1 needs 2 or more (bench_zero1.py "
+            "gives the plan on 8 simulated CPU devices)"
+        }
+    import bench_zero1
+
+    auto = jax.sharding.AxisType.Auto
+    mesh = jax.make_mesh((devices,), ("data",), axis_types=(auto,))
+    out = {}
+    with jax.set_mesh(mesh):
+        for name, tx in bench_zero1.optimizers().items():
+            zero1 = gradax.shard_state(tx, axis="data")
+            forms = {
+                "data parallel": bench_zero1.measure(tx, mesh),
+                "zero-1": bench_zero1.measure(zero1, mesh),
+                "zero-1 rs": bench_zero1.measure(
+                    zero1, mesh, bench_zero1.reduce_scattered_grads
+                ),
+            }
+            out[name] = {
+                form: sum(r["received_bytes"].values()) / 2**20
+                for form, r in forms.items()
+            }
+    return {"devices": devices, "received_mib_per_device": out}
+
+
 def run(smoke: bool) -> dict:
     start = time.perf_counter()
     repeats = 3 if smoke else 20
@@ -246,6 +284,7 @@ def run(smoke: bool) -> dict:
         "precision_floor": precision_against_bandwidth(
             precision, memory["bandwidth_gbps"] * 1e9
         ),
+        "zero1": zero1_collectives(),
         "wall_seconds": time.perf_counter() - start,
     }
 
@@ -296,6 +335,14 @@ def main() -> None:
     print("stochastic rounding's step over round-to-nearest's:")
     for name, ratio in floor["rounding_over_nearest"].items():
         print(f"  {name:44s} {ratio:6.2f}")
+    z = r["zero1"]
+    if "skipped" in z:
+        print(f"ZeRO-1: skipped, {z['skipped']}")
+    else:
+        print(f"ZeRO-1 on {z['devices']} devices, MiB received per device and step:")
+        for name, forms in z["received_mib_per_device"].items():
+            shown = ", ".join(f"{form} {mib:.2f}" for form, mib in forms.items())
+            print(f"  {name:6s} {shown}")
     print(f"wall time {r['wall_seconds']:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(r, indent=2))
