@@ -121,7 +121,6 @@ class ScheduleState(NamedTuple):
         return getattr(self.inner_state, name)
 
 
-
 # How many ``update`` calls of gradax transformations enclose the current one:
 # the outermost checks what it was given, for every part inside it.
 _update_depth: contextvars.ContextVar[int] = contextvars.ContextVar(
