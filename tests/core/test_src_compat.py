@@ -109,7 +109,7 @@ def _resolve(dotted: str) -> object:
 def test_each_shim_has_optax_names_bound_to_gradax_objects(name):
     shim = importlib.import_module(f"gradax._src.{name}")
     theirs = importlib.import_module(f"optax._src.{name}")
-    assert (shim.__doc__ or "").startswith("Compatibility shim for ``optax._src.")
+    assert (shim.__doc__ or "").startswith("Compatibility shim for `optax._src.")
     left_out = LEFT_OUT.get(name, set())
     assert left_out <= _names(theirs), "LEFT_OUT names a name optax lacks"
     assert _names(shim) == _names(theirs) - left_out
