@@ -149,12 +149,12 @@ def _has_per_example_updates(tx: Any) -> bool:
 
 
 def _shapes_checked_at_edge(tx: Any) -> bool:
-    """Whether every part of ``tx`` takes updates shaped like the params.
+    """Whether every part of `tx` takes updates shaped like the params.
 
-    Then the outermost ``update`` compares all their shapes at once. Not so
+    Then the outermost `update` compares all their shapes at once. Not so
     where a part takes per-example gradients, or where the parts are not
-    known from ``tx``'s tree: built from a factory at each step
-    (``inject_hyperparams``), or functions and optax objects.
+    known from `tx`'s tree: built from a factory at each step
+    (`inject_hyperparams`), or functions and optax objects.
     """
     if getattr(tx, "_per_example_updates", False) or getattr(tx, "_opaque", False):
         return False
@@ -357,7 +357,7 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
     def init_state(self, params: Params) -> OptState:
         """The initial state (hook; called by :meth:`init`).
 
-        By default none: ``EmptyState()``, what a stateless transformation
+        By default none: `EmptyState()`, what a stateless transformation
         keeps (with a schedule, :meth:`init` adds the step count).
         """
         del params

@@ -1,9 +1,9 @@
 """Immutable dataclass pytrees: the base every gradax object is built on.
 
 A subclass of :class:`Module` is turned into a frozen dataclass and registered
-with JAX. Fields marked ``static_field()`` go into the tree definition (flags,
+with JAX. Fields marked `static_field()` go into the tree definition (flags,
 dtypes, masks, callables); every other field is a child of the pytree, so its
-numbers become leaves that ``jit`` traces and ``grad`` differentiates.
+numbers become leaves that `jit` traces and `grad` differentiates.
 """
 
 from __future__ import annotations
@@ -40,16 +40,16 @@ __all__ = ["AbstractField", "Module", "ModuleMeta", "field", "static_field"]
 
 
 def _fields_of(obj: Any) -> tuple[dataclasses.Field, ...]:
-    """The dataclass fields of a Module or its class (made in ``__init_subclass__``)."""
+    """The dataclass fields of a Module or its class (made in `__init_subclass__`)."""
     return dataclasses.fields(obj)
 
 
 def is_tree_function(x: Any) -> bool:
-    """Whether ``x``, where a tree or a function of the params goes, is a function.
+    """Whether `x`, where a tree or a function of the params goes, is a function.
 
     Masks, labels and routings may be given either way. A callable that is a
-    pytree node (an equinox module, whose class defines ``__call__``) is a
-    tree; ``jax.tree_util.Partial`` stays a function.
+    pytree node (an equinox module, whose class defines `__call__`) is a
+    tree; `jax.tree_util.Partial` stays a function.
     """
     if not callable(x):
         return False
@@ -108,7 +108,7 @@ class _Static:
     """Wraps a static value so the tree definition can hash and compare it.
 
     Masks and label trees are dicts (unhashable); wrapping them lets a
-    transformation that holds one still be a ``jit`` argument.
+    transformation that holds one still be a `jit` argument.
     """
 
     __slots__ = ("value",)
@@ -129,8 +129,8 @@ class _Static:
 def _keep_declarations_of_redefined_fields(cls: type) -> None:
     """A subclass that only changes a field's default keeps its declaration.
 
-    ``class nadam(adam): nesterov: bool = True`` must stay static and
-    keyword-only, and ``b1: float = 0.95`` keep adam's valid range.
+    `class nadam(adam): nesterov: bool = True` must stay static and
+    keyword-only, and `b1: float = 0.95` keep adam's valid range.
     """
     for name in cls.__dict__.get("__annotations__", {}):
         parent = next(
@@ -156,8 +156,8 @@ def _annotate_declared_fields(cls: type, fields: tuple) -> None:
     """Annotate each declared hyperparameter with the type its declaration allows.
 
     The annotation comes from the declaration, not the source (whose text is a
-    string under ``from __future__ import annotations``): a learning rate that
-    accepts schedules reads as optax's ``ScalarOrSchedule``.
+    string under `from __future__ import annotations`): a learning rate that
+    accepts schedules reads as optax's `ScalarOrSchedule`.
     """
     init_annotations = getattr(cls.__init__, "__annotations__", {})
     for f in fields:
@@ -172,7 +172,7 @@ def _annotate_declared_fields(cls: type, fields: tuple) -> None:
 def _is_gradax_code(frame: Any) -> bool:
     """Whether a frame runs gradax's code.
 
-    A generated dataclass ``__init__`` counts too: a user's subclass has one
+    A generated dataclass `__init__` counts too: a user's subclass has one
     whose globals are the user's module, and the warning belongs one further up.
     """
     module = frame.f_globals.get("__name__", "")
@@ -182,11 +182,11 @@ def _is_gradax_code(frame: Any) -> bool:
 
 
 def user_stacklevel() -> int | None:
-    """The ``stacklevel`` of the first caller outside gradax, for a warning.
+    """The `stacklevel` of the first caller outside gradax, for a warning.
 
-    None while a gradax object's ``init`` or ``update`` runs: aliases
-    (``adamw``, ``muon``, ``inject_hyperparams``) rebuild their parts there,
-    at every step and inside ``jit``, from values the user was already warned
+    None while a gradax object's `init` or `update` runs: aliases
+    (`adamw`, `muon`, `inject_hyperparams`) rebuild their parts there,
+    at every step and inside `jit`, from values the user was already warned
     about when building the alias.
     """
     frame, level = sys._getframe(1), 1
@@ -199,15 +199,15 @@ def user_stacklevel() -> int | None:
 
 
 def _is_library_code(frame: Any) -> bool:
-    """Whether a frame runs gradax's or JAX's code (``jit``, ``eval_shape``)."""
+    """Whether a frame runs gradax's or JAX's code (`jit`, `eval_shape`)."""
     module = frame.f_globals.get("__name__", "")
     return _is_gradax_code(frame) or module.split(".")[0] in ("jax", "jaxlib")
 
 
 def caller_stacklevel() -> int:
-    """The ``stacklevel`` of the first caller outside gradax and JAX.
+    """The `stacklevel` of the first caller outside gradax and JAX.
 
-    For a warning given while a transformation runs (``init`` under ``jit``
+    For a warning given while a transformation runs (`init` under `jit`
     included): it points at the user's line that called it, past JAX's
     tracing machinery as well as gradax's own frames.
     """
@@ -241,15 +241,15 @@ class AbstractField:
     """A field a base class requires and each concrete subclass declares.
 
     A family of classes shares options whose place among the positional
-    arguments differs from class to class (NorMuon's ``beta2`` comes
-    between ``beta`` and ``eps``), so the base cannot declare them as its
+    arguments differs from class to class (NorMuon's `beta2` comes
+    between `beta` and `eps`), so the base cannot declare them as its
     own fields (a dataclass puts a base's fields first). It declares them
     this way instead, once, with their valid values; its methods may read
-    them. Each concrete subclass then writes ``ns_coeffs: Any =
-    NewtonSchulzSteps.ns_coeffs.declare()`` where the argument goes (or
+    them. Each concrete subclass then writes `ns_coeffs: Any =
+    NewtonSchulzSteps.ns_coeffs.declare()` where the argument goes (or
     sets a plain class constant where the value is fixed), and class
     creation fails if one is missing or declared with other valid values.
-    A class that is itself a base sets ``_abstract = True`` in its body.
+    A class that is itself a base sets `_abstract = True` in its body.
     """
 
     def __init__(self, doc: str, **declaration: Any):
@@ -275,7 +275,7 @@ class AbstractField:
         )
 
     def declare(self, **changes: Any) -> Any:
-        """The field, declared as the base says (``default`` may change)."""
+        """The field, declared as the base says (`default` may change)."""
         unknown = set(changes) - {"default", "kw_only", "allow_none"}
         if unknown:
             raise TypeError(
@@ -288,7 +288,7 @@ class AbstractField:
         return field(**declaration)
 
     def check(self, cls: type) -> None:
-        """Fail unless concrete ``cls`` declares this field as required."""
+        """Fail unless concrete `cls` declares this field as required."""
         fields = cls.__dict__.get("__dataclass_fields__", {})
         if self.name in fields:
             given = spec_of(fields[self.name])
@@ -308,12 +308,12 @@ class AbstractField:
 
 
 class ModuleMeta(type):
-    """Finishes every construction in one place, whatever ``__init__`` ran.
+    """Finishes every construction in one place, whatever `__init__` ran.
 
-    Calling a class runs its ``__init__`` (the dataclass one, or a class's
-    own, as ``chain(*transforms)`` has), then :meth:`Module._finish_init`:
-    field converters, declared ranges, every ``__check_init__``, warnings.
-    JAX's unflatten bypasses the call, so tracers coming out of ``jit`` are
+    Calling a class runs its `__init__` (the dataclass one, or a class's
+    own, as `chain(*transforms)` has), then :meth:`Module._finish_init`:
+    field converters, declared ranges, every `__check_init__`, warnings.
+    JAX's unflatten bypasses the call, so tracers coming out of `jit` are
     never converted or checked.
     """
 
@@ -354,14 +354,14 @@ class Module(metaclass=ModuleMeta):
     """Base of all gradax objects: a frozen dataclass registered as a pytree.
 
     Subclasses declare fields with annotations (static tools see the
-    constructor: the class is a ``dataclass_transform``). Three paths build
+    constructor: the class is a `dataclass_transform`). Three paths build
     an object, each doing only what applies to it:
 
-    - calling the class: its ``__init__``, then each field's converter (a
-      field declares one with ``field(converter=...)`` or ``hyper(...,
-      converter=...)``), the declared ranges, and ``__check_init__`` of every
+    - calling the class: its `__init__`, then each field's converter (a
+      field declares one with `field(converter=...)` or `hyper(...,
+      converter=...)`), the declared ranges, and `__check_init__` of every
       class in the hierarchy that defines one (base first; a subclass never
-      calls ``super()``);
+      calls `super()`);
     - :meth:`replace`: a copy with the changed fields, then the same
       conversion and checks;
     - JAX's unflatten: the leaves set as they are, nothing converted or
@@ -434,7 +434,7 @@ class Module(metaclass=ModuleMeta):
 
         Runs at every construction, also of the parts an alias builds inside
         each traced update, so the per-field work is planned once per class
-        (``_field_plan``, ``_declared``) instead of read from the dataclass.
+        (`_field_plan`, `_declared`) instead of read from the dataclass.
         """
         values = self.__dict__
         converts = type(self)._convert_field is not Module._convert_field
@@ -463,11 +463,11 @@ class Module(metaclass=ModuleMeta):
         return value
 
     def _unusual_values(self) -> list[tuple[str, str]]:
-        """Valid values that are usually a mistake: ``(what, why)`` pairs.
+        """Valid values that are usually a mistake: `(what, why)` pairs.
 
-        Read from the declarations (``Range.warn_below``: a negative learning
+        Read from the declarations (`Range.warn_below`: a negative learning
         rate). A subclass overrides this where another field decides whether
-        a value is unusual (``scale_by_learning_rate(flip_sign=False)`` is a
+        a value is unusual (`scale_by_learning_rate(flip_sign=False)` is a
         plain multiplier, for which a negative rate is the normal use).
         """
         notes = []
@@ -480,8 +480,8 @@ class Module(metaclass=ModuleMeta):
     def replace(self, **changes: Any) -> Self:
         """A copy with some fields changed, validated like a new object.
 
-        Works for every module, including those whose ``__init__`` takes
-        other arguments than their fields (``chain(*transforms)``).
+        Works for every module, including those whose `__init__` takes
+        other arguments than their fields (`chain(*transforms)`).
         """
         names = {f.name for f in _fields_of(self)}
         unknown = sorted(set(changes) - names)

@@ -1,6 +1,6 @@
 """ZeRO-1: optimizer state sharded over a data-parallel mesh axis.
 
-In data parallelism the parameters are replicated over the ``data`` axis, and
+In data parallelism the parameters are replicated over the `data` axis, and
 so is every state leaf made from them: each device keeps, and updates, the
 whole optimizer state. :class:`shard_state` splits each state leaf over that
 axis instead. Each device updates only its slice of the state, from its
@@ -43,21 +43,21 @@ def zero_spec(
     sizes: dict[str, int],
     unconstrained: bool = False,
 ) -> Any | None:
-    """Where :class:`shard_state` puts a leaf: ``spec`` split over ``axes``.
+    """Where :class:`shard_state` puts a leaf: `spec` split over `axes`.
 
     The rule: the first dimension whose size is a multiple of the number of
     devices it would then be split over (the sizes of the mesh axes already
-    on it times those of ``axes``) gets ``axes`` added after its own. A leaf
+    on it times those of `axes`) gets `axes` added after its own. A leaf
     with no such dimension, a scalar, or one already split over one of
-    ``axes`` is left as it is (None is returned).
+    `axes` is left as it is (None is returned).
 
     Args:
       shape: the leaf's shape.
-      spec: its current PartitionSpec (``P()`` for replicated).
+      spec: its current PartitionSpec (`P()` for replicated).
       axes: the mesh axes to split over.
       sizes: every mesh axis's size, by name.
       unconstrained: leave the other dimensions to the compiler
-        (``P.UNCONSTRAINED``; for Auto mesh axes, where the leaf's current
+        (`P.UNCONSTRAINED`; for Auto mesh axes, where the leaf's current
         sharding is not known while tracing).
 
     Returns:
@@ -99,10 +99,10 @@ def _is_array(x: Any) -> bool:
 class shard_state(GradientTransformation):
     """ZeRO-1: shards a transformation's state over a data-parallel mesh axis.
 
-    With data parallelism the parameters are replicated over the ``axis``
-    devices, and so is the optimizer state. Wrapped in ``shard_state``, each
-    state leaf is split over ``axis`` instead: every device keeps ``1/n`` of
-    it (``n`` devices on the axis). ``update`` hands the inner transformation
+    With data parallelism the parameters are replicated over the `axis`
+    devices, and so is the optimizer state. Wrapped in `shard_state`, each
+    state leaf is split over `axis` instead: every device keeps `1/n` of
+    it (`n` devices on the axis). `update` hands the inner transformation
     the gradients and parameters laid out like the state (a slice of a
     replicated array: no communication), so each device updates its own
     slice; the updates are then gathered back to the gradients' layout
@@ -112,7 +112,7 @@ class shard_state(GradientTransformation):
     split dimension (a global norm adds per-device partial sums).
 
     Which leaves: those shaped like the parameter at the same path
-    (``mu['w']`` like ``params['w']``), or a stack of such (L-BFGS's
+    (`mu['w']` like `params['w']`), or a stack of such (L-BFGS's
     memories), and 8-bit codes with their block scales: the state that
     grows with the model. Other leaves stay as the inner transformation
     makes them: step counts, Adafactor's factored statistics (a row and a
@@ -122,16 +122,16 @@ class shard_state(GradientTransformation):
 
     Which dimension (see :func:`zero_spec`): the first whose size is a
     multiple of the number of devices it would be split over; a leaf with
-    none stays replicated, and one already split over ``axis`` (FSDP
+    none stays replicated, and one already split over `axis` (FSDP
     parameters) stays as it is. The first dimension, rather than the
-    largest, keeps a stack of layers ``(L, m, n)`` whole per matrix, and 8-bit
-    block scales beside their codes: under ``jax.set_mesh`` the Muon family
+    largest, keeps a stack of layers `(L, m, n)` whole per matrix, and 8-bit
+    block scales beside their codes: under `jax.set_mesh` the Muon family
     stacks same-shape matrices and gives each device whole matrices to
     orthogonalize (:func:`gradax.sharding.distributed.orthogonalize_many`),
     which for such a stack is the slice the device already owns.
 
-    Works under ``jit`` with Explicit mesh axes (the split is in the state's
-    types and stays there through ``cond``, ``while_loop`` and ``scan``) and
+    Works under `jit` with Explicit mesh axes (the split is in the state's
+    types and stays there through `cond`, `while_loop` and `scan`) and
     with Auto axes (sharding constraints; the other dimensions are left to
     the compiler). The state's tree is the inner one's, unchanged: a
     checkpoint restores with or without the wrapper, given the target
@@ -140,7 +140,7 @@ class shard_state(GradientTransformation):
     Args:
       tx: the transformation whose state to shard.
       axis: the mesh axis (or a tuple of axes) to split the state over.
-      mesh: the mesh; default: the one set with ``jax.set_mesh``.
+      mesh: the mesh; default: the one set with `jax.set_mesh`.
 
     Returns:
       A transformation with the inner one's state tree and numbers.
@@ -157,7 +157,7 @@ class shard_state(GradientTransformation):
     References:
       Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
       Trillion Parameter Models", arXiv:1910.02054 (stage 1: optimizer
-      state partitioning); MaxText's ``shard_optimizer_over_data``.
+      state partitioning); MaxText's `shard_optimizer_over_data`.
     """
 
     tx: Any
@@ -202,7 +202,7 @@ class shard_state(GradientTransformation):
             )
 
     def _mesh(self) -> tuple[Any, bool]:
-        """The mesh, and whether ``axis`` is Explicit on it."""
+        """The mesh, and whether `axis` is Explicit on it."""
         axes = self._axes()
         mesh = self.mesh
         if mesh is None:
@@ -231,8 +231,8 @@ class shard_state(GradientTransformation):
         return jax.lax.with_sharding_constraint(x, where)
 
     def _split(self, tree: Any, like: Any) -> tuple[Any, Any]:
-        """``tree`` with each leaf shaped like a leaf of ``like`` (at the same
-        path, as ``mu['w']`` is like ``params['w']``) split over the axis,
+        """`tree` with each leaf shaped like a leaf of `like` (at the same
+        path, as `mu['w']` is like `params['w']`) split over the axis,
         and the leaves' layouts before (to gather back to); None where a
         leaf is left as it is."""
         mesh, explicit = self._mesh()
@@ -288,7 +288,7 @@ class shard_state(GradientTransformation):
         return split, [lay for _, lay in pairs]
 
     def _gather(self, tree: Any, layouts: list) -> Any:
-        """Each leaf of ``tree`` back in the layout ``_split`` took it from."""
+        """Each leaf of `tree` back in the layout `_split` took it from."""
         mesh, explicit = self._mesh()
 
         def one(x: Any, layout: Any) -> Any:
@@ -305,7 +305,7 @@ class shard_state(GradientTransformation):
         return treedef.unflatten(map(one, leaves, layouts))
 
     def _keep(self, new: Any, old: Any) -> Any:
-        """The new state in the layout of the old (stable types in ``scan``)."""
+        """The new state in the layout of the old (stable types in `scan`)."""
         mesh, explicit = self._mesh()
 
         def one(n: Any, o: Any) -> Any:
