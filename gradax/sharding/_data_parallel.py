@@ -138,8 +138,8 @@ def data_parallel_value_and_grad(
       >>> with jax.set_mesh(mesh):
       ...     x = jax.device_put(jnp.ones((32, 16)), jax.sharding.PartitionSpec("data"))
       ...     value, grads = jax.jit(data_parallel_value_and_grad(loss))(params, x)
-      >>> grads["w"].sharding.spec
-      PartitionSpec('data',)
+      >>> tuple(grads["w"].sharding.spec)
+      ('data', None)
     """
     axes = _axes(axis)
     if not callable(fun):
