@@ -51,7 +51,10 @@ def orthogonalize_grouped(
     for chunks in groups.values():
         for chunk in chunks:
             if len(chunk) == 1:
-                out[chunk[0]] = orthogonalize(flat[chunk[0]])
+                # Alone in its group: the very call it had without grouping
+                # (a batch of one is another program on some jax releases).
+                i = chunk[0]
+                out[i] = orthogonalize(matrices[i]).reshape(flat[i].shape)
                 continue
             stack = orthogonalize(jnp.concatenate([flat[i] for i in chunk]))
             counts = [flat[i].shape[0] for i in chunk]
