@@ -55,6 +55,7 @@ from ._declare import (
     static_field,
 )
 from ._declare import transformation_field as transformation_field
+from ._half import widen
 from ._hyper import as_hyperparameter, is_schedule, resolve
 from ._numerics import safe_increment
 from ._pytree import Module, ModuleMeta
@@ -68,7 +69,7 @@ from ._state_guard import (
     match_dtypes,
     match_state,
 )
-from ._treecheck import shape_differences, tree_difference
+from ._treecheck import require_params, shape_differences, tree_difference
 
 Params = Any
 """A pytree of parameters (arrays at the leaves)."""
@@ -102,6 +103,14 @@ class WeightDecaySchedule(NamedTuple):
     count: jax.Array  # int32 scalar: number of updates done
 
 
+def read_through_to_inner(self: Any, name: str) -> Any:
+    """A wrapper state's ``__getattr__``: an attribute it lacks is its
+    ``inner_state``'s (``state.mu`` of a wrapped Adam)."""
+    if name.startswith("__") or name == "_loads_itself":
+        raise AttributeError(name)
+    return getattr(self.inner_state, name)
+
+
 class ScheduleState(NamedTuple):
     """A step count around the state of a transformation that has none.
 
@@ -115,10 +124,7 @@ class ScheduleState(NamedTuple):
     count: jax.Array  # int32 scalar: number of updates done
     inner_state: Any
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.inner_state, name)
+    __getattr__ = read_through_to_inner
 
 
 # How many ``update`` calls of gradax transformations enclose the current one:
@@ -302,6 +308,12 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
     _tuple_kind: ClassVar[bool] = False
     # True where the parts are not fields (built by a factory at each step).
     _opaque: ClassVar[bool] = False
+    # The output-dtype policy of a precision wrapper (master_weights,
+    # stochastic_rounding): it needs the params, and the updates of 16-bit
+    # params are widened to float32 before anything else, so the base's
+    # dtype matching returns them float32 (the exact step to the new 16-bit
+    # value). Declared, not written as an override of update.
+    _widens_half_updates: ClassVar[bool] = False
 
     if not TYPE_CHECKING:
         # Hidden from static tools, which would otherwise stop at this
@@ -424,6 +436,9 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
         **extra_args: Any,
     ) -> tuple[Updates, OptState]:
         """Transform `updates`; returns `(new_updates, new_state)`."""
+        if self._widens_half_updates:
+            require_params(params, self._public_name())
+            updates = widen(updates, params)
         missing = [n for n in self._required_extra_args if extra_args.get(n) is None]
         if missing:
             raise TypeError(

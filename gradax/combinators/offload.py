@@ -11,6 +11,7 @@ from .._declare import OneOf, hyper
 from .._protocol import (
     GradientTransformation,
     TransformationLike,
+    read_through_to_inner,
     transformation_field,
 )
 
@@ -27,10 +28,7 @@ class OffloadedState(NamedTuple):
     # loaded); this state is loaded by the inner transformation, on the device.
     _loads_itself = True
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_loads_itself":
-            raise AttributeError(name)
-        return getattr(self.inner_state, name)
+    __getattr__ = read_through_to_inner
 
 
 def _to(state: Any, space: Any) -> Any:

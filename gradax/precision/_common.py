@@ -9,34 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._half import HALF_DTYPES as HALF_DTYPES
+from .._half import is_half as is_half
+from .._half import widen as widen
 from ..combinators.masked import MaskedNode
-
-HALF_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
-
-
-def is_half(x: Any) -> bool:
-    """Whether `x` is a bfloat16 or float16 array (or abstract array)."""
-    dtype = getattr(x, "dtype", None)
-    return dtype is not None and jnp.dtype(dtype) in HALF_DTYPES
-
-
-def widen(tree: Any, params: Any) -> Any:
-    """`tree` with each leaf where `params` is 16-bit cast to float32.
-
-    Widening a 16-bit value to float32 is exact; a leaf already as wide (a
-    float32 gradient) is left alone, and so is every leaf of a parameter
-    that is not 16-bit.
-    """
-
-    def one(x: Any, p: Any) -> Any:
-        if x is None or not is_half(p):
-            return x
-        dtype = jnp.dtype(getattr(x, "dtype", jnp.float32))
-        if jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize >= 4:
-            return x
-        return jnp.asarray(x).astype(jnp.float32)
-
-    return jax.tree.map(one, tree, params, is_leaf=lambda x: x is None)
 
 
 def bits_to_float(bits: jax.Array) -> jax.Array:

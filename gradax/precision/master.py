@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from .._protocol import (
     GradientTransformation,
     TransformationLike,
+    read_through_to_inner,
     transformation_field,
 )
 from .._treecheck import require_params
@@ -37,10 +38,7 @@ class MasterWeightsState(NamedTuple):
     # The inner transformation loads its own (8-bit) state.
     _loads_itself = True
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_loads_itself":
-            raise AttributeError(name)
-        return getattr(self.inner_state, name)
+    __getattr__ = read_through_to_inner
 
 
 def _join(param: jax.Array, low: jax.Array) -> jax.Array:
@@ -144,6 +142,9 @@ class master_weights(GradientTransformation):
       Zamirai et al., "Revisiting BFloat16 Training", arXiv:2010.06192.
     """
 
+    # Updates of 16-bit params come back float32 (see _protocol).
+    _widens_half_updates = True
+
     tx: TransformationLike = transformation_field()
 
     # -- what users call besides init/update ---------------------------------
@@ -185,11 +186,6 @@ class master_weights(GradientTransformation):
         return params, state._replace(low_bits=low_bits)
 
     # -- the protocol ----------------------------------------------------------
-
-    def update(self, updates, state, params=None, **extra_args):
-        """Transform `updates`; for bfloat16 parameters they come back float32."""
-        require_params(params, "master_weights")
-        return super().update(widen(updates, params), state, params, **extra_args)
 
     def init_state(self, params):
         refuse_float16(params, "master_weights")

@@ -11,6 +11,7 @@ from .._declare import Range, hyper, static_field
 from .._protocol import (
     GradientTransformation,
     TransformationLike,
+    read_through_to_inner,
     transformation_field,
 )
 from .._treecheck import require_params
@@ -37,10 +38,7 @@ class StochasticRoundingState(NamedTuple):
     # The inner transformation loads its own (8-bit) state.
     _loads_itself = True
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_loads_itself":
-            raise AttributeError(name)
-        return getattr(self.inner_state, name)
+    __getattr__ = read_through_to_inner
 
 
 def round_bfloat16(x: jax.Array, key: jax.Array) -> jax.Array:
@@ -166,6 +164,9 @@ class stochastic_rounding(GradientTransformation):
       Training", arXiv:2010.06192.
     """
 
+    # Updates of 16-bit params come back float32 (see _protocol).
+    _widens_half_updates = True
+
     tx: TransformationLike = transformation_field()
     seed: int = hyper(default=0, valid=Range(integer=True), static=True, kw_only=True)
     key: Any = None
@@ -189,11 +190,6 @@ class stochastic_rounding(GradientTransformation):
             f"jax.random.PRNGKey), got {key.dtype} of shape {key.shape}; give "
             "an integer as seed= instead"
         )
-
-    def update(self, updates, state, params=None, **extra_args):
-        """Transform `updates`; for 16-bit parameters they come back float32."""
-        require_params(params, "stochastic_rounding")
-        return super().update(widen(updates, params), state, params, **extra_args)
 
     def init_state(self, params):
         return StochasticRoundingState(
