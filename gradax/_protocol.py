@@ -140,18 +140,19 @@ _shapes_checked: contextvars.ContextVar[bool] = contextvars.ContextVar(
 )
 
 
+def _parts(tx: Any) -> list[GradientTransformation]:
+    """The transformations among `tx`'s fields (a chain's, a wrapper's)."""
+    leaves = jax.tree_util.tree_leaves(
+        tx, is_leaf=lambda x: x is not tx and isinstance(x, GradientTransformation)
+    )
+    return [p for p in leaves if isinstance(p, GradientTransformation)]
+
+
 def _has_per_example_updates(tx: Any) -> bool:
     """Whether `tx` or a transformation inside it takes per-example updates."""
     if getattr(tx, "_per_example_updates", False):
         return True
-    parts = jax.tree_util.tree_leaves(
-        tx, is_leaf=lambda x: x is not tx and isinstance(x, GradientTransformation)
-    )
-    return any(
-        _has_per_example_updates(p)
-        for p in parts
-        if isinstance(p, GradientTransformation)
-    )
+    return any(_has_per_example_updates(p) for p in _parts(tx))
 
 
 def _shapes_checked_at_edge(tx: Any) -> bool:
@@ -166,14 +167,7 @@ def _shapes_checked_at_edge(tx: Any) -> bool:
         return False
     if isinstance(tx, (FunctionTransformation, Foreign)):
         return False
-    parts = jax.tree_util.tree_leaves(
-        tx, is_leaf=lambda x: x is not tx and isinstance(x, GradientTransformation)
-    )
-    return all(
-        _shapes_checked_at_edge(p)
-        for p in parts
-        if isinstance(p, GradientTransformation)
-    )
+    return all(_shapes_checked_at_edge(p) for p in _parts(tx))
 
 
 def zero_count() -> jax.Array:

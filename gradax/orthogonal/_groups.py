@@ -300,8 +300,12 @@ class MuonGroups(Alias):
             decay,
             scale_by_learning_rate(self.learning_rate),
         )
+        return self._with_adam_group(muon_group)
+
+    def _with_adam_group(self, matrices: Any) -> Any:
+        """`matrices` for the routed leaves, the AdamW group for the rest."""
         if self.adam is not None:
-            return partition({"muon": muon_group, "adam": self.adam}, self._labels)
+            return partition({"muon": matrices, "adam": self.adam}, self._labels)
         adam_lr = self.adam_learning_rate
         adam_group = adamw(
             self.learning_rate if adam_lr is None else adam_lr,
@@ -313,4 +317,4 @@ class MuonGroups(Alias):
             weight_decay=self.adam_weight_decay,
             nesterov=self.nesterov,
         )
-        return partition({"muon": muon_group, "adam": adam_group}, self._labels)
+        return partition({"muon": matrices, "adam": adam_group}, self._labels)

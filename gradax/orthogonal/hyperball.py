@@ -25,8 +25,7 @@ import jax.numpy as jnp
 from .._declare import DECAY, POSITIVE, hyper, static_field
 from .._protocol import EmptyState, GradientTransformation
 from ..combinators.chain import chain
-from ..combinators.masked import partition
-from ..optimizers.adam import adamw, scale_by_adam
+from ..optimizers.adam import scale_by_adam
 from ..transforms.scaling import scale_by_learning_rate
 from ._groups import MU_DTYPE_OPTION, MuonGroups
 from ._options import (
@@ -141,20 +140,7 @@ class HyperballGroups(MuonGroups):
             scale_by_learning_rate(self.learning_rate),
             _HyperballStep(self._dims, "retract", radius),
         )
-        if self.adam is not None:
-            return partition({"muon": sphere, "adam": self.adam}, self._labels)
-        adam_lr = self.adam_learning_rate
-        adam_group = adamw(
-            self.learning_rate if adam_lr is None else adam_lr,
-            b1=self.adam_b1,
-            b2=self.adam_b2,
-            eps=self.eps if self.adam_eps is None else self.adam_eps,
-            eps_root=self.adam_eps_root,
-            mu_dtype=self.mu_dtype,
-            weight_decay=self.adam_weight_decay,
-            nesterov=self.nesterov,
-        )
-        return partition({"muon": sphere, "adam": adam_group}, self._labels)
+        return self._with_adam_group(sphere)
 
 
 class muonh(MomentumOptions, NewtonSchulzOptions, HyperballGroups):

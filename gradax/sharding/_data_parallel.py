@@ -23,41 +23,17 @@ from typing import Any
 import jax
 
 from .._compat import shard_map
-from .zero import zero_spec
+from .zero import axis_names, check_axes_on, mesh_of, zero_spec
 
 P = jax.sharding.PartitionSpec
 
 __all__ = ["data_parallel_value_and_grad"]
 
 
-def _axes(axis: Any) -> tuple[str, ...]:
-    axes = (axis,) if isinstance(axis, str) else axis
-    if (
-        not isinstance(axes, tuple)
-        or not axes
-        or not all(isinstance(a, str) for a in axes)
-    ):
-        raise TypeError(
-            "data_parallel_value_and_grad(axis=...) must be a mesh axis name (a "
-            f"str) or a non-empty tuple of names, got {axis!r}"
-        )
-    return axes
-
-
 def _mesh(mesh: Any, axes: tuple[str, ...]) -> Any:
-    if mesh is None:
-        mesh = jax.sharding.get_abstract_mesh()
-        if mesh is None or mesh.empty:
-            raise ValueError(
-                f"data_parallel_value_and_grad(axis={axes!r}) needs a mesh: call "
-                "it under jax.set_mesh(mesh), or pass mesh=..."
-            )
-    missing = [a for a in axes if a not in mesh.axis_names]
-    if missing:
-        raise ValueError(
-            f"data_parallel_value_and_grad: the mesh has no axis "
-            f"{', '.join(map(repr, missing))}; its axes are {tuple(mesh.axis_names)}"
-        )
+    owner = f"data_parallel_value_and_grad(axis={axes!r})"
+    mesh = mesh_of(mesh, owner, "it")
+    check_axes_on(axes, mesh.axis_names, owner)
     return mesh
 
 
@@ -141,7 +117,7 @@ def data_parallel_value_and_grad(
       >>> tuple(grads["w"].sharding.spec)
       ('data', None)
     """
-    axes = _axes(axis)
+    axes = axis_names(axis, "data_parallel_value_and_grad")
     if not callable(fun):
         raise TypeError(
             f"data_parallel_value_and_grad(fun=...) must be callable, got {fun!r}"

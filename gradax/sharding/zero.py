@@ -36,6 +36,43 @@ def _names(entry: Any) -> tuple[str, ...]:
     return tuple(entry)
 
 
+def axis_names(axis: Any, owner: str) -> tuple[str, ...]:
+    """``axis`` (a mesh axis name or a tuple of names) as a tuple of names."""
+    axes = (axis,) if isinstance(axis, str) else axis
+    if (
+        not isinstance(axes, tuple)
+        or not axes
+        or not all(isinstance(a, str) for a in axes)
+    ):
+        raise TypeError(
+            f"{owner}(axis=...) must be a mesh axis name (a str) or a "
+            f"non-empty tuple of names, got {axis!r}"
+        )
+    return axes
+
+
+def check_axes_on(axes: tuple[str, ...], names: Sequence[str], owner: str) -> None:
+    """Refuse ``axes`` a mesh of axis ``names`` lacks."""
+    missing = [a for a in axes if a not in names]
+    if missing:
+        raise ValueError(
+            f"{owner}: the mesh has no axis "
+            f"{', '.join(map(repr, missing))}; its axes are {tuple(names)}"
+        )
+
+
+def mesh_of(mesh: Any, owner: str, call: str) -> Any:
+    """``mesh``, or the one set with ``jax.set_mesh`` where it is None."""
+    if mesh is None:
+        mesh = jax.sharding.get_abstract_mesh()
+        if mesh is None or mesh.empty:
+            raise ValueError(
+                f"{owner} needs a mesh: call {call} under jax.set_mesh(mesh), "
+                "or pass mesh=..."
+            )
+    return mesh
+
+
 def zero_spec(
     shape: Sequence[int],
     spec: Any,
@@ -181,37 +218,15 @@ class shard_state(GradientTransformation):
     # -- the mesh and the layout ---------------------------------------------
 
     def _axes(self) -> tuple[str, ...]:
-        axes = (self.axis,) if isinstance(self.axis, str) else self.axis
-        if (
-            not isinstance(axes, tuple)
-            or not axes
-            or not all(isinstance(a, str) for a in axes)
-        ):
-            raise TypeError(
-                "shard_state(axis=...) must be a mesh axis name (a str) or a "
-                f"non-empty tuple of names, got {self.axis!r}"
-            )
-        return axes
+        return axis_names(self.axis, "shard_state")
 
     def _check_axes_on(self, axes: tuple[str, ...], names: Sequence[str]) -> None:
-        missing = [a for a in axes if a not in names]
-        if missing:
-            raise ValueError(
-                f"shard_state(axis={self.axis!r}): the mesh has no axis "
-                f"{', '.join(map(repr, missing))}; its axes are {tuple(names)}"
-            )
+        check_axes_on(axes, names, f"shard_state(axis={self.axis!r})")
 
     def _mesh(self) -> tuple[Any, bool]:
         """The mesh, and whether `axis` is Explicit on it."""
         axes = self._axes()
-        mesh = self.mesh
-        if mesh is None:
-            mesh = jax.sharding.get_abstract_mesh()
-            if mesh is None or mesh.empty:
-                raise ValueError(
-                    f"shard_state(axis={self.axis!r}) needs a mesh: call init "
-                    "and update under jax.set_mesh(mesh), or pass mesh=..."
-                )
+        mesh = mesh_of(self.mesh, f"shard_state(axis={self.axis!r})", "init and update")
         self._check_axes_on(axes, mesh.axis_names)
         types = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))
         kinds = {types[a] for a in axes}
