@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
+from ._compat import Self
 from ._declare import (
     is_static,
     register_transformation_converter,
@@ -697,9 +698,9 @@ class Alias(GradientTransformation):
     """A transformation defined as a composition of others (e.g. `adamw`).
 
     It keeps the user's hyperparameters as its own (declared, validated)
-    fields, so `repr` and equality show them, and builds the composition at
-    each init/update. Schedules are passed on to the parts, which resolve
-    them at their own step counts.
+    fields, so `repr` and equality show them, and builds the composition
+    once per instance (:meth:`parts`). Schedules are passed on to the parts,
+    which resolve them at their own step counts.
     """
 
     _resolves_schedules = False
@@ -709,11 +710,33 @@ class Alias(GradientTransformation):
         """The composition this alias stands for."""
         raise NotImplementedError
 
+    def parts(self) -> GradientTransformation:
+        """The composition, built at the first call and kept by this instance.
+
+        Kept outside the fields (not a pytree child, not in `repr` or
+        equality). A copy with other fields (`replace`, `_with_fields`, a
+        pytree rebuilt under a trace) is another instance and builds its own.
+        """
+        built = self.__dict__.get(_PARTS)
+        if built is None:
+            built = self.build()
+            object.__setattr__(self, _PARTS, built)
+        return built
+
+    def _with_fields(self, **values: Any) -> Self:
+        obj = super()._with_fields(**values)
+        obj.__dict__.pop(_PARTS, None)  # built from the old fields
+        return obj
+
     def init_state(self, params):
-        return self.build().init(params)
+        return self.parts().init(params)
 
     def update_state(self, updates, state, params=None, **extra_args):
-        return self.build().update(updates, state, params, **extra_args)
+        return self.parts().update(updates, state, params, **extra_args)
+
+
+# Where an Alias keeps its built parts, in its __dict__ beside the fields.
+_PARTS = "_alias_parts"
 
 
 # ----------------------------------------------------------------------------

@@ -250,4 +250,4 @@ class measure_with_ema(Alias):
     def update_state(self, updates, state, params=None, **extra_args):
         # The ema stage sees measurements, not updates shaped like params.
         del params
-        return self.build().update(updates, state, None, **extra_args)
+        return self.parts().update(updates, state, None, **extra_args)
