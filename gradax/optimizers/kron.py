@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import tree as gtree
 from .._declare import (
@@ -33,6 +34,14 @@ from . import _psgd as psgd
 
 # How often a preconditioner update also balances the factors (psgd-jax).
 _BALANCE_PROBABILITY = 0.01
+# psgd-jax be95524's cap on each preconditioned leaf's RMS ("the RMS of the
+# preconditioned gradient should be 1.0").
+_RMS_CAP = 1.1
+# psgd-jax be95524's damping scale: sqrt of float32's machine epsilon,
+# computed in float32 whatever the working dtype.
+_DAMPING = np.sqrt(np.finfo(np.float32).eps, dtype=np.float32)
+OUTPUT_CLIPS = ("trust_region", "rms")
+PRECOND_UPDATES = ("random", "interval")
 
 
 class KronState(NamedTuple):
@@ -43,6 +52,9 @@ class KronState(NamedTuple):
     mu: Any  # momentum, like the params (mu_dtype)
     Qs: Any  # noqa: N815 - psgd's name. Per leaf, one factor per axis:
     # (*batch, n, n) upper triangular or (*batch, n) diagonal
+    # int32 scalar, steps since the factors were last updated: only with
+    # precond_update="interval" (None otherwise: no leaf).
+    update_counter: Any = None
 
 
 def _as_key(key: Any, seed: int) -> jax.Array:
@@ -75,6 +87,14 @@ class scale_by_kron(GradientTransformation):
       trust_region_scale: the soft clip's scale, > 0.
       norm_lower_bound: the factor step's spectral-norm bound, "two_step"
         (psgd-jax's) or "one_step" (gradax's earlier rule).
+      output_clip: "trust_region" (psgd-jax 39d4620's soft clip) or "rms"
+        (each preconditioned leaf scaled to an RMS of at most 1.1, psgd-jax
+        be95524).
+      damping: add `sqrt(eps_float32) * mean|m| * v` to the factors' input
+        `m` (psgd-jax be95524).
+      precond_update: "random" (update the factors with probability
+        p(t)) or "interval" (when the steps since the last update reach
+        1 / p(t), psgd-jax be95524; adds `update_counter` to the state).
       scanned_layers: which leaves are stacks of layers along their first
         axis (each slice gets its own factors): None, a tree of bools (a
         prefix of the params) or a function of the params returning one.
@@ -103,6 +123,13 @@ class scale_by_kron(GradientTransformation):
         valid=OneOf(psgd.NORM_LOWER_BOUNDS),
         static=True,
         kw_only=True,
+    )
+    output_clip: str = hyper(
+        default="trust_region", valid=OneOf(OUTPUT_CLIPS), static=True, kw_only=True
+    )
+    damping: bool = static_field(default=False, kw_only=True)
+    precond_update: str = hyper(
+        default="random", valid=OneOf(PRECOND_UPDATES), static=True, kw_only=True
     )
     scanned_layers: Any = static_field(default=None, kw_only=True)
     # A key array is data (a leaf), never structure.
@@ -163,6 +190,9 @@ class scale_by_kron(GradientTransformation):
             key=_as_key(self.key, self.seed),
             mu=gtree.zeros_like(params, dtype=self.mu_dtype),
             Qs=jax.tree.unflatten(treedef, factors),
+            update_counter=(
+                zero_count() if self.precond_update == "interval" else None
+            ),
         )
 
     def update_state(self, updates, state, params=None, **extra_args):
@@ -185,7 +215,17 @@ class scale_by_kron(GradientTransformation):
                 out.append(self._refit_leaf(m, qs, s, v_key))
             return out
 
-        do_update = jax.random.uniform(draw_key) < probability
+        counter = state.update_counter
+        if self.precond_update == "interval":
+            # psgd-jax be95524: update when the steps since the last update
+            # reach 1 / p (never for p = 0), then count again from 0.
+            counter = safe_increment(counter)
+            do_update = counter.astype(jnp.float32) >= 1 / jnp.asarray(
+                probability, jnp.float32
+            )
+            counter = jnp.where(do_update, jnp.zeros_like(counter), counter)
+        else:
+            do_update = jax.random.uniform(draw_key) < probability
         factors = jax.lax.cond(do_update, refit, lambda qs: list(qs), factors)
         direction = [
             self._precondition_leaf(m, qs, s)
@@ -196,6 +236,7 @@ class scale_by_kron(GradientTransformation):
             key=key,
             mu=mu,
             Qs=jax.tree.unflatten(treedef, factors),
+            update_counter=counter,
         )
 
     def _balance(self, scanned: bool):
@@ -209,6 +250,8 @@ class scale_by_kron(GradientTransformation):
         x, _ = replicate(m)
         x = x.astype(dtype)
         v = jax.random.normal(v_key, x.shape, dtype)
+        if self.damping:
+            x = x + _DAMPING.astype(dtype) * jnp.mean(jnp.abs(x)) * v
         shape, _ = self._layout(tuple(m.shape), scanned)
         work = tuple(q.astype(dtype) for q in qs)
 
@@ -232,7 +275,12 @@ class scale_by_kron(GradientTransformation):
             return psgd.precondition(work, x.astype(dtype).reshape(shape))
 
         out = jax.vmap(one)(x, work) if scanned else one(x, work)
-        out = psgd.trust_region(out.reshape(m.shape), self.trust_region_scale)
+        out = out.reshape(m.shape)
+        if self.output_clip == "rms":
+            rms = jnp.sqrt(jnp.mean(jnp.abs(out) ** 2))
+            out = out / jnp.maximum(1.0, rms / _RMS_CAP).astype(out.dtype)
+        else:
+            out = psgd.trust_region(out, self.trust_region_scale)
         return restore(out.astype(m.dtype), sharding)
 
 
@@ -284,7 +332,11 @@ class kron(Alias):
     small damping of the preconditioner's input (:math:`\hat m +
     \sqrt{\epsilon_{32}}\,\mathrm{mean}|\hat m|\, v`), and updates the
     factors every :math:`1/p(t)` steps instead of with probability
-    :math:`p(t)`; gradax keeps the earlier rules.
+    :math:`p(t)`, with the schedule's flat start at 500 steps instead of
+    250. gradax keeps the earlier rules by default; `output_clip="rms"`,
+    `damping=True`, `precond_update="interval"` and
+    `preconditioner_update_probability=precond_update_prob_schedule(
+    flat_start=500)` give be95524's (2024-12-31), the newest commit.
 
     Args:
       learning_rate: :math:`\eta`, a number or schedule.
@@ -310,6 +362,14 @@ class kron(Alias):
       trust_region_scale: :math:`s > 0`.
       norm_lower_bound: the triangular factors' norm bound, "two_step"
         (default, psgd-jax's) or "one_step" (gradax's earlier rule).
+      output_clip: "trust_region" (:math:`\tau` above, the default) or
+        "rms" (each preconditioned leaf divided by :math:`\max(1,
+        \mathrm{RMS}/1.1)`, psgd-jax be95524).
+      damping: add :math:`\sqrt{\epsilon_{32}}\,\mathrm{mean}|\hat m|\, v`
+        to the factors' input (psgd-jax be95524); default False.
+      precond_update: "random" (with probability :math:`p(t)`, the
+        default) or "interval" (when the steps since the last update reach
+        :math:`1/p(t)`, psgd-jax be95524; the state gains `update_counter`).
       scanned_layers: leaves that are stacks of layers along their first
         axis (a tree of bools, a prefix of the params, or a function of
         them); each slice gets its own factors.
@@ -359,6 +419,13 @@ class kron(Alias):
         static=True,
         kw_only=True,
     )
+    output_clip: str = hyper(
+        default="trust_region", valid=OneOf(OUTPUT_CLIPS), static=True, kw_only=True
+    )
+    damping: bool = static_field(default=False, kw_only=True)
+    precond_update: str = hyper(
+        default="random", valid=OneOf(PRECOND_UPDATES), static=True, kw_only=True
+    )
     scanned_layers: Any = static_field(default=None, kw_only=True)
     # A key array is data (a leaf), never structure.
     key: Any = dataclasses.field(default=None, kw_only=True)
@@ -378,6 +445,9 @@ class kron(Alias):
                 precond_init_scale=self.precond_init_scale,
                 trust_region_scale=self.trust_region_scale,
                 norm_lower_bound=self.norm_lower_bound,
+                output_clip=self.output_clip,
+                damping=self.damping,
+                precond_update=self.precond_update,
                 scanned_layers=self.scanned_layers,
                 key=self.key,
                 seed=self.seed,
