@@ -24,7 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._quantized import is_quantized
-from ._treecheck import tree_difference
+from ._treecheck import (
+    Difference,
+    differences,
+    field_names,
+    is_terminal,
+    tree_difference,
+)
 
 
 def is_weakly_typed(x: Any) -> bool:
@@ -222,44 +228,25 @@ def expected_state(tx: Any, like: Any) -> Any:
 
 
 def _same_empty(expected: Any, state: Any) -> bool:
-    problems: list[_Problem] = []
-    _compare(expected, state, (), problems)
-    return not problems
+    return not differences(expected, state, same_class=_same_class)
 
 
 class _Problem(NamedTuple):
-    kind: str  # "plain", "other", "keys", "shape"
+    kind: str  # the hint it calls for: "library", "plain", "other", "keys", "shape"
     path: str
     expected: str
     given: str
 
 
-def _is_leaf(x: Any) -> bool:
-    return x is not None and jax.tree_util.treedef_is_leaf(
-        jax.tree_util.tree_structure(x)
-    )
-
-
-def _children(x: Any) -> list[tuple[Any, Any]]:
-    """One level of `x`'s children, with their keys."""
-    flat = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)[0]
-    return [(path[0], child) for path, child in flat]
-
-
-def _fields(x: Any) -> tuple[str, ...] | None:
-    fields = getattr(type(x), "_fields", None)
-    return tuple(fields) if isinstance(x, tuple) and fields is not None else None
-
-
 def _describe(x: Any) -> str:
     if x is None:
         return "None"
-    if _is_leaf(x):
+    if is_terminal(x):
         shape = getattr(x, "shape", None)
         if shape is None:
             return f"a {type(x).__name__} ({x!r})"
         return f"an array of shape {tuple(shape)}"
-    fields = _fields(x)
+    fields = field_names(x)
     if fields is not None:
         return f"{type(x).__name__}({', '.join(fields)})"
     if isinstance(x, dict):
@@ -268,7 +255,8 @@ def _describe(x: Any) -> str:
     if isinstance(x, (list, tuple)):
         if 0 < len(x) <= 6:
             parts = ", ".join(
-                type(e).__name__ if _fields(e) is not None else _describe(e) for e in x
+                type(e).__name__ if field_names(e) is not None else _describe(e)
+                for e in x
             )
             return f"a {type(x).__name__} ({parts})"
         return f"a {type(x).__name__} of {len(x)}"
@@ -283,86 +271,46 @@ _COUNT_ONLY = ("ScaleByScheduleState", "WeightDecaySchedule")
 
 def is_count_only(state: Any) -> bool:
     """Whether `state` is a one-field count state of optax's or gradax's."""
-    return type(state).__name__ in _COUNT_ONLY and _fields(state) == ("count",)
+    return type(state).__name__ in _COUNT_ONLY and field_names(state) == ("count",)
 
 
 def _same_class(expected: Any, given: Any) -> bool:
     return type(expected) is type(given) or is_count_only(given)
 
 
-def _compare(expected: Any, given: Any, path: tuple, out: list[_Problem]) -> None:
-    """Append each place `given` differs from `expected`, outermost first."""
-    where = "state" + jax.tree_util.keystr(path)
-    if not jax.tree_util.tree_leaves(expected) and not jax.tree_util.tree_leaves(given):
-        return  # None, (), EmptyState() and MaskedNode() stand for each other
-    if _is_leaf(expected) or _is_leaf(given):
-        if not (_is_leaf(expected) and _is_leaf(given)):
-            kind = "keys" if isinstance(given, dict) else "other"
-            out.append(_Problem(kind, where, _describe(expected), _describe(given)))
-        elif np.shape(expected) != np.shape(given):
-            out.append(_Problem("shape", where, _describe(expected), _describe(given)))
-        return
-    fields, given_fields = _fields(expected), _fields(given)
+def _hint_kind(d: Difference) -> str:
+    """Which hint a difference calls for, read from what the two sides are."""
+    expected, given = d.expected, d.given
+    if d.kind == "shape":
+        return "shape"
+    if d.kind == "leaf":
+        return "keys" if isinstance(given, dict) else "other"
+    fields, given_fields = field_names(expected), field_names(given)
     if fields is not None:
-        if given_fields == fields and not _same_class(expected, given):
-            out.append(
-                _Problem(
-                    "library",
-                    where,
-                    f"{_describe(expected)} (from {type(expected).__module__})",
-                    f"{_describe(given)} (from {type(given).__module__})",
-                )
-            )
-            return
         if given_fields == fields:
-            for name in fields:
-                _compare(
-                    getattr(expected, name),
-                    getattr(given, name),
-                    (*path, jax.tree_util.GetAttrKey(name)),
-                    out,
-                )
-            return
+            return "library"  # the same fields in another library's class
         plain = (isinstance(given, dict) and set(given) == set(fields)) or (
             given_fields is None
             and isinstance(given, (list, tuple))
             and len(given) == len(fields)
         )
-        kind = "plain" if plain else "other"
-        out.append(_Problem(kind, where, _describe(expected), _describe(given)))
-        return
-    if isinstance(expected, dict):
-        if not isinstance(given, dict):
-            out.append(_Problem("other", where, _describe(expected), _describe(given)))
-        elif set(expected) != set(given):
-            out.append(_Problem("keys", where, _describe(expected), _describe(given)))
-        else:
-            for key in expected:
-                _compare(
-                    expected[key],
-                    given[key],
-                    (*path, jax.tree_util.DictKey(key)),
-                    out,
-                )
-        return
-    if isinstance(expected, (list, tuple)):
-        if given_fields is not None or not isinstance(given, (list, tuple)):
-            out.append(_Problem("other", where, _describe(expected), _describe(given)))
-        elif len(expected) != len(given):
-            out.append(_Problem("other", where, _describe(expected), _describe(given)))
-        else:
-            for i, (e, g) in enumerate(zip(expected, given, strict=True)):
-                _compare(e, g, (*path, jax.tree_util.SequenceKey(i)), out)
-        return
-    # Any other node (a flax State, an equinox module, a QuantizedArray):
-    # the same class with children under the same keys.
-    expected_children, given_children = _children(expected), _children(given)
-    same_keys = [k for k, _ in expected_children] == [k for k, _ in given_children]
-    if type(expected) is not type(given) or not same_keys:
-        out.append(_Problem("other", where, _describe(expected), _describe(given)))
-        return
-    for (key, e), (_, g) in zip(expected_children, given_children, strict=True):
-        _compare(e, g, (*path, key), out)
+        return "plain" if plain else "other"
+    if isinstance(expected, dict) and isinstance(given, dict):
+        return "keys"
+    return "other"
+
+
+def _problems(expected: Any, given: Any) -> list[_Problem]:
+    """Each place `given` differs from `expected`, outermost first."""
+    problems = []
+    for d in differences(expected, given, same_class=_same_class):
+        kind, where = _hint_kind(d), "state" + jax.tree_util.keystr(d.path)
+        shown_expected, shown_given = _describe(d.expected), _describe(d.given)
+        if kind == "library":
+            shown_expected += f" (from {type(d.expected).__module__})"
+            shown_given += f" (from {type(d.given).__module__})"
+        problems.append(_Problem(kind, where, shown_expected, shown_given))
+    return problems
 
 
 _HINTS = {
@@ -416,9 +364,7 @@ def _fits_when_cast(
         expected = state_shapes(tx.init, _cast_floats(like, chosen_now, target))
     except Exception:  # an init that cannot take these dtypes
         return False
-    left: list[_Problem] = []
-    _compare(expected, state, (), left)
-    return not left
+    return not differences(expected, state, same_class=_same_class)
 
 
 def _made_for_other_dtypes(
@@ -487,8 +433,7 @@ def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> A
             f"{owner}.update was given state=None: pass the state its "
             "init(params) returned"
         )
-    problems: list[_Problem] = []
-    _compare(expected, state, (), problems)
+    problems = _problems(expected, state)
     if not problems:
         return None
     against = "the params given" if params is not None else "the updates given"

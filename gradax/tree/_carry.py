@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .._treecheck import children, is_leaf
+
 _Key = tuple[Any, ...]  # canonical path: positions as int, names as str
 
 # A partition's group labels are the keys under this field. They are left out
@@ -84,17 +86,14 @@ def _leaves(tree: Any) -> list[_Leaf]:
 
     def walk(node: Any, path: tuple, owner: str | None, holder: _Key) -> None:
         # One level at a time, so that each leaf knows the node holding it.
-        level, _ = jax.tree_util.tree_flatten_with_path(
-            node, is_leaf=lambda x: x is not node
-        )
-        if len(level) == 1 and level[0][0] == ():
+        if is_leaf(node):
             key = tuple(_canonical(e) for e in path)
             leaf = _Leaf(
                 jax.tree_util.keystr(path), key, _names(key), owner, holder, node
             )
             out.append(leaf)
             return
-        for (entry,), child in level:
+        for entry, child in children(node):
             child_path = (*path, entry)
             if isinstance(entry, jax.tree_util.GetAttrKey):
                 key = tuple(_canonical(e) for e in path)
