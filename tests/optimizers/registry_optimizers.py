@@ -675,6 +675,20 @@ ENTRIES: list[Entry] = [
         schedule_arg="preconditioner_update_probability",
         optax_name="",
     ),
+    # psgd-jax be95524's rules: the interval rule adds update_counter.
+    Entry(
+        "kron",
+        dict(
+            learning_rate=0.05,
+            output_clip="rms",
+            damping=True,
+            precond_update="interval",
+            preconditioner_update_probability=0.5,
+        ),
+        optimizer=True,
+        schedule_arg="preconditioner_update_probability",
+        optax_name="",
+    ),
     Entry(
         "scale_by_kron",
         dict(b1=0.8, min_ndim_triangular=1, precond_dtype=jnp.float32),
