@@ -23,14 +23,18 @@ What it reports
   Frobenius norms). "before" is the same number for gradax's behaviour
   before issue 36 where that changed (Dion's ``orientation="as_is"``;
   Adam-mini's partition without the ``"rows"`` label and the bias rule;
-  cautious Lion's ``mask_scale="mean"``).
+  cautious Lion's ``mask_scale="mean"``; Dion2's ``ns_coeffs=
+  "polar_express"``), or for gradax's default where the reference needs
+  an option (NorMuon's ``consistent_rms=0.2``; Scion's radius on a conv
+  kernel).
 
 Fixtures
   ``--write-fixtures`` writes each reference's trajectory to a small JSON
   file under tests/optimizers/fixtures/ (the repository, commit and file,
   the seed and how the inputs are drawn, the options, and the reference's
   parameters after a few of the steps), which CI tests compare gradax
-  against without the network (tests/optimizers/test_reference_fixtures.py).
+  against without the network (tests/optimizers/test_reference_fixtures.py,
+  test_reference_fixtures_muon.py for the Muon family).
 
 Checkouts
   ``--fetch-dir`` takes the git snapshots the ``fetch`` tool makes
@@ -38,18 +42,19 @@ Checkouts
 
     microsoft/dion  zyushun/Adam-mini  kyleliang919/C-Optim  nikhilvyas/SOAP
     iShohei220/adopt  konstmish/prodigy  apple/ml-ademamix
-    facebookresearch/schedule_free  AGI-Arena/MARS
+    facebookresearch/schedule_free  AGI-Arena/MARS  zichongli5/NorMuon
+    Chongjie-Si/AdaMuon  LIONS-EPFL/scion
 
   torch (CPU) runs the references. Each module under references/ says how
   it calls its reference and why a number stops where it does (a float32
-  QR or eigh inside the reference; a documented departure).
+  QR or eigh inside the reference; a documented departure). Where a
+  reference hard-codes bfloat16 (the Muon family's Newton–Schulz), the
+  cast is made a no-op so that its own code runs in float64.
 
 Not covered yet
   Shampoo (google-research/google-research is over fetch's size limit),
   PSGD Kron (tests/optimizers/test_kron.py has its psgd_jax fixture),
-  Dion2 and NorMuon (microsoft/dion's run, but their options are not yet
-  mapped onto gradax's: a first try is 2e-2 and 7e-2 to 0.5 off), AdaMuon,
-  Scion, Sophia (the authors' SophiaG is a different update form: no bias
+  Sophia (the authors' SophiaG is a different update form: no bias
   correction, a batch-size-scaled Hessian) and MuonClip/QK-clip.
 
 Usage::
@@ -69,7 +74,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from references import adam_mini, adaptive, cautious, dion, soap  # noqa: E402
+from references import (  # noqa: E402
+    adam_mini,
+    adamuon,
+    adaptive,
+    cautious,
+    dion,
+    dion2,
+    normuon,
+    scion,
+    soap,
+)
 from references._harness import Case, problem, relative_difference  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "optimizers" / "fixtures"
@@ -79,6 +94,10 @@ MODULES = {
     "cautious": cautious,
     "soap": soap,
     "adaptive": adaptive,
+    "normuon": normuon,
+    "adamuon": adamuon,
+    "scion": scion,
+    "dion2": dion2,
 }
 # The steps a fixture keeps (of --steps): enough to see a drift, a few kB.
 KEPT = (5, 20)

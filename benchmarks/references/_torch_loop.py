@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -32,3 +33,23 @@ def run_torch(
     finally:
         torch.set_default_dtype(previous)
     return out
+
+
+@contextlib.contextmanager
+def bfloat16_stays_float64():
+    """Make `Tensor.bfloat16()` return its input unchanged for a while.
+
+    The Muon-family references (NorMuon, AdaMuon, Scion) cast to bfloat16
+    inside their Newton–Schulz function (``X = G.bfloat16()``), which no
+    argument turns off. With this cast a no-op, their own code runs in
+    float64, and the comparison measures the algorithm, not bfloat16's
+    8-bit mantissa.
+    """
+    import torch
+
+    original = torch.Tensor.bfloat16
+    torch.Tensor.bfloat16 = lambda self, *args, **kwargs: self
+    try:
+        yield
+    finally:
+        torch.Tensor.bfloat16 = original

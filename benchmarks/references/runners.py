@@ -20,24 +20,28 @@ def run_gradax(
     steps: int,
     *,
     layout: Callable[[np.ndarray], np.ndarray] = lambda x: x,
+    back: Callable[[np.ndarray], np.ndarray] | None = None,
     edit_state: Callable[[Any], Any] = lambda s: s,
     key: str = "w",
 ) -> list[np.ndarray]:
     """The params after each of `steps` updates, in the reference's layout.
 
     `layout` maps the reference's layout to gradax's and back (an involution,
-    e.g. a transpose for torch's (out, in) weights); `edit_state` sets what
+    e.g. a transpose for torch's (out, in) weights), unless `back` maps
+    gradax's layout back (a conv kernel's axes); `edit_state` sets what
     the reference draws itself (Dion's Q0).
     """
+    if back is None:
+        back = layout
     with jax.enable_x64(True):
         params = {key: jnp.asarray(layout(prob.x0), jnp.float64)}
         state = edit_state(tx.init(params))
         update = jax.jit(tx.update)
         history = []
         for t in range(steps):
-            x = layout(np.asarray(params[key]))
+            x = back(np.asarray(params[key]))
             grads = {key: jnp.asarray(layout(prob.grad(x, t)), jnp.float64)}
             updates, state = update(grads, state, params)
             params = gradax.apply_updates(params, updates)
-            history.append(layout(np.asarray(params[key], np.float64)))
+            history.append(back(np.asarray(params[key], np.float64)))
     return history

@@ -1,71 +1,28 @@
 """gradax against its authors' code, from fixtures, without the network.
 
-benchmarks/reference_suite.py runs each reference (repository, commit and
-file in each fixture) and writes its trajectory: the parameters after a few
-of 20 steps of a perturbed quadratic. Here gradax runs the same problem in
-float64 and must stay as close to the reference as the suite measured, with
-a tolerance derived per reference below; the departures issue 36 removed
-(Dion on wide matrices, Adam-mini's embeddings, cautious Lion's rescaling)
-are 4e-2 or more, far outside it.
-
-The inputs, drawn as each fixture's "how" says: rng =
-numpy.random.default_rng(seed); x0, target and 0.1 * noise (one per step)
-from rng.standard_normal in that order, then what the case draws (Dion's
-Q0); g_t = (x_t - target) + noise_t in the reference's layout (torch's
-(fan_out, fan_in) for Dion's and Adam-mini's matrices; gradax's are their
-transpose). One compiled program per fixture: every case's 20 steps are a
-`lax.scan` inside it.
+Here gradax runs each fixture's problem in float64 (reference_fixtures.py
+says how the inputs are drawn) and must stay as close to the reference as
+the suite measured, with a tolerance derived per reference below; the
+departures issue 36 removed (Dion on wide matrices, Adam-mini's
+embeddings, cautious Lion's rescaling) are 4e-2 or more, far outside it.
+Layouts: torch's (fan_out, fan_in) for Dion's and Adam-mini's matrices;
+gradax's are their transpose. The Muon family's fixtures are in
+test_reference_fixtures_muon.py.
 """
 
 from __future__ import annotations
 
-import json
-import pathlib
-
-import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
-from jax_versions import enable_x64
+from reference_fixtures import check_fixture, problem, same, trajectory, transpose
 
 import gradax
 from gradax.orthogonal.dion import dion_rank
 
-FIXTURES = pathlib.Path(__file__).parent / "fixtures"
-
-
-def _problem(seed, shape, steps):
-    rng = np.random.default_rng(seed)
-    x0 = rng.standard_normal(shape)
-    target = rng.standard_normal(shape)
-    noise = 0.1 * rng.standard_normal((steps, *shape))
-    return rng, x0, target, noise
-
-
-def _trajectory(tx, x0, target, noise, transpose, key="w", edit_state=None):
-    """x_t for every step, in the reference's layout (traced: runs in jit)."""
-
-    def layout(a):
-        return a.T if transpose else a
-
-    params = {key: layout(x0)}
-    state = tx.init(params)
-    if edit_state is not None:
-        state = edit_state(state)
-
-    def step(carry, n):
-        params, state = carry
-        g = {key: layout(layout(params[key]) - target + n)}
-        updates, state = tx.update(g, state, params)
-        params = gradax.apply_updates(params, updates)
-        return (params, state), layout(params[key])
-
-    return jax.lax.scan(step, (params, state), noise)[1]
-
 
 def _dion(case, steps):
     o = case["options"]
-    rng, x0, target, noise = _problem(case["seed"], tuple(case["shape"]), steps)
+    rng, x0, target, noise = problem(case["seed"], tuple(case["shape"]), steps)
     fan_out, fan_in = x0.shape
     side = fan_out if fan_out < fan_in else fan_in  # the reference's long side
     q0 = rng.standard_normal((side, dion_rank(o["rank"], fan_in, fan_out)))
@@ -76,12 +33,12 @@ def _dion(case, steps):
     def edit(state):
         return gradax.tree.set(state, q={"w": jnp.asarray(q0)})
 
-    return x0, lambda: _trajectory(tx, x0, target, noise, True, edit_state=edit)
+    return x0, lambda: trajectory(tx, x0, target, noise, transpose, edit_state=edit)
 
 
 def _adam_mini(case, steps):
     o = case["options"]
-    _, x0, target, noise = _problem(case["seed"], tuple(case["shape"]), steps)
+    _, x0, target, noise = problem(case["seed"], tuple(case["shape"]), steps)
     key = o["key"]
     partition = None if o["partition"] is None else {key: o["partition"]}
     tx = gradax.adam_mini(
@@ -92,33 +49,35 @@ def _adam_mini(case, steps):
         weight_decay=o["weight_decay"],
         partition=partition,
     )
-    return x0, lambda: _trajectory(tx, x0, target, noise, o["transpose"], key=key)
+    return x0, lambda: trajectory(
+        tx, x0, target, noise, transpose if o["transpose"] else same, key=key
+    )
 
 
 def _cautious(make):
     def build(case, steps):
-        _, x0, target, noise = _problem(case["seed"], tuple(case["shape"]), steps)
+        _, x0, target, noise = problem(case["seed"], tuple(case["shape"]), steps)
         tx = make(**case["options"])
-        return x0, lambda: _trajectory(tx, x0, target, noise, False)
+        return x0, lambda: trajectory(tx, x0, target, noise)
 
     return build
 
 
 def _soap(case, steps):
     o = dict(case["options"])
-    _, x0, target, noise = _problem(case["seed"], tuple(case["shape"]), steps)
-    transpose = o.pop("transpose")
+    _, x0, target, noise = problem(case["seed"], tuple(case["shape"]), steps)
+    t = o.pop("transpose")
     tx = gradax.soap(o.pop("learning_rate"), **o)
-    return x0, lambda: _trajectory(tx, x0, target, noise, transpose)
+    return x0, lambda: trajectory(tx, x0, target, noise, transpose if t else same)
 
 
 def _adaptive(case, steps):
     o = dict(case["options"])
     if "betas" in o:  # JSON keeps Prodigy's tuple as a list
         o["betas"] = tuple(o["betas"])
-    _, x0, target, noise = _problem(case["seed"], tuple(case["shape"]), steps)
+    _, x0, target, noise = problem(case["seed"], tuple(case["shape"]), steps)
     tx = getattr(gradax, case["optimizer"])(**o)
-    return x0, lambda: _trajectory(tx, x0, target, noise, False)
+    return x0, lambda: trajectory(tx, x0, target, noise)
 
 
 # fixture: (how gradax runs a case, tolerance on the relative difference).
@@ -164,16 +123,5 @@ RUNS = {
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_trajectory_matches_the_reference(name):
-    fixture = json.loads((FIXTURES / name).read_text())
     build, tolerance = RUNS[name]
-    kept = np.asarray(fixture["kept_steps"]) - 1
-    with enable_x64(True):
-        built = [build(case, fixture["steps"]) for case in fixture["cases"]]
-        got = jax.jit(lambda: [run() for _, run in built])()
-        for case, (x0, _), ours in zip(fixture["cases"], built, got, strict=True):
-            ref = np.asarray(case["x"])
-            ours = np.asarray(ours)[kept]
-            assert ours.dtype == np.float64
-            moved = max(np.linalg.norm(r - x0) for r in ref)
-            gap = max(np.linalg.norm(a - b) for a, b in zip(ours, ref, strict=True))
-            assert gap / moved < tolerance, (case["name"], gap / moved)
+    check_fixture(name, build, tolerance)
