@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
@@ -49,6 +50,43 @@ def adam_ratio(mu_hat: Any, nu_hat: Any, eps: Any, eps_root: Any) -> Any:
     )
 
 
+# scale_by_adam's options, declared once: the direction and the optimizers
+# that build it declare their fields with these (each in its own signature's
+# order), so an option has one default and one valid range, and pass the
+# values on by name with Alias.part. Keyword-only options follow `_: KW_ONLY`
+# in a class body, which static tools read as the runtime does.
+def _b1() -> Any:
+    return hyper(default=0.9, valid=DECAY)
+
+
+def _b2() -> Any:
+    return hyper(default=0.999, valid=DECAY)
+
+
+def _eps() -> Any:
+    return hyper(default=1e-8, valid=NONNEGATIVE)
+
+
+def _eps_root() -> Any:
+    return hyper(default=0.0, valid=NONNEGATIVE)
+
+
+def _mu_dtype() -> Any:
+    return static_field(default=None)
+
+
+def _nesterov() -> Any:
+    return static_field(default=False)
+
+
+def _nu_dtype() -> Any:
+    return static_field(default=None)
+
+
+def _cautious() -> Any:
+    return static_field(default=False)
+
+
 class scale_by_adam(GradientTransformation):
     """Rescales updates by Adam's moment estimates (no learning rate).
 
@@ -67,14 +105,15 @@ class scale_by_adam(GradientTransformation):
         (see :func:`gradax.transforms.cautious.caution`). Not in optax.
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    nesterov: bool = static_field(default=False, kw_only=True)
-    nu_dtype: Any = static_field(default=None, kw_only=True)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _b1()
+    b2: Any = _b2()
+    eps: Any = _eps()
+    eps_root: Any = _eps_root()
+    mu_dtype: Any = _mu_dtype()
+    _: KW_ONLY
+    nesterov: bool = _nesterov()
+    nu_dtype: Any = _nu_dtype()
+    cautious: bool = _cautious()
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -97,19 +136,6 @@ class scale_by_adam(GradientTransformation):
         return new_updates, ScaleByAdamState(count=count, mu=mu, nu=nu)
 
 
-def _scale_by_adam_of(tx: Any) -> scale_by_adam:
-    return scale_by_adam(
-        tx.b1,
-        tx.b2,
-        tx.eps,
-        tx.eps_root,
-        tx.mu_dtype,
-        nesterov=tx.nesterov,
-        nu_dtype=tx.nu_dtype,
-        cautious=tx.cautious,
-    )
-
-
 class _Adam(Alias):
     """What adam and nadam share: their fields and the chain they build.
 
@@ -120,19 +146,19 @@ class _Adam(Alias):
     _abstract = True
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    nesterov: bool = static_field(default=False, kw_only=True)
-    nu_dtype: Any = static_field(default=None, kw_only=True)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _b1()
+    b2: Any = _b2()
+    eps: Any = _eps()
+    eps_root: Any = _eps_root()
+    mu_dtype: Any = _mu_dtype()
+    _: KW_ONLY
+    nesterov: bool = _nesterov()
+    nu_dtype: Any = _nu_dtype()
+    cautious: bool = _cautious()
 
     def build(self):
         return chain(
-            _scale_by_adam_of(self),
-            scale_by_learning_rate(self.learning_rate),
+            self.part(scale_by_adam), scale_by_learning_rate(self.learning_rate)
         )
 
 
@@ -142,21 +168,22 @@ class _AdamW(Alias):
     _abstract = True
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
+    b1: Any = _b1()
+    b2: Any = _b2()
+    eps: Any = _eps()
+    eps_root: Any = _eps_root()
+    mu_dtype: Any = _mu_dtype()
     weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
-    nesterov: bool = static_field(default=False, kw_only=True)
-    nu_dtype: Any = static_field(default=None, kw_only=True)
-    cautious: bool = static_field(default=False, kw_only=True)
-    cautious_weight_decay: bool = static_field(default=False, kw_only=True)
+    _: KW_ONLY
+    nesterov: bool = _nesterov()
+    nu_dtype: Any = _nu_dtype()
+    cautious: bool = _cautious()
+    cautious_weight_decay: bool = static_field(default=False)
 
     def build(self):
         return chain(
-            _scale_by_adam_of(self),
+            self.part(scale_by_adam),
             decayed_weights(
                 self.weight_decay, self.mask, cautious=self.cautious_weight_decay
             ),
