@@ -84,6 +84,7 @@ from references import (  # noqa: E402
     normuon,
     scion,
     soap,
+    sophia,
 )
 from references._harness import Case, problem, relative_difference  # noqa: E402
 
@@ -98,6 +99,7 @@ MODULES = {
     "adamuon": adamuon,
     "scion": scion,
     "dion2": dion2,
+    "sophia": sophia,
 }
 # The steps a fixture keeps (of --steps): enough to see a drift, a few kB.
 KEPT = (5, 20)

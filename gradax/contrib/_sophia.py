@@ -124,6 +124,8 @@ class scale_by_sophia(GradientTransformation):
       hessian_refresh: "interval_start" (after steps 1, k + 1, ..., as
         optax) or "interval_end" (after steps k, 2k, ..., as the authors'
         script). See :class:`sophia`.
+      bias_correction: divide the first moment by `1 - b1^t` (optax's
+        rule); False: the authors' `SophiaG`, which does not.
       hessian_diagonal_fn: a transformation returning the Hessian diagonal
         estimate; called with the gradients, `params=` and every extra
         argument of `update` (e.g. `obj_fn`).
@@ -150,6 +152,7 @@ class scale_by_sophia(GradientTransformation):
     hessian_refresh: str = hyper(
         default="interval_start", valid=HESSIAN_REFRESH, static=True, kw_only=True
     )
+    bias_correction: bool = static_field(default=True, kw_only=True)
 
     def init_state(self, params):
         return SophiaState(
@@ -165,7 +168,7 @@ class scale_by_sophia(GradientTransformation):
         count = safe_increment(state.count)
         grads = updates
         mu = gtree.update_moment(updates, state.mu, b1, 1)
-        mu_hat = gtree.bias_correction(mu, b1, count)
+        mu_hat = gtree.bias_correction(mu, b1, count) if self.bias_correction else mu
         direction = jax.tree.map(
             lambda m, h: m / jnp.maximum(gamma * h, eps), mu_hat, state.nu
         )
@@ -227,8 +230,16 @@ class sophia(Alias):
     optax's contrib `sophia` does; `hessian_refresh="interval_end"`
     refreshes after steps k, 2k, ..., the timing of the authors' training
     script (`train_sophiag.py` of Liuhong99/Sophia at commit a7e1572, which
-    spends those iterations on the estimate instead of a step; here the
-    step is still taken). The default estimator,
+    takes the step of those iterations and then the estimate).
+
+    The authors' `SophiaG` (`sophia.py`, the same commit) is this update
+    with `bias_correction=False` (its momentum is not divided by
+    :math:`1 - b_1^t`), :math:`\gamma = \rho_{\text{SophiaG}} \cdot
+    \text{bs}` (its `rho` times the tokens per batch it is given),
+    `clip_threshold=1`, `hessian_refresh="interval_end"` and an estimator
+    returning the squared gradient of a loss on sampled labels (its
+    `update_hessian`); it adds 1e-15 to :math:`\gamma h` where gradax takes
+    :math:`\max(\gamma h, \epsilon)`. The default estimator,
     :class:`hutchinson_estimator_diag_hessian`, needs `obj_fn=` (the loss as
     a function of the params) in `update`; every extra argument is passed to
     the estimator.
@@ -247,6 +258,8 @@ class sophia(Alias):
       hessian_diagonal_fn: the Hessian diagonal estimator (a transformation).
       hessian_refresh: "interval_start" (optax's timing, the default) or
         "interval_end" (the authors' script's), keyword-only.
+      bias_correction: divide :math:`m_t` by :math:`1 - b_1^t` (optax's
+        rule, the default); False: the authors' `SophiaG`, keyword-only.
       mu_dtype: dtype of the first moment.
       verbose: print the fraction of unclipped coordinates.
       print_win_rate_every_n_steps: how often `verbose` prints, an integer
@@ -291,6 +304,7 @@ class sophia(Alias):
     hessian_refresh: str = hyper(
         default="interval_start", valid=HESSIAN_REFRESH, static=True, kw_only=True
     )
+    bias_correction: bool = static_field(default=True, kw_only=True)
 
     def build(self):
         return chain(
@@ -306,6 +320,7 @@ class sophia(Alias):
                 self.verbose,
                 self.print_win_rate_every_n_steps,
                 hessian_refresh=self.hessian_refresh,
+                bias_correction=self.bias_correction,
             ),
             add_decayed_weights(self.weight_decay, self.weight_decay_mask),
             scale_by_learning_rate(self.learning_rate),

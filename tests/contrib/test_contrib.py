@@ -71,7 +71,7 @@ STATES = [
 
 
 # Options optax's contrib twins lack, with the default that keeps optax's rule.
-GRADAX_ONLY_DEFAULTS = {"hessian_refresh": "interval_start"}
+GRADAX_ONLY_DEFAULTS = {"hessian_refresh": "interval_start", "bias_correction": True}
 
 
 def _optax(path):
