@@ -302,6 +302,48 @@ def static_field(
     return field(default=default, static=True, converter=converter, **kwargs)
 
 
+class Shared:
+    """Field declarations that several classes hold, each taken by its name.
+
+    A direction and the optimizers that build it keep the same options:
+    `ADAM = Shared(b1=hyper(default=0.9, valid=DECAY), ...)` declares each
+    once, and each class body writes `b1: Any = ADAM.field()`, in its own
+    signature's order, for a fresh copy of the declaration of its own name
+    (a dataclass field belongs to one class). Keyword-only options follow
+    `_: KW_ONLY` in the class body, which static tools read as the runtime
+    does; the declarations' own `kw_only` is not copied.
+    """
+
+    def __init__(self, **declarations: Any) -> None:  # dataclass fields
+        if any(
+            d.default_factory is not dataclasses.MISSING for d in declarations.values()
+        ):
+            raise TypeError("Shared copies a declaration's default, not a factory")
+        self._declarations = declarations
+
+    def field(self) -> Any:
+        """The declaration of the attribute this is assigned to."""
+        return _SharedField(self._declarations)
+
+
+class _SharedField:
+    """Stands in a class body for a shared declaration until its name is known."""
+
+    def __init__(self, declarations: dict[str, dataclasses.Field]) -> None:
+        self._declarations = declarations
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        # Runs as the class is made, before it becomes a dataclass.
+        if name not in self._declarations:
+            raise TypeError(
+                f"{owner.__name__}.{name}: no shared declaration of {name!r}; "
+                f"there are {sorted(self._declarations)}"
+            )
+        declared = self._declarations[name]
+        copy = dataclasses.field(default=declared.default, metadata=declared.metadata)
+        setattr(owner, name, copy)
+
+
 def is_static(field: dataclasses.Field) -> bool:
     """Whether a field belongs to the tree definition."""
     return bool(field.metadata.get(_STATIC, False))

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -51,40 +51,18 @@ def adam_ratio(mu_hat: Any, nu_hat: Any, eps: Any, eps_root: Any) -> Any:
 
 
 # scale_by_adam's options, declared once: the direction and the optimizers
-# that build it declare their fields with these (each in its own signature's
-# order), so an option has one default and one valid range, and pass the
-# values on by name with Alias.part. Keyword-only options follow `_: KW_ONLY`
-# in a class body, which static tools read as the runtime does.
-def _b1() -> Any:
-    return hyper(default=0.9, valid=DECAY)
-
-
-def _b2() -> Any:
-    return hyper(default=0.999, valid=DECAY)
-
-
-def _eps() -> Any:
-    return hyper(default=1e-8, valid=NONNEGATIVE)
-
-
-def _eps_root() -> Any:
-    return hyper(default=0.0, valid=NONNEGATIVE)
-
-
-def _mu_dtype() -> Any:
-    return static_field(default=None)
-
-
-def _nesterov() -> Any:
-    return static_field(default=False)
-
-
-def _nu_dtype() -> Any:
-    return static_field(default=None)
-
-
-def _cautious() -> Any:
-    return static_field(default=False)
+# that build it take each field's default and valid range from here (each in
+# its own signature's order), and pass the values on with Alias.part.
+_ADAM = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.999, valid=DECAY),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
+    mu_dtype=static_field(default=None),
+    nesterov=static_field(default=False),
+    nu_dtype=static_field(default=None),
+    cautious=static_field(default=False),
+)
 
 
 class scale_by_adam(GradientTransformation):
@@ -105,15 +83,15 @@ class scale_by_adam(GradientTransformation):
         (see :func:`gradax.transforms.cautious.caution`). Not in optax.
     """
 
-    b1: Any = _b1()
-    b2: Any = _b2()
-    eps: Any = _eps()
-    eps_root: Any = _eps_root()
-    mu_dtype: Any = _mu_dtype()
+    b1: Any = _ADAM.field()
+    b2: Any = _ADAM.field()
+    eps: Any = _ADAM.field()
+    eps_root: Any = _ADAM.field()
+    mu_dtype: Any = _ADAM.field()
     _: KW_ONLY
-    nesterov: bool = _nesterov()
-    nu_dtype: Any = _nu_dtype()
-    cautious: bool = _cautious()
+    nesterov: bool = _ADAM.field()
+    nu_dtype: Any = _ADAM.field()
+    cautious: bool = _ADAM.field()
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -146,15 +124,15 @@ class _Adam(Alias):
     _abstract = True
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _b1()
-    b2: Any = _b2()
-    eps: Any = _eps()
-    eps_root: Any = _eps_root()
-    mu_dtype: Any = _mu_dtype()
+    b1: Any = _ADAM.field()
+    b2: Any = _ADAM.field()
+    eps: Any = _ADAM.field()
+    eps_root: Any = _ADAM.field()
+    mu_dtype: Any = _ADAM.field()
     _: KW_ONLY
-    nesterov: bool = _nesterov()
-    nu_dtype: Any = _nu_dtype()
-    cautious: bool = _cautious()
+    nesterov: bool = _ADAM.field()
+    nu_dtype: Any = _ADAM.field()
+    cautious: bool = _ADAM.field()
 
     def build(self):
         return chain(
@@ -168,17 +146,17 @@ class _AdamW(Alias):
     _abstract = True
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _b1()
-    b2: Any = _b2()
-    eps: Any = _eps()
-    eps_root: Any = _eps_root()
-    mu_dtype: Any = _mu_dtype()
+    b1: Any = _ADAM.field()
+    b2: Any = _ADAM.field()
+    eps: Any = _ADAM.field()
+    eps_root: Any = _ADAM.field()
+    mu_dtype: Any = _ADAM.field()
     weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
     _: KW_ONLY
-    nesterov: bool = _nesterov()
-    nu_dtype: Any = _nu_dtype()
-    cautious: bool = _cautious()
+    nesterov: bool = _ADAM.field()
+    nu_dtype: Any = _ADAM.field()
+    cautious: bool = _ADAM.field()
     cautious_weight_decay: bool = static_field(default=False)
 
     def build(self):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
@@ -19,6 +20,7 @@ from .._declare import (
     UNIT,
     OneOf,
     Range,
+    Shared,
     hyper,
 )
 from .._hyper import resolve
@@ -69,6 +71,37 @@ def _as_key(key: Any, seed: int) -> jax.Array:
     return jax.random.key(key)
 
 
+# scale_by_kron's options, declared once: kron takes each field's default and
+# valid range from here (in its own signature's order) and passes the values
+# on with Alias.part.
+_KRON = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    preconditioner_update_probability=hyper(
+        default=precond_update_prob_schedule(), valid=UNIT
+    ),
+    max_size_triangular=hyper(default=8192, valid=NONNEGATIVE_INT, static=True),
+    min_ndim_triangular=hyper(default=2, valid=NONNEGATIVE_INT, static=True),
+    memory_save_mode=hyper(
+        default=None, valid=OneOf(psgd.MEMORY_SAVE_MODES), static=True, allow_none=True
+    ),
+    mu_dtype=static_field(default=None),
+    precond_dtype=static_field(default=None),
+    precond_lr=hyper(default=0.1, valid=POSITIVE),
+    precond_init_scale=hyper(default=1.0, valid=POSITIVE, schedule=False),
+    trust_region_scale=hyper(default=1.5, valid=POSITIVE),
+    norm_lower_bound=hyper(
+        default="two_step", valid=OneOf(psgd.NORM_LOWER_BOUNDS), static=True
+    ),
+    output_clip=hyper(default="trust_region", valid=OneOf(OUTPUT_CLIPS), static=True),
+    damping=static_field(default=False),
+    precond_update=hyper(default="random", valid=OneOf(PRECOND_UPDATES), static=True),
+    scanned_layers=static_field(default=None),
+    # A key array is data (a leaf), never structure.
+    key=dataclasses.field(default=None),
+    seed=hyper(default=0, valid=Range(integer=True), static=True),
+)
+
+
 class scale_by_kron(GradientTransformation):
     """PSGD Kron's preconditioned direction. See :class:`kron`.
 
@@ -102,39 +135,24 @@ class scale_by_kron(GradientTransformation):
       seed: the integer seed used when `key` is None.
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    preconditioner_update_probability: Any = hyper(
-        default=precond_update_prob_schedule(), valid=UNIT
-    )
-    max_size_triangular: int = hyper(default=8192, valid=NONNEGATIVE_INT, static=True)
-    min_ndim_triangular: int = hyper(default=2, valid=NONNEGATIVE_INT, static=True)
-    memory_save_mode: Any = hyper(
-        default=None, valid=OneOf(psgd.MEMORY_SAVE_MODES), static=True, allow_none=True
-    )
-    mu_dtype: Any = static_field(default=None)
-    precond_dtype: Any = static_field(default=None)
-    precond_lr: Any = hyper(default=0.1, valid=POSITIVE, kw_only=True)
-    precond_init_scale: Any = hyper(
-        default=1.0, valid=POSITIVE, schedule=False, kw_only=True
-    )
-    trust_region_scale: Any = hyper(default=1.5, valid=POSITIVE, kw_only=True)
-    norm_lower_bound: str = hyper(
-        default="two_step",
-        valid=OneOf(psgd.NORM_LOWER_BOUNDS),
-        static=True,
-        kw_only=True,
-    )
-    output_clip: str = hyper(
-        default="trust_region", valid=OneOf(OUTPUT_CLIPS), static=True, kw_only=True
-    )
-    damping: bool = static_field(default=False, kw_only=True)
-    precond_update: str = hyper(
-        default="random", valid=OneOf(PRECOND_UPDATES), static=True, kw_only=True
-    )
-    scanned_layers: Any = static_field(default=None, kw_only=True)
-    # A key array is data (a leaf), never structure.
-    key: Any = dataclasses.field(default=None, kw_only=True)
-    seed: int = hyper(default=0, valid=Range(integer=True), static=True, kw_only=True)
+    b1: Any = _KRON.field()
+    preconditioner_update_probability: Any = _KRON.field()
+    max_size_triangular: int = _KRON.field()
+    min_ndim_triangular: int = _KRON.field()
+    memory_save_mode: Any = _KRON.field()
+    mu_dtype: Any = _KRON.field()
+    precond_dtype: Any = _KRON.field()
+    _: KW_ONLY
+    precond_lr: Any = _KRON.field()
+    precond_init_scale: Any = _KRON.field()
+    trust_region_scale: Any = _KRON.field()
+    norm_lower_bound: str = _KRON.field()
+    output_clip: str = _KRON.field()
+    damping: bool = _KRON.field()
+    precond_update: str = _KRON.field()
+    scanned_layers: Any = _KRON.field()
+    key: Any = _KRON.field()
+    seed: int = _KRON.field()
 
     # Read at the step counted from 1, as psgd-jax reads it.
     _self_resolved = ("preconditioner_update_probability",)
@@ -395,63 +413,30 @@ class kron(Alias):
     """
 
     learning_rate: Any = hyper(default=0.001, valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
+    b1: Any = _KRON.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     weight_decay_mask: Any = static_field(default=None)
-    preconditioner_update_probability: Any = hyper(
-        default=precond_update_prob_schedule(), valid=UNIT
-    )
-    max_size_triangular: int = hyper(default=8192, valid=NONNEGATIVE_INT, static=True)
-    min_ndim_triangular: int = hyper(default=2, valid=NONNEGATIVE_INT, static=True)
-    memory_save_mode: Any = hyper(
-        default=None, valid=OneOf(psgd.MEMORY_SAVE_MODES), static=True, allow_none=True
-    )
-    mu_dtype: Any = static_field(default=None)
-    precond_dtype: Any = static_field(default=None)
-    precond_lr: Any = hyper(default=0.1, valid=POSITIVE, kw_only=True)
-    precond_init_scale: Any = hyper(
-        default=1.0, valid=POSITIVE, schedule=False, kw_only=True
-    )
-    trust_region_scale: Any = hyper(default=1.5, valid=POSITIVE, kw_only=True)
-    norm_lower_bound: str = hyper(
-        default="two_step",
-        valid=OneOf(psgd.NORM_LOWER_BOUNDS),
-        static=True,
-        kw_only=True,
-    )
-    output_clip: str = hyper(
-        default="trust_region", valid=OneOf(OUTPUT_CLIPS), static=True, kw_only=True
-    )
-    damping: bool = static_field(default=False, kw_only=True)
-    precond_update: str = hyper(
-        default="random", valid=OneOf(PRECOND_UPDATES), static=True, kw_only=True
-    )
-    scanned_layers: Any = static_field(default=None, kw_only=True)
-    # A key array is data (a leaf), never structure.
-    key: Any = dataclasses.field(default=None, kw_only=True)
-    seed: int = hyper(default=0, valid=Range(integer=True), static=True, kw_only=True)
+    preconditioner_update_probability: Any = _KRON.field()
+    max_size_triangular: int = _KRON.field()
+    min_ndim_triangular: int = _KRON.field()
+    memory_save_mode: Any = _KRON.field()
+    mu_dtype: Any = _KRON.field()
+    precond_dtype: Any = _KRON.field()
+    _: KW_ONLY
+    precond_lr: Any = _KRON.field()
+    precond_init_scale: Any = _KRON.field()
+    trust_region_scale: Any = _KRON.field()
+    norm_lower_bound: str = _KRON.field()
+    output_clip: str = _KRON.field()
+    damping: bool = _KRON.field()
+    precond_update: str = _KRON.field()
+    scanned_layers: Any = _KRON.field()
+    key: Any = _KRON.field()
+    seed: int = _KRON.field()
 
     def build(self):
         return chain(
-            scale_by_kron(
-                self.b1,
-                self.preconditioner_update_probability,
-                self.max_size_triangular,
-                self.min_ndim_triangular,
-                self.memory_save_mode,
-                self.mu_dtype,
-                self.precond_dtype,
-                precond_lr=self.precond_lr,
-                precond_init_scale=self.precond_init_scale,
-                trust_region_scale=self.trust_region_scale,
-                norm_lower_bound=self.norm_lower_bound,
-                output_clip=self.output_clip,
-                damping=self.damping,
-                precond_update=self.precond_update,
-                scanned_layers=self.scanned_layers,
-                key=self.key,
-                seed=self.seed,
-            ),
+            self.part(scale_by_kron),
             add_decayed_weights(self.weight_decay, self.weight_decay_mask),
             scale_by_learning_rate(self.learning_rate),
         )
