@@ -29,7 +29,16 @@ A column and two rows explain the 8-bit ratio on a given machine:
   maximum costs: XLA's CPU backend writes the new float32 values to memory
   for the reduction and reads them again to encode them; what remains is
   the map's arithmetic.
+- the rows ``gradax adamw 8-bit float code`` and its ``float code`` load+store
+  rows: the same with ``int8_blockwise(code="float")``, a small float whose
+  exponent is relative to a power-of-two scale. Its codes are bit patterns
+  shifted and added, and its block maximum is taken over one byte an element
+  (each element's own scale exponent), not over the float32 values.
 
+``--stages`` prints instead the 8-bit step taken apart (issue 35, item 3):
+decoding both moments, the block maximum, encoding with the scales held,
+the whole store, for each code, next to float32 AdamW's step and plain
+copies of the same bytes, all timed side by side in one run.
 A second table counts what a training step keeps between steps, the
 parameters *and* the optimizer state, for 16-bit parameters (issue 26):
 float32 AdamW (12 bytes a parameter), bfloat16 parameters with an exact
@@ -49,17 +58,21 @@ target for the rounding: at most 1.2).
 ``--quick`` uses a 1-layer tree and fewer rounds; ``--layers`` picks the depth
 (the ratio depends on whether the state fits in the caches).
 
-Run: python benchmarks/bench_state_memory.py [--quick] [--layers N] [--json FILE]
+Run: python benchmarks/bench_state_memory.py [--quick] [--layers N] [--stages]
+[--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import (  # noqa: E402
@@ -71,7 +84,13 @@ from common import (  # noqa: E402
 )
 
 import gradax  # noqa: E402
-from gradax._quantized import encode_with_scales, is_quantized  # noqa: E402
+from gradax import _float_code  # noqa: E402
+from gradax._quantized import (  # noqa: E402
+    QuantizedArray,
+    _to_blocks,
+    encode_with_scales,
+    is_quantized,
+)
 from gradax_cli.benchmarks.optimizers import donating_update  # noqa: E402
 
 
@@ -81,6 +100,7 @@ def _bytes(state) -> int:
 
 def candidates(optax):
     q8 = gradax.int8_blockwise()
+    f8 = gradax.int8_blockwise(code="float")
     clip = gradax.clip_by_global_norm(1.0)
 
     def mini(**kwargs):
@@ -96,6 +116,9 @@ def candidates(optax):
         "gradax adamw f32": gradax.chain(clip, gradax.adamw(1e-3)),
         "gradax adamw 8-bit": gradax.chain(
             clip, gradax.adamw(1e-3, mu_dtype=q8, nu_dtype=q8)
+        ),
+        "gradax adamw 8-bit float code": gradax.chain(
+            clip, gradax.adamw(1e-3, mu_dtype=f8, nu_dtype=f8)
         ),
         "gradax adam_mini f32": mini(),
         "gradax adam_mini 8-bit mu": mini(mu_dtype=q8),
@@ -247,11 +270,92 @@ def _round_trip_held_scales(state):
     def again(x):
         if not is_quantized(x):
             return x
-        codes = encode_with_scales(x.load(), x.scales, x.block_size, x.signed)
+        codes = encode_with_scales(x.load(), x.scales, x.block_size, x.signed, x.code)
         return x.with_codes(codes)
 
     leaves = jax.tree.map(again, state, is_leaf=is_quantized)
     return leaves, jax.tree.leaves(leaves)[0]
+
+
+def _stage_fns(state) -> dict:
+    """The stages of an 8-bit step on every quantized leaf of ``state``."""
+    qs = [x for x in jax.tree.leaves(state, is_leaf=is_quantized) if is_quantized(x)]
+    values = [q.load() for q in qs]
+    code = qs[0].code
+
+    def block_max(values, qs):
+        # What ``QuantizedArray.store`` reduces: |x| (dynamic map) or each
+        # element's own scale exponent, one byte (float code).
+        out = []
+        for v, q in zip(values, qs, strict=True):
+            if code == "float":
+                v = _float_code.exponents(v, q.signed)
+            out.append(jnp.max(abs(_to_blocks(v, q.block_size)), axis=-1))
+        return out
+
+    def encode(values, qs):
+        return [
+            encode_with_scales(v, q.scales, q.block_size, q.signed, q.code)
+            for v, q in zip(values, qs, strict=True)
+        ]
+
+    def store(values, qs):
+        return [
+            QuantizedArray.store(v, q.block_size, q.signed, q.code)
+            for v, q in zip(values, qs, strict=True)
+        ]
+
+    stages = {
+        "decode": (lambda qs: [q.load() for q in qs], (qs,)),
+        "block max": (block_max, (values, qs)),
+        "encode, scales held": (encode, (values, qs)),
+        "store (max + encode)": (store, (values, qs)),
+    }
+    fns = {}
+    for name, (fn, args) in stages.items():
+        compiled = jax.jit(fn).lower(*args).compile()
+        fns[f"{code}: {name}"] = functools.partial(compiled, *args)
+    return fns
+
+
+def run_stages(quick: bool = False, layers: int | None = None) -> dict:
+    """The 8-bit AdamW step taken apart, each stage timed over float32's step.
+
+    The moments are those after three steps, so that codes and scales are
+    not all zero. The copies time moving the same bytes with no arithmetic:
+    every float32 moment read and written once, or every int8 code.
+    """
+    layers = layers or (1 if quick else 6)
+    params = gpt_like_params(layers=layers)
+    grads = fake_grads(params)
+    txs = candidates(None)
+    fns = {}
+    for name in ("f32", "8-bit", "8-bit float code"):
+        fns[f"adamw {name} step"], _ = donating_update(
+            txs[f"gradax adamw {name}"], grads, params
+        )
+    for name in ("gradax adamw 8-bit", "gradax adamw 8-bit float code"):
+        tx = txs[name]
+        state, update = tx.init(params), jax.jit(tx.update)
+        for _ in range(3):
+            _, state = update(grads, state, params)
+        fns |= _stage_fns(state)
+    moments = [m for p in jax.tree.leaves(params) for m in (p, p)]
+    codes = [jnp.zeros(p.shape, jnp.int8) for p in moments]
+    for name, arrays in (("f32 copy", moments), ("int8 copy", codes)):
+        compiled = jax.jit(lambda xs: [x + 1 for x in xs]).lower(arrays).compile()
+        fns[f"{name} of both moments"] = functools.partial(compiled, arrays)
+    times = time_interleaved(fns, repeats=6 if quick else 20)
+    base = times["adamw f32 step"]
+    return {
+        "benchmark": "8-bit AdamW step by stage",
+        "params": count_params(params),
+        "layers": layers,
+        "device": str(jax.devices()[0]),
+        "load": os.getloadavg(),
+        "seconds": times,
+        "time_over_f32_step": {k: t / base for k, t in times.items()},
+    }
 
 
 def run(quick: bool = False, layers: int | None = None) -> dict:
@@ -269,11 +373,19 @@ def run(quick: bool = False, layers: int | None = None) -> dict:
         fns[name], compiled = donating_update(tx, grads, params)
         flops[name] = _flops(compiled) / n
     diagnostics = {
-        "8-bit load+store only": _round_trip,
-        "8-bit load+store, scales held": _round_trip_held_scales,
+        "8-bit load+store only": ("gradax adamw 8-bit", _round_trip),
+        "8-bit load+store, scales held": (
+            "gradax adamw 8-bit",
+            _round_trip_held_scales,
+        ),
+        "float code load+store only": ("gradax adamw 8-bit float code", _round_trip),
+        "float code load+store, scales held": (
+            "gradax adamw 8-bit float code",
+            _round_trip_held_scales,
+        ),
     }
-    for name, round_trip in diagnostics.items():
-        state = candidates(None)["gradax adamw 8-bit"].init(params)
+    for name, (owner, round_trip) in diagnostics.items():
+        state = candidates(None)[owner].init(params)
         per_param[name] = _bytes(state) / n
         fns[name], compiled = _donating_round_trip(round_trip, state)
         flops[name] = _flops(compiled) / n
@@ -295,8 +407,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--layers", type=int, help="depth of the bench tree")
+    parser.add_argument("--stages", action="store_true", help="only the stages")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.stages:
+        stages = run_stages(args.quick, args.layers)
+        print(
+            f"{stages['benchmark']} on {stages['params']:,} parameters "
+            f"({stages['layers']} layers, {stages['device']}, "
+            f"load {stages['load'][0]:.2f})"
+        )
+        for name, seconds in stages["seconds"].items():
+            ratio = stages["time_over_f32_step"][name]
+            print(f"  {name:36s} {seconds * 1e3:9.3f} ms {ratio:7.2f}")
+        if args.json:
+            args.json.write_text(json.dumps(stages, indent=2))
+        return
     result = run(args.quick, args.layers)
     print(
         f"{result['benchmark']} on {result['params']:,} parameters "

@@ -1,0 +1,143 @@
+"""`int8_blockwise(code="float")`: the small-float code, its scales, its bound."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gradax
+
+# Mantissa bits and largest rank, from the code's definition in the docstring
+# of gradax.int8_blockwise: 3 bits after the sign (7 in all), or 4 of 8.
+SHAPES = {True: (3, 127), False: (4, 255)}
+
+
+def _code_values(scale: float, signed: bool) -> np.ndarray:
+    """Rank 0 .. top's values for one scale, from the definition (float64).
+
+    Rank `top` is the scale; each rank below is one step of an m-bit
+    mantissa down: `top - r = q 2**m + t` steps below is
+    `scale 2**-q (1 - t / 2**(m+1))`.
+    """
+    m, top = SHAPES[signed]
+    below = top - np.arange(top + 1)
+    q, t = np.divmod(below, 2**m)
+    values = scale * 2.0**-q * (1 - t / 2.0 ** (m + 1))
+    values[0] = 0.0
+    return values
+
+
+def _codes_of_ranks(signed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Every code and its rank: signed codes are ±rank, unsigned rank - 128."""
+    _, top = SHAPES[signed]
+    if signed:
+        codes = np.arange(-top, top + 1)
+        return codes.astype(np.int8), np.abs(codes)
+    ranks = np.arange(top + 1)
+    return (ranks - 128).astype(np.int8), ranks
+
+
+@pytest.mark.parametrize("signed", [True, False])
+@pytest.mark.parametrize("scale", [1.0, 2.0**-40, 2.0**20])
+def test_codes_decode_to_their_definition(signed, scale):
+    codes, ranks = _codes_of_ranks(signed)
+    q = gradax.QuantizedArray(
+        jnp.asarray(codes), jnp.full(1, scale, jnp.float32), len(codes), signed, "float"
+    )
+    sign = np.where(codes < 0, -1, 1) if signed else 1
+    expected = _code_values(scale, signed)[ranks] * sign
+    # Every value is a float32 exactly (m-bit mantissas, exponents in range).
+    np.testing.assert_array_equal(np.asarray(q.load(), np.float64), expected)
+    # Encoding the code's own values gives back their codes and the scale.
+    again = gradax.QuantizedArray.store(q.load(), len(codes), signed, "float")
+    np.testing.assert_array_equal(again.codes, codes)
+    assert float(again.scales[0]) == scale
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_nearest_code_error_bound_and_scales(signed):
+    rng = np.random.default_rng(0)
+    # Blocks spanning 12 decades, so every binade of the code and the range
+    # below the smallest value are hit.
+    x = rng.standard_normal((6, 512)) * 10.0 ** rng.uniform(-12, 2, (6, 512))
+    x = np.abs(x) if not signed else x
+    x[0, :300] = 0.0  # a block that is mostly zeros
+    x[1, :128] = 0.0  # an all-zero block
+    x = x.astype(np.float32)
+    q = gradax.QuantizedArray.store(x, 128, signed, "float")
+    scales = np.asarray(q.scales, np.float64)
+    # The scale is the smallest power of two at or above the block's largest
+    # magnitude rounded to m mantissa bits: so above the maximum by less
+    # than a factor 2, below it by at most the rounding (a maximum just above
+    # a power of two rounds down to it); 0 for an all-zero block.
+    m, _ = SHAPES[signed]
+    block_max = np.abs(x.astype(np.float64)).reshape(6, 4, 128).max(axis=-1)
+    assert scales[1, 0] == 0.0 and block_max[1, 0] == 0.0
+    live = block_max > 0
+    assert np.all(np.log2(scales[live]) == np.round(np.log2(scales[live])))
+    above = block_max <= scales * (1 + 2.0 ** -(m + 1))
+    assert np.all(above & (scales < 2 * block_max) | ~live)
+    loaded = np.asarray(q.load(), np.float64).reshape(6, 4, 128)
+    xs = x.astype(np.float64).reshape(6, 4, 128)
+    for i, j in zip(*np.nonzero(live), strict=True):
+        values = _code_values(scales[i, j], signed)
+        candidates = np.concatenate([-values[1:], values]) if signed else values
+        distance = np.abs(xs[i, j, :, None] - candidates)
+        nearest = candidates[distance.argmin(axis=-1)]
+        smallest = values[1]
+        tiny = (np.abs(xs[i, j]) < smallest / 2) & (xs[i, j] != 0)
+        # Nearest value (ties are measure zero for these draws), except that
+        # a nonzero value never becomes zero: below half the smallest value
+        # it is stored as that value.
+        np.testing.assert_array_equal(loaded[i, j][~tiny], nearest[~tiny])
+        np.testing.assert_array_equal(
+            np.abs(loaded[i, j][tiny]), np.full(tiny.sum(), smallest)
+        )
+        # Hence the bound: within a binade the spacing is 2**-m of its
+        # bottom, so the error is at most 2**-(m+1) of the value.
+        error = np.abs(loaded[i, j] - xs[i, j])
+        inside = np.abs(xs[i, j]) >= smallest
+        assert np.all(error[inside] <= 2.0 ** -(m + 1) * np.abs(xs[i, j][inside]))
+    assert np.all((loaded != 0) == (xs != 0))
+    # Storing the loaded values again keeps codes and scales.
+    again = gradax.QuantizedArray.store(q.load(), 128, signed, "float")
+    np.testing.assert_array_equal(again.codes, q.codes)
+    np.testing.assert_array_equal(again.scales, q.scales)
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_non_finite_values_get_valid_codes(signed):
+    # 3e38 is finite but above 2**127, the largest scale.
+    x = jnp.asarray([1.0, jnp.inf, jnp.nan, 3e38] + [0.5] * 12, jnp.float32)
+    x = x if not signed else -x
+    q = gradax.QuantizedArray.store(x, 16, signed, "float")
+    _, top = SHAPES[signed]
+    codes = np.asarray(q.codes, np.int32)
+    ranks = np.abs(codes) if signed else codes + 128
+    assert np.all((1 <= ranks) & (ranks <= top))
+    assert np.all(ranks[1:4] == top)  # inf, NaN and 3e38: the top rank
+    assert float(q.scales[0]) == 2.0**127  # capped, finite
+
+
+def test_state_bytes_and_zeros():
+    spec = gradax.int8_blockwise(code="float")
+    params = {"w": jnp.zeros((64, 1024))}
+    tx = gradax.adamw(1e-3, mu_dtype=spec, nu_dtype=spec)
+    state = tx.init(params)
+    mu, nu = state[0].mu["w"], state[0].nu["w"]
+    assert (mu.code, nu.code) == ("float", "float")
+    assert mu.codes.dtype == jnp.int8 and mu.scales.dtype == jnp.float32
+    # Two moments of 1 byte an element and 4 bytes a block of 256 (the
+    # count is a 4-byte scalar): 2 (1 + 4/256) = 2.03 bytes a parameter.
+    moments = sum(x.nbytes for x in (mu.codes, mu.scales, nu.codes, nu.scales))
+    assert moments / params["w"].size == 2 * (1 + 4 / 256)
+    # init's codes are the code of zero.
+    assert float(jnp.abs(mu.load()).max()) == 0 and float(nu.load().max()) == 0
+
+
+def test_bad_code_is_refused():
+    with pytest.raises(ValueError, match=r"code must be one of \('dynamic', 'float'\)"):
+        gradax.int8_blockwise(code="fp8")
+    with pytest.raises(ValueError, match="code must be one of"):
+        gradax.int8_blockwise(code=None)  # type: ignore[arg-type]
