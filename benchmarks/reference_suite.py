@@ -43,7 +43,8 @@ Checkouts
     microsoft/dion  zyushun/Adam-mini  kyleliang919/C-Optim  nikhilvyas/SOAP
     iShohei220/adopt  konstmish/prodigy  apple/ml-ademamix
     facebookresearch/schedule_free  AGI-Arena/MARS  zichongli5/NorMuon
-    Chongjie-Si/AdaMuon  LIONS-EPFL/scion
+    Chongjie-Si/AdaMuon  LIONS-EPFL/scion  Liuhong99/Sophia
+    MoonshotAI/Moonlight
 
   torch (CPU) runs the references. Each module under references/ says how
   it calls its reference and why a number stops where it does (a float32
@@ -51,11 +52,14 @@ Checkouts
   reference hard-codes bfloat16 (the Muon family's Newton–Schulz), the
   cast is made a no-op so that its own code runs in float64.
 
+  QK-Clip has no published code (MoonshotAI/Kimi-K2 holds the report and
+  deployment scripts): its reference is the Kimi K2 report's rule, written
+  out in references/muon_clip.py, after Moonlight's Muon (the authors'
+  code).
+
 Not covered yet
   Shampoo (google-research/google-research is over fetch's size limit),
-  PSGD Kron (tests/optimizers/test_kron.py has its psgd_jax fixture),
-  Sophia (the authors' SophiaG is a different update form: no bias
-  correction, a batch-size-scaled Hessian) and MuonClip/QK-clip.
+  PSGD Kron (tests/optimizers/test_kron.py has its psgd_jax fixture).
 
 Usage::
 
@@ -81,6 +85,7 @@ from references import (  # noqa: E402
     cautious,
     dion,
     dion2,
+    muon_clip,
     normuon,
     scion,
     soap,
@@ -100,6 +105,7 @@ MODULES = {
     "scion": scion,
     "dion2": dion2,
     "sophia": sophia,
+    "muon_clip": muon_clip,
 }
 # The steps a fixture keeps (of --steps): enough to see a drift, a few kB.
 KEPT = (5, 20)

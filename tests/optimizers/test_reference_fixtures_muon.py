@@ -1,7 +1,9 @@
 """The Muon family against its authors' code, from fixtures, without the network.
 
 NorMuon (zichongli5/NorMuon), AdaMuon (Chongjie-Si/AdaMuon), Scion and
-uScion (LIONS-EPFL/scion) and Dion2 (microsoft/dion): each fixture holds
+uScion (LIONS-EPFL/scion), Dion2 (microsoft/dion), and MuonClip: Moonlight's
+Muon (MoonshotAI/Moonlight) followed by QK-Clip as the Kimi K2 report
+writes it (Moonshot publishes no QK-Clip code). Each fixture holds
 the reference's trajectory, run in float64 by benchmarks/reference_suite.py
 (reference_fixtures.py says how the inputs are drawn). Weights are torch's
 (..., fan_out, fan_in) there; gradax's are their transpose (a stack's last
@@ -10,6 +12,9 @@ two axes; a conv kernel's (h, w, in, out) is torch's (out, in, h, w)).
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 from reference_fixtures import check_fixture, problem, same, trajectory, transpose
 
@@ -49,6 +54,55 @@ def _stacked(make):
     return build
 
 
+def _max_logits(w_q, w_k, x, heads):
+    """S_h = max_ij q_i^h . k_j^h / sqrt(d_head), torch-layout weights."""
+    d_head = w_q.shape[0] // heads
+    q = (x @ w_q.T).reshape(len(x), heads, d_head)
+    k = (x @ w_k.T).reshape(len(x), heads, d_head)
+    logits = jnp.einsum("ihd,jhd->hij", q, k) / jnp.sqrt(d_head)
+    return logits.reshape(heads, -1).max(axis=1)
+
+
+def _muon_clip(case, steps):
+    """Moonlight's Muon on W_q and W_k (the two matrices of the fixture's
+    (2, H d_head, d_model) parameter, torch layout), then qk_clip with the
+    maximum logits of a batch X drawn after the problem's numbers."""
+    o = case["options"]
+    rng, x0, target, noise = problem(case["seed"], tuple(case["shape"]), steps)
+    x = o["scale"] * rng.standard_normal((o["tokens"], x0.shape[-1]))
+    heads = o["heads"]
+    tau = o["tau_factor"] * float(np.max(_max_logits(x0[0], x0[1], x, heads)))
+    tx = gradax.muon(
+        o["learning_rate"],
+        beta=o["beta"],
+        weight_decay=o["weight_decay"],
+        momentum="sum",
+        nesterov=True,
+        consistent_rms=0.2,
+        eps=1e-7,  # Moonlight's Newton-Schulz adds 1e-7 to the norm
+    )
+
+    def stacked(params):
+        return jnp.stack([params["q"].T, params["k"].T])
+
+    def step(carry, n):
+        params, state = carry
+        g = stacked(params) - target + n
+        updates, state = tx.update({"q": g[0].T, "k": g[1].T}, state, params)
+        params = gradax.apply_updates(params, updates)
+        if o["clip"]:
+            s = _max_logits(params["q"].T, params["k"].T, x, heads)
+            w_q, w_k = gradax.qk_clip(params["q"], params["k"], s, tau)
+            params = {"q": w_q, "k": w_k}
+        return (params, state), stacked(params)
+
+    def run():
+        params = {"q": jnp.asarray(x0[0].T), "k": jnp.asarray(x0[1].T)}
+        return jax.lax.scan(step, (params, tx.init(params)), noise)[1]
+
+    return x0, run
+
+
 # fixture: (how gradax runs a case, tolerance on the relative difference).
 RUNS = {
     # The reference normalizes by |X| + 1e-7 before Newton-Schulz and adds
@@ -74,6 +128,11 @@ RUNS = {
     # 20 over that; gradax's own ns_coeffs="polar_express" table is 2e-2 to
     # 8e-2 off.
     "dion2_microsoft.json": (_muon_like(_stacked(gradax.dion2)), 1e-10),
+    # float64 both ways, the same Newton-Schulz eps (1e-7): measured 8.3e-16
+    # over 20 steps with the clip firing. The fixture keeps 12 digits (see
+    # Dion2's): 1e-10. A clip by gamma instead of sqrt(gamma), or on the
+    # wrong heads, moves the weights by the first clip's 5 to 20%.
+    "muon_clip_moonlight_k2.json": (_muon_clip, 1e-10),
 }
 
 
