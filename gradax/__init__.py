@@ -273,12 +273,12 @@ from .orthogonal.dion import scale_by_dion as scale_by_dion
 from .orthogonal.dion2 import Dion2State as Dion2State
 from .orthogonal.dion2 import dion2 as dion2
 from .orthogonal.dion2 import scale_by_dion2 as scale_by_dion2
+from .orthogonal.groups import scale_by_shape as scale_by_shape
 from .orthogonal.hyperball import adamh as adamh
 from .orthogonal.hyperball import muonh as muonh
 from .orthogonal.muon import MuonState as MuonState
 from .orthogonal.muon import muon as muon
 from .orthogonal.muon import scale_by_muon as scale_by_muon
-from .orthogonal.muon import scale_by_shape as scale_by_shape
 from .orthogonal.newton_schulz import orthogonalize as orthogonalize
 from .orthogonal.normuon import NorMuonState as NorMuonState
 from .orthogonal.normuon import normuon as normuon

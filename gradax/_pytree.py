@@ -16,7 +16,6 @@ from typing import (
     TYPE_CHECKING,
     Any,
     ClassVar,
-    overload,
 )
 
 import jax
@@ -36,7 +35,7 @@ from ._declare import (
     validate,
 )
 
-__all__ = ["AbstractField", "Module", "ModuleMeta", "field", "static_field"]
+__all__ = ["Module", "ModuleMeta", "field", "static_field"]
 
 
 def _fields_of(obj: Any) -> tuple[dataclasses.Field, ...]:
@@ -237,76 +236,6 @@ def _warn_at_construction(notes: list[tuple[str, str]]) -> None:
     warnings.warn(message, HyperparameterWarning, stacklevel=level)
 
 
-class AbstractField:
-    """A field a base class requires and each concrete subclass declares.
-
-    A family of classes shares options whose place among the positional
-    arguments differs from class to class (NorMuon's `beta2` comes
-    between `beta` and `eps`), so the base cannot declare them as its
-    own fields (a dataclass puts a base's fields first). It declares them
-    this way instead, once, with their valid values; its methods may read
-    them. Each concrete subclass then writes `ns_coeffs: Any =
-    NewtonSchulzSteps.ns_coeffs.declare()` where the argument goes (or
-    sets a plain class constant where the value is fixed), and class
-    creation fails if one is missing or declared with other valid values.
-    A class that is itself a base sets `_abstract = True` in its body.
-    """
-
-    def __init__(self, doc: str, **declaration: Any):
-        self.doc = doc
-        self.declaration = declaration
-        self.name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> AbstractField: ...
-
-    @overload
-    def __get__(self, obj: object, owner: type | None = None) -> Any: ...
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        raise AttributeError(
-            f"{type(obj).__name__} does not declare {self.name!r}, which "
-            f"its base requires ({self.doc})"
-        )
-
-    def declare(self, **changes: Any) -> Any:
-        """The field, declared as the base says (`default` may change)."""
-        unknown = set(changes) - {"default", "kw_only", "allow_none"}
-        if unknown:
-            raise TypeError(
-                f"{self.name}: only default, kw_only and allow_none may "
-                f"change, not {unknown}"
-            )
-        declaration = {**self.declaration, **changes}
-        if "valid" in declaration:
-            return hyper(**declaration)
-        return field(**declaration)
-
-    def check(self, cls: type) -> None:
-        """Fail unless concrete `cls` declares this field as required."""
-        fields = cls.__dict__.get("__dataclass_fields__", {})
-        if self.name in fields:
-            given = spec_of(fields[self.name])
-            wanted = self.declaration.get("valid")
-            if wanted is not None and (given is None or given.valid != wanted):
-                raise TypeError(
-                    f"{cls.__name__}.{self.name} must be declared with "
-                    f"{self.name} = <base>.{self.name}.declare(), as its base "
-                    "requires (same valid values)"
-                )
-            return
-        if isinstance(inspect.getattr_static(cls, self.name), AbstractField):
-            raise TypeError(
-                f"{cls.__name__} must declare {self.name!r} ({self.doc}) as a "
-                "field or a class constant; a base class requires it"
-            )
-
-
 class ModuleMeta(type):
     """Finishes every construction in one place, whatever `__init__` ran.
 
@@ -368,8 +297,9 @@ class Module(metaclass=ModuleMeta):
       checked (they may be tracers).
     """
 
-    # True in the body of a base class that leaves AbstractFields to its
-    # subclasses (not inherited: every class says it for itself).
+    # True in the body of an abstract base class, one that holds shared
+    # behaviour and is never built itself (not inherited: every class says it
+    # for itself; tests/core/test_package_structure.py reads it).
     _abstract: ClassVar[bool] = False
     # A message for a class kept only for compatibility: building one gives
     # a DeprecationWarning pointing at the user's line.
@@ -395,11 +325,6 @@ class Module(metaclass=ModuleMeta):
         cls._declared = tuple(
             (f.name, spec) for f in fields if (spec := spec_of(f)) is not None
         )
-        if not cls.__dict__.get("_abstract", False):
-            for klass in cls.__mro__[1:]:
-                for value in klass.__dict__.values():
-                    if isinstance(value, AbstractField):
-                        value.check(cls)
         cls._check_inits = tuple(
             klass.__dict__["__check_init__"]
             for klass in reversed(cls.__mro__)

@@ -1,10 +1,10 @@
 """Pieces the Muon variants share: per-matrix maps, RMS alignment, NorMuon's base.
 
 The full optimizers (`normuon`, `adamuon`, `dion`, `dion2`) derive
-from :class:`gradax.orthogonal.muon.MuonGroups`, like `muon` itself: matrices
+from :class:`gradax.orthogonal.groups.MuonGroups`, like `muon` itself: matrices
 get the variant's direction, its shape factor, decoupled weight decay and the
-learning rate; every other leaf gets AdamW. Only the direction differs, so
-each optimizer overrides `_muon_direction()`.
+learning rate (:func:`gradax.orthogonal.groups.matrix_group`); every other
+leaf gets AdamW. Only the direction differs.
 """
 
 from __future__ import annotations
@@ -21,23 +21,12 @@ from .._matrices import full_dimension_numbers, is_spec_leaf
 from .._numerics import safe_increment, work_dtype
 from .._protocol import GradientTransformation, zero_count
 from .._sharding import match_sharding
-from ._groups import (
-    CONSISTENT_RMS_OPTION,
-    MU_DTYPE_OPTION,
-    WEIGHT_DECAY_MASK_OPTION,
-    WEIGHT_DECAY_OPTION,
-)
-from ._options import (
-    BETA_OPTION,
-    EPS_OPTION,
-    NS_COEFFS_OPTION,
-    NS_STEPS_OPTION,
-    MomentumOptions,
-    NewtonSchulzOptions,
-)
+from . import _fields as fields
+from ._steps import NewtonSchulz, momentum_step
 from .blocks import block_view
+from .coefficients import newton_schulz_table
 from .dimensions import shape_scale
-from .muon import MuonGroups
+from .groups import MuonGroups, matrix_group
 
 
 def map_matrices(
@@ -106,7 +95,7 @@ def matrix_dims(spec: Any, tree: Any) -> Any:
     return full_dimension_numbers(spec, tree, default_2d_only=False)
 
 
-class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransformation):
+class NormalizedMuonBase(GradientTransformation):
     """Muon's momentum and orthogonalization, then an adaptive second moment.
 
     The direction of NorMuon and AdaMuon. Subclasses set `_state_class` (a
@@ -115,23 +104,60 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
     the leaf's orthogonalized update as matrices `(..., fan_in, fan_out)`,
     `view` its :class:`MatrixView`; it returns the normalized matrices and
     the new second moment. The momentum and the orthogonalization are the
-    family's steps (:meth:`momentum_step`, :meth:`orthogonalize_tree`).
+    family's steps (:func:`momentum_step`, :class:`NewtonSchulz`).
     """
 
     _abstract = True
     _state_class: ClassVar[Callable[..., Any]]
 
-    ns_coeffs: Any = NS_COEFFS_OPTION.declare()
-    ns_steps: int = NS_STEPS_OPTION.declare()
-    beta: Any = BETA_OPTION.declare()
+    # The keyword-only options first: the order of the fields (repr, the
+    # pytree's) is the one the class had when it inherited them.
+    preconditioning: str = hyper(
+        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
+    )
+    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
+    precision: Any = hyper(
+        default=None, valid=fields.PRECISION, static=True, kw_only=True
+    )
+    distributed: Any = hyper(
+        default="auto",
+        valid=fields.DISTRIBUTED,
+        static=True,
+        allow_none=True,
+        kw_only=True,
+    )
+    nesterov: bool = static_field(default=True, kw_only=True)
+    momentum: str = hyper(
+        default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
+    )
+    # Off, as in the papers.
+    bias_correction: bool = static_field(default=False, kw_only=True)
+    ns_coeffs: Any = fields.ns_coeffs()
+    ns_steps: int = fields.ns_steps()
+    beta: Any = fields.beta()
     beta2: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = EPS_OPTION.declare()
-    mu_dtype: Any = static_field(default=None)
-    consistent_rms: Any = CONSISTENT_RMS_OPTION.declare(
-        default=0.2, allow_none=True, kw_only=True
+    eps: Any = fields.eps()
+    mu_dtype: Any = fields.mu_dtype()
+    consistent_rms: Any = hyper(
+        default=0.2, valid=fields.CONSISTENT_RMS, allow_none=True, kw_only=True
     )
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
-    bias_correction: bool = False  # off, as in the papers
+
+    def __check_init__(self) -> None:
+        self.newton_schulz()  # a table longer than ns_steps fails here
+
+    def newton_schulz(self) -> NewtonSchulz:
+        """How this direction orthogonalizes (its Newton–Schulz options)."""
+        return NewtonSchulz(
+            self.ns_coeffs,
+            self.ns_steps,
+            self.eps,
+            preconditioning=self.preconditioning,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
+            owner=self._public_name(),
+        )
 
     def dimension_numbers(self, tree: Any) -> Any:
         """The dimension numbers of each leaf of `tree` (None: not a matrix)."""
@@ -160,10 +186,18 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
         return self._state_class(zero_count(), mu, nu)
 
     def update_state(self, updates, state, params=None, **extra_args):
-        mu, direction = self.momentum_step(updates, state.mu, state.count)
+        mu, direction = momentum_step(
+            updates,
+            state.mu,
+            state.count,
+            beta=self.beta,
+            nesterov=self.nesterov,
+            momentum=self.momentum,
+            bias_correction=self.bias_correction,
+        )
         dims = self.dimension_numbers(updates)
         # Muon's batched (and, under a mesh, distributed) orthogonalization.
-        orthogonal = self.orthogonalize_tree(
+        orthogonal = self.newton_schulz().orthogonalize_tree(
             dims, map_matrices(lambda d, x: self._prepare(x), dims, direction)
         )
 
@@ -184,26 +218,76 @@ class NormalizedMuonBase(MomentumOptions, NewtonSchulzOptions, GradientTransform
         return pick(dims, pairs, 0), new_state
 
 
-class NormalizedMuonAliasBase(MomentumOptions, NewtonSchulzOptions, MuonGroups):
+class NormalizedMuonAliasBase(MuonGroups):
     """The arguments of the NorMuon and AdaMuon optimizers (see :class:`normuon`).
 
-    Each of them overrides `_muon_direction()` to build its direction.
+    Each of them implements `_direction(dims)` to build its direction.
     """
 
     _abstract = True
 
-    ns_coeffs: Any = NS_COEFFS_OPTION.declare()
-    ns_steps: int = NS_STEPS_OPTION.declare()
-    beta: Any = BETA_OPTION.declare()
-    beta2: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = EPS_OPTION.declare()
-    weight_decay: Any = WEIGHT_DECAY_OPTION.declare()
-    weight_decay_mask: Any = WEIGHT_DECAY_MASK_OPTION.declare()
-    mu_dtype: Any = MU_DTYPE_OPTION.declare()
-    consistent_rms: Any = CONSISTENT_RMS_OPTION.declare(
-        default=0.2, allow_none=True, kw_only=True
+    # After MuonGroups' fields, the keyword-only options first: the order of
+    # the fields (repr, the pytree's) is the one the class had when it
+    # inherited them.
+    preconditioning: str = hyper(
+        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
     )
-    bias_correction: bool = False  # off, as in the papers
+    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
+    precision: Any = hyper(
+        default=None, valid=fields.PRECISION, static=True, kw_only=True
+    )
+    distributed: Any = hyper(
+        default="auto",
+        valid=fields.DISTRIBUTED,
+        static=True,
+        allow_none=True,
+        kw_only=True,
+    )
+    nesterov: bool = static_field(default=True, kw_only=True)
+    momentum: str = hyper(
+        default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
+    )
+    # Off, as in the papers.
+    bias_correction: bool = static_field(default=False, kw_only=True)
+    ns_coeffs: Any = fields.ns_coeffs()
+    ns_steps: int = fields.ns_steps()
+    beta: Any = fields.beta()
+    beta2: Any = hyper(default=0.95, valid=DECAY)
+    eps: Any = fields.eps()
+    weight_decay: Any = fields.weight_decay()
+    weight_decay_mask: Any = fields.weight_decay_mask()
+    mu_dtype: Any = fields.mu_dtype()
+    consistent_rms: Any = hyper(
+        default=0.2, valid=fields.CONSISTENT_RMS, allow_none=True, kw_only=True
+    )
 
-    # The direction is already RMS-aligned; build adds no shape factor.
-    shape_scaling = "none"
+    def __check_init__(self) -> None:
+        # A table longer than ns_steps fails here, not at the first update.
+        newton_schulz_table(self.ns_coeffs, self.ns_steps)
+
+    def shape_rule(self) -> str:
+        # The direction is already RMS-aligned: no shape factor.
+        return "none"
+
+    def _direction(self, dims: Any) -> GradientTransformation:
+        """The matrices' direction, routed by `dims` (the member's hook)."""
+        raise NotImplementedError
+
+    def _build_groups(self, dims, labels):
+        matrices = matrix_group(
+            self._direction(dims),
+            dims,
+            self.learning_rate,
+            weight_decay=self.weight_decay,
+            weight_decay_mask=self.weight_decay_mask,
+            cautious_weight_decay=self.cautious_weight_decay,
+            consistent_rms=self.consistent_rms,
+            shape_scaling="none",
+        )
+        return self._two_groups(
+            labels,
+            matrices,
+            eps=self.eps,
+            mu_dtype=self.mu_dtype,
+            nesterov=self.nesterov,
+        )

@@ -126,13 +126,22 @@ class adamuon(NormalizedMuonAliasBase):
 
     sign: bool = static_field(default=True, kw_only=True)
 
-    def _muon_direction(self) -> scale_by_adamuon:
+    def _direction(self, dims: Any) -> scale_by_adamuon:
         return scale_by_adamuon(
-            beta2=self.beta2,
-            mu_dtype=self.mu_dtype,
+            self.ns_coeffs,
+            self.ns_steps,
+            self.beta,
+            self.beta2,
+            self.eps,
+            self.mu_dtype,
+            preconditioning=self.preconditioning,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
+            nesterov=self.nesterov,
+            momentum=self.momentum,
+            bias_correction=self.bias_correction,
             consistent_rms=self.consistent_rms,
-            weight_dimension_numbers=self._dims,
+            weight_dimension_numbers=dims,
             sign=self.sign,
-            **self.momentum_options(),
-            **self.newton_schulz_options(),
         )

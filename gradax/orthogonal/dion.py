@@ -16,15 +16,10 @@ from .._null_space import frobenius, kept_lines
 from .._numerics import plain_dtype, work_dtype
 from .._protocol import GradientTransformation
 from .._sharding import match_sharding, replicate, restore
+from . import _fields as fields
 from ._common import batch_shape, map_matrices, matrix_dims, pick
-from ._groups import (
-    MU_DTYPE_OPTION,
-    SHAPE_SCALING_OPTION,
-    WEIGHT_DECAY_MASK_OPTION,
-    WEIGHT_DECAY_OPTION,
-)
-from ._options import EPS_OPTION
-from .muon import MuonGroups
+from .dimensions import SHAPE_SCALING
+from .groups import MuonGroups, matrix_group, shape_rule
 
 
 class DionState(NamedTuple):
@@ -265,32 +260,50 @@ class dion(MuonGroups):
       Updates, 2025 (arXiv:2504.05295).
     """
 
-    # learning_rate, the adam_* options, the routing and cautious_weight_decay
-    # are MuonGroups'.
+    # learning_rate, the adam_* options, the routing, cautious_weight_decay
+    # and adam are MuonGroups'.
     rank: Any = hyper(default=1.0, valid=RANK, static=True)
     mu: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = EPS_OPTION.declare()
-    weight_decay: Any = WEIGHT_DECAY_OPTION.declare()
-    weight_decay_mask: Any = WEIGHT_DECAY_MASK_OPTION.declare()
-    mu_dtype: Any = MU_DTYPE_OPTION.declare()
+    eps: Any = fields.eps()
+    weight_decay: Any = fields.weight_decay()
+    weight_decay_mask: Any = fields.weight_decay_mask()
+    mu_dtype: Any = fields.mu_dtype()
     seed: int = hyper(default=0, valid=SEED, static=True, kw_only=True)
     orientation: str = hyper(
         default="long_side", valid=OneOf(ORIENTATIONS), static=True, kw_only=True
     )
-    shape_scaling: str = SHAPE_SCALING_OPTION.declare(default="spectral", kw_only=True)
+    shape_scaling: str = hyper(
+        default="spectral", valid=SHAPE_SCALING, static=True, kw_only=True
+    )
 
-    # Fixed, not arguments (read by MuonGroups.build): AdamW without Nesterov;
-    # shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).
-    nesterov = False
-    consistent_rms = 0.2
+    def shape_rule(self) -> str:
+        return shape_rule(self.shape_scaling, _RMS)
 
-    def _muon_direction(self) -> scale_by_dion:
-        return scale_by_dion(
+    def _build_groups(self, dims, labels):
+        direction = scale_by_dion(
             self.rank,
             self.mu,
             self.eps,
             self.mu_dtype,
             seed=self.seed,
             orientation=self.orientation,
-            weight_dimension_numbers=self._dims,
+            weight_dimension_numbers=dims,
         )
+        matrices = matrix_group(
+            direction,
+            dims,
+            self.learning_rate,
+            weight_decay=self.weight_decay,
+            weight_decay_mask=self.weight_decay_mask,
+            cautious_weight_decay=self.cautious_weight_decay,
+            consistent_rms=_RMS,
+            shape_scaling=self.shape_scaling,
+        )
+        # The AdamW group without Nesterov, as the reference's.
+        return self._two_groups(
+            labels, matrices, eps=self.eps, mu_dtype=self.mu_dtype, nesterov=False
+        )
+
+
+# shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).
+_RMS = 0.2

@@ -20,20 +20,12 @@ from .._matrices import MuonDimensionNumbers, matrix_view
 from .._numerics import work_dtype
 from .._protocol import GradientTransformation
 from .._sharding import replicate, restore
+from . import _fields as fields
 from ._common import map_matrices, matrix_dims, pick
-from ._groups import (
-    MU_DTYPE_OPTION,
-    SHAPE_SCALING_OPTION,
-    WEIGHT_DECAY_MASK_OPTION,
-    WEIGHT_DECAY_OPTION,
-)
-from ._options import (
-    EPS_OPTION,
-    NS_COEFFS_OPTION,
-    NS_STEPS_OPTION,
-    NewtonSchulzOptions,
-)
-from .muon import MuonGroups
+from ._steps import NewtonSchulz
+from .coefficients import newton_schulz_table
+from .dimensions import SHAPE_SCALING
+from .groups import MuonGroups, matrix_group, shape_rule
 
 SELECTIONS = ("auto", "rows", "columns")
 # The share of rows (or columns) orthogonalized: at least one is.
@@ -64,7 +56,7 @@ def selected_count(fraction: float, slices: int) -> int:
     return max(1, min(slices, math.ceil(fraction * slices)))
 
 
-class scale_by_dion2(NewtonSchulzOptions, GradientTransformation):
+class scale_by_dion2(GradientTransformation):
     """Dion2's direction (no learning rate). See :class:`dion2`.
 
     Args:
@@ -85,16 +77,48 @@ class scale_by_dion2(NewtonSchulzOptions, GradientTransformation):
         Newton–Schulz options, as in :class:`scale_by_muon`.
     """
 
+    # The keyword-only options first: the order of the fields (repr, the
+    # pytree's) is the one the class had when it inherited them.
+    preconditioning: str = hyper(
+        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
+    )
+    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
+    precision: Any = hyper(
+        default=None, valid=fields.PRECISION, static=True, kw_only=True
+    )
+    distributed: Any = hyper(
+        default="auto",
+        valid=fields.DISTRIBUTED,
+        static=True,
+        allow_none=True,
+        kw_only=True,
+    )
     fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
     ef_decay: Any = hyper(default=0.95, valid=UNIT)
-    ns_coeffs: Any = NS_COEFFS_OPTION.declare(default="polar_express_fixed5")
-    ns_steps: int = NS_STEPS_OPTION.declare()
-    eps: Any = EPS_OPTION.declare()
-    mu_dtype: Any = static_field(default=None)
+    ns_coeffs: Any = fields.ns_coeffs("polar_express_fixed5")
+    ns_steps: int = fields.ns_steps()
+    eps: Any = fields.eps()
+    mu_dtype: Any = fields.mu_dtype()
     select: str = hyper(
         default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
     )
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
+
+    def __check_init__(self) -> None:
+        self.newton_schulz()  # a table longer than ns_steps fails here
+
+    def newton_schulz(self) -> NewtonSchulz:
+        """How this direction orthogonalizes (its Newton–Schulz options)."""
+        return NewtonSchulz(
+            self.ns_coeffs,
+            self.ns_steps,
+            self.eps,
+            preconditioning=self.preconditioning,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
+            owner=self._public_name(),
+        )
 
     def init_state(self, params):
         return Dion2State(gtree.zeros_like(params, dtype=self.mu_dtype))
@@ -119,7 +143,7 @@ class scale_by_dion2(NewtonSchulzOptions, GradientTransformation):
         )
         chosen = pick(dims, picked, 0)
         # Muon's batched (and, under a mesh, distributed) orthogonalization.
-        ortho = self.orthogonalize_tree(
+        ortho = self.newton_schulz().orthogonalize_tree(
             map_matrices(
                 lambda d, c: MuonDimensionNumbers(c.ndim - 2, c.ndim - 1),
                 dims,
@@ -157,7 +181,7 @@ class scale_by_dion2(NewtonSchulzOptions, GradientTransformation):
         return pick(dims, pairs, 0), Dion2State(momentum)
 
 
-class dion2(NewtonSchulzOptions, MuonGroups):
+class dion2(MuonGroups):
     r"""Dion2: Muon on the heaviest fraction of the momentum's rows.
 
     For each matrix parameter with gradient :math:`G_t` and summed momentum
@@ -222,33 +246,76 @@ class dion2(NewtonSchulzOptions, MuonGroups):
       Ahn et al., Dion2, 2025 (arXiv:2512.16928).
     """
 
-    # learning_rate, the adam_* options, the routing and cautious_weight_decay
-    # are MuonGroups'; preconditioning, method, precision and distributed
-    # NewtonSchulzOptions'.
+    # learning_rate, the adam_* options, the routing, cautious_weight_decay
+    # and adam are MuonGroups'. Then the keyword-only options: the order of
+    # the fields (repr, the pytree's) is the one the class had when it
+    # inherited them.
+    preconditioning: str = hyper(
+        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
+    )
+    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
+    precision: Any = hyper(
+        default=None, valid=fields.PRECISION, static=True, kw_only=True
+    )
+    distributed: Any = hyper(
+        default="auto",
+        valid=fields.DISTRIBUTED,
+        static=True,
+        allow_none=True,
+        kw_only=True,
+    )
     fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
     ef_decay: Any = hyper(default=0.95, valid=UNIT)
-    ns_coeffs: Any = NS_COEFFS_OPTION.declare(default="polar_express_fixed5")
-    ns_steps: int = NS_STEPS_OPTION.declare()
-    eps: Any = EPS_OPTION.declare()
-    weight_decay: Any = WEIGHT_DECAY_OPTION.declare()
-    weight_decay_mask: Any = WEIGHT_DECAY_MASK_OPTION.declare()
-    mu_dtype: Any = MU_DTYPE_OPTION.declare()
+    ns_coeffs: Any = fields.ns_coeffs("polar_express_fixed5")
+    ns_steps: int = fields.ns_steps()
+    eps: Any = fields.eps()
+    weight_decay: Any = fields.weight_decay()
+    weight_decay_mask: Any = fields.weight_decay_mask()
+    mu_dtype: Any = fields.mu_dtype()
     select: str = hyper(
         default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
     )
-    shape_scaling: str = SHAPE_SCALING_OPTION.declare(default="spectral", kw_only=True)
+    shape_scaling: str = hyper(
+        default="spectral", valid=SHAPE_SCALING, static=True, kw_only=True
+    )
 
-    # Fixed, not arguments (read by MuonGroups.build): AdamW without Nesterov;
-    # shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).
-    nesterov = False
-    consistent_rms = 0.2
+    def __check_init__(self) -> None:
+        # A table longer than ns_steps fails here, not at the first update.
+        newton_schulz_table(self.ns_coeffs, self.ns_steps)
 
-    def _muon_direction(self) -> scale_by_dion2:
-        return scale_by_dion2(
+    def shape_rule(self) -> str:
+        return shape_rule(self.shape_scaling, _RMS)
+
+    def _build_groups(self, dims, labels):
+        direction = scale_by_dion2(
             self.fraction,
             self.ef_decay,
-            mu_dtype=self.mu_dtype,
+            self.ns_coeffs,
+            self.ns_steps,
+            self.eps,
+            self.mu_dtype,
+            preconditioning=self.preconditioning,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
             select=self.select,
-            weight_dimension_numbers=self._dims,
-            **self.newton_schulz_options(),
+            weight_dimension_numbers=dims,
         )
+        matrices = matrix_group(
+            direction,
+            dims,
+            self.learning_rate,
+            weight_decay=self.weight_decay,
+            weight_decay_mask=self.weight_decay_mask,
+            cautious_weight_decay=self.cautious_weight_decay,
+            consistent_rms=_RMS,
+            shape_scaling=self.shape_scaling,
+        )
+        # The AdamW group without Nesterov, as the reference's.
+        return self._two_groups(
+            labels, matrices, eps=self.eps, mu_dtype=self.mu_dtype, nesterov=False
+        )
+
+
+# shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).
+_RMS = 0.2

@@ -23,20 +23,15 @@ import jax
 import jax.numpy as jnp
 
 from .._declare import DECAY, POSITIVE, hyper, static_field
-from .._protocol import EmptyState, GradientTransformation
+from .._matrices import full_dimension_numbers, is_spec_leaf
+from .._protocol import GradientTransformation
 from ..combinators.chain import chain
 from ..optimizers.adam import scale_by_adam
 from ..transforms.scaling import scale_by_learning_rate
-from ._groups import MU_DTYPE_OPTION, MuonGroups
-from ._options import (
-    BETA_OPTION,
-    EPS_OPTION,
-    NS_COEFFS_OPTION,
-    NS_STEPS_OPTION,
-    MomentumOptions,
-    NewtonSchulzOptions,
-)
+from . import _fields as fields
 from .blocks import matrix_blocks
+from .coefficients import newton_schulz_table
+from .groups import MuonGroups
 from .muon import scale_by_muon
 
 # The smallest norm divided by: a zero update (or weight) stays zero.
@@ -75,10 +70,6 @@ class _HyperballStep(GradientTransformation):
     stage: str = static_field()
     radius: Any = hyper(default=None, valid=POSITIVE)
 
-    def init_state(self, params):
-        del params
-        return EmptyState()
-
     def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             raise ValueError(
@@ -104,46 +95,44 @@ class _HyperballStep(GradientTransformation):
         def leaf(dims, u, w):
             return u if dims is None else _per_matrix(fn, dims, u, w)
 
-        dims = self.weight_dimension_numbers(updates)
-        new = jax.tree.map(
-            leaf,
-            dims,
-            updates,
-            params,
-            is_leaf=lambda x: x is None or hasattr(x, "reduction_axis"),
+        dims = full_dimension_numbers(
+            self.weight_dimension_numbers, updates, default_2d_only=False
         )
+        new = jax.tree.map(leaf, dims, updates, params, is_leaf=is_spec_leaf)
         return new, state
 
 
 class HyperballGroups(MuonGroups):
     """Base of `muonh` and `adamh`: the matrices on their spheres, AdamW else.
 
-    A member gives the matrices' direction (:meth:`_muon_direction`, as every
-    Muon-family member does); :meth:`build` puts it between the hyperball
-    stages in place of Muon's shape factor, weight decay and learning rate.
+    A member builds its matrices' group with :func:`sphere_group`: no weight
+    decay and no shape factor there (the update's norm is set to R).
     """
 
     _abstract = True
 
-    # Read by MuonGroups but fixed here: the sphere replaces weight decay
-    # and the shape factor (the update's norm is set to R).
-    weight_decay = 0.0
-    weight_decay_mask = None
-    consistent_rms = None
-    shape_scaling = "none"
-
-    def build(self):
-        radius = getattr(self, "radius", None)
-        sphere = chain(
-            self._muon_direction(),
-            _HyperballStep(self._dims, "direction", radius),
-            scale_by_learning_rate(self.learning_rate),
-            _HyperballStep(self._dims, "retract", radius),
-        )
-        return self._with_adam_group(sphere)
+    def shape_rule(self) -> str:
+        return "none"  # the sphere sets the update's norm
 
 
-class muonh(MomentumOptions, NewtonSchulzOptions, HyperballGroups):
+def sphere_group(
+    direction: GradientTransformation, dims: Any, learning_rate: Any, radius: Any
+) -> GradientTransformation:
+    """The matrices' group of `muonh` and `adamh`: the direction, on the sphere.
+
+    In place of Muon's shape factor, weight decay and learning rate: the
+    update's norm is set to R, the step is the learning rate, and the
+    weight is brought back to its sphere.
+    """
+    return chain(
+        direction,
+        _HyperballStep(dims, "direction", radius),
+        scale_by_learning_rate(learning_rate),
+        _HyperballStep(dims, "retract", radius),
+    )
+
+
+class muonh(HyperballGroups):
     r"""MuonH: Muon on the hyperball (each matrix at a fixed Frobenius norm).
 
     For each matrix :math:`W` (routed as :class:`muon` routes), with
@@ -188,19 +177,62 @@ class muonh(MomentumOptions, NewtonSchulzOptions, HyperballGroups):
       Marin blog, 2025-12-15).
     """
 
-    ns_coeffs: Any = NS_COEFFS_OPTION.declare()
-    ns_steps: int = NS_STEPS_OPTION.declare()
-    beta: Any = BETA_OPTION.declare()
-    eps: Any = EPS_OPTION.declare()
-    mu_dtype: Any = MU_DTYPE_OPTION.declare()
+    # After MuonGroups' fields, the keyword-only options first: the order of
+    # the fields (repr, the pytree's) is the one the class had when it
+    # inherited them.
+    preconditioning: str = hyper(
+        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
+    )
+    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
+    precision: Any = hyper(
+        default=None, valid=fields.PRECISION, static=True, kw_only=True
+    )
+    distributed: Any = hyper(
+        default="auto",
+        valid=fields.DISTRIBUTED,
+        static=True,
+        allow_none=True,
+        kw_only=True,
+    )
+    nesterov: bool = static_field(default=True, kw_only=True)
+    momentum: str = hyper(
+        default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
+    )
+    bias_correction: bool = static_field(default=True, kw_only=True)
+    ns_coeffs: Any = fields.ns_coeffs()
+    ns_steps: int = fields.ns_steps()
+    beta: Any = fields.beta()
+    eps: Any = fields.eps()
+    mu_dtype: Any = fields.mu_dtype()
     radius: Any = hyper(default=None, valid=POSITIVE, kw_only=True)
 
-    def _muon_direction(self) -> scale_by_muon:
-        return scale_by_muon(
+    def __check_init__(self) -> None:
+        # A table longer than ns_steps fails here, not at the first update.
+        newton_schulz_table(self.ns_coeffs, self.ns_steps)
+
+    def _build_groups(self, dims, labels):
+        direction = scale_by_muon(
+            self.ns_coeffs,
+            self.ns_steps,
+            self.beta,
+            self.eps,
+            self.mu_dtype,
+            preconditioning=self.preconditioning,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
+            nesterov=self.nesterov,
+            momentum=self.momentum,
+            bias_correction=self.bias_correction,
+            weight_dimension_numbers=dims,
+        )
+        matrices = sphere_group(direction, dims, self.learning_rate, self.radius)
+        return self._two_groups(
+            labels,
+            matrices,
+            eps=self.eps,
             mu_dtype=self.mu_dtype,
-            weight_dimension_numbers=self._dims,
-            **self.momentum_options(),
-            **self.newton_schulz_options(),
+            nesterov=self.nesterov,
         )
 
 
@@ -249,12 +281,20 @@ class adamh(HyperballGroups):
 
     b1: Any = hyper(default=0.9, valid=DECAY)
     b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = EPS_OPTION.declare(default=1e-8)
+    eps: Any = fields.eps()
     radius: Any = hyper(default=None, valid=POSITIVE, kw_only=True)
-    mu_dtype: Any = MU_DTYPE_OPTION.declare(kw_only=True)
+    mu_dtype: Any = static_field(default=None, kw_only=True)
     nesterov: bool = static_field(default=False, kw_only=True)
 
-    def _muon_direction(self) -> scale_by_adam:
-        return scale_by_adam(
+    def _build_groups(self, dims, labels):
+        direction = scale_by_adam(
             self.b1, self.b2, self.eps, mu_dtype=self.mu_dtype, nesterov=self.nesterov
+        )
+        matrices = sphere_group(direction, dims, self.learning_rate, self.radius)
+        return self._two_groups(
+            labels,
+            matrices,
+            eps=self.eps,
+            mu_dtype=self.mu_dtype,
+            nesterov=self.nesterov,
         )

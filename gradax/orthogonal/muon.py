@@ -9,37 +9,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import (
-    static_field,
-)
-from .._matrices import (
-    full_dimension_numbers,
-    is_spec_leaf,
-)
+from .._declare import hyper, static_field
+from .._matrices import full_dimension_numbers, is_spec_leaf
 from .._numerics import safe_increment
-from .._protocol import (
-    GradientTransformation,
-    zero_count,
-)
-from ._groups import (
-    CONSISTENT_RMS_OPTION,
-    MU_DTYPE_OPTION,
-    SHAPE_SCALING_OPTION,
-    WEIGHT_DECAY_MASK_OPTION,
-    WEIGHT_DECAY_OPTION,
-)
-from ._groups import MuonGroups as MuonGroups
-from ._groups import scale_by_shape as scale_by_shape
-from ._options import (
-    BETA_OPTION,
-    EPS_OPTION,
-    NS_COEFFS_OPTION,
-    NS_STEPS_OPTION,
-    MomentumOptions,
-    NewtonSchulzOptions,
-)
+from .._protocol import GradientTransformation, zero_count
+from . import _fields as fields
+from ._steps import NewtonSchulz, momentum_step
 from .blocks import matrix_blocks
-from .coefficients import resolve_coefficients
+from .coefficients import newton_schulz_table, resolve_coefficients
+from .dimensions import SHAPE_SCALING
+from .groups import MuonGroups, matrix_group, shape_rule
 
 
 class MuonState(NamedTuple):
@@ -62,7 +41,7 @@ def _state_coefficients(ns_coeffs: Any, ns_steps: int) -> jax.Array:
     return jnp.asarray(np.asarray(ns_coeffs, np.float32))
 
 
-class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation):
+class scale_by_muon(GradientTransformation):
     """Muon's direction: momentum, then orthogonalization. See :class:`muon`.
 
     Args:
@@ -72,23 +51,60 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
       eps: added to the norm before normalizing, >= 0.
       mu_dtype: dtype of the momentum buffer.
       nesterov, momentum, bias_correction: how momentum is kept (see
-        :class:`gradax.orthogonal._options.MomentumOptions`).
+        :func:`gradax.orthogonal._steps.momentum_step`).
       adaptive: scale by the dual norm `<M, O>` (arXiv:2409.20325).
       preconditioning, method, precision, distributed: how it orthogonalizes
-        (see :class:`gradax.orthogonal._options.NewtonSchulzOptions`).
+        (see :class:`gradax.orthogonal._steps.NewtonSchulz`).
       weight_dimension_numbers: a :class:`MuonDimensionNumbers`, a tree of
         them, or a function of the params returning one. A leaf with None
         gets the momentum direction, not orthogonalized. None: every leaf is
         a 2-D matrix.
     """
 
-    ns_coeffs: Any = NS_COEFFS_OPTION.declare()
-    ns_steps: int = NS_STEPS_OPTION.declare()
-    beta: Any = BETA_OPTION.declare()
-    eps: Any = EPS_OPTION.declare()
-    mu_dtype: Any = static_field(default=None)
+    # The keyword-only options first: the order of the fields (repr, the
+    # pytree's) is the one the class had when it inherited them.
+    preconditioning: str = hyper(
+        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
+    )
+    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
+    precision: Any = hyper(
+        default=None, valid=fields.PRECISION, static=True, kw_only=True
+    )
+    distributed: Any = hyper(
+        default="auto",
+        valid=fields.DISTRIBUTED,
+        static=True,
+        allow_none=True,
+        kw_only=True,
+    )
+    nesterov: bool = static_field(default=True, kw_only=True)
+    momentum: str = hyper(
+        default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
+    )
+    bias_correction: bool = static_field(default=True, kw_only=True)
+    ns_coeffs: Any = fields.ns_coeffs()
+    ns_steps: int = fields.ns_steps()
+    beta: Any = fields.beta()
+    eps: Any = fields.eps()
+    mu_dtype: Any = fields.mu_dtype()
     adaptive: bool = static_field(default=False, kw_only=True)
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
+
+    def __check_init__(self) -> None:
+        self.newton_schulz()  # a table longer than ns_steps fails here
+
+    def newton_schulz(self) -> NewtonSchulz:
+        """How this direction orthogonalizes (its Newton–Schulz options)."""
+        return NewtonSchulz(
+            self.ns_coeffs,
+            self.ns_steps,
+            self.eps,
+            preconditioning=self.preconditioning,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
+            owner=self._public_name(),
+        )
 
     def dimension_numbers(self, tree: Any) -> Any:
         """The dimension numbers of each leaf of `tree` (None: not a matrix).
@@ -115,8 +131,17 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
         )
 
     def update_state(self, updates, state, params=None, **extra_args):
-        mu, direction = self.momentum_step(updates, state.mu, state.count)
-        orthogonal = self.orthogonalize_tree(self.dimension_numbers(updates), direction)
+        mu, direction = momentum_step(
+            updates,
+            state.mu,
+            state.count,
+            beta=self.beta,
+            nesterov=self.nesterov,
+            momentum=self.momentum,
+            bias_correction=self.bias_correction,
+        )
+        dims = self.dimension_numbers(updates)
+        orthogonal = self.newton_schulz().orthogonalize_tree(dims, direction)
         if self.adaptive:
             orthogonal = jax.tree.map(
                 lambda m, o: jnp.sum(jnp.conj(m) * o) * o, direction, orthogonal
@@ -124,7 +149,7 @@ class scale_by_muon(MomentumOptions, NewtonSchulzOptions, GradientTransformation
         return orthogonal, MuonState(safe_increment(state.count), mu, state.ns_coeffs)
 
 
-class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
+class muon(MuonGroups):
     r"""Muon: orthogonalized momentum for matrices, AdamW for everything else.
 
     For each matrix parameter :math:`W` (fan-in x fan-out) with gradient
@@ -214,25 +239,82 @@ class muon(MomentumOptions, NewtonSchulzOptions, MuonGroups):
       (arXiv:2502.16982).
     """
 
-    # learning_rate, the adam_* options, the routing and cautious_weight_decay
-    # are MuonGroups'; nesterov, momentum and bias_correction MomentumOptions';
-    # preconditioning, method, precision and distributed NewtonSchulzOptions'.
-    ns_coeffs: Any = NS_COEFFS_OPTION.declare()
-    ns_steps: int = NS_STEPS_OPTION.declare()
-    beta: Any = BETA_OPTION.declare()
-    eps: Any = EPS_OPTION.declare()
-    weight_decay: Any = WEIGHT_DECAY_OPTION.declare()
-    weight_decay_mask: Any = WEIGHT_DECAY_MASK_OPTION.declare()
-    mu_dtype: Any = MU_DTYPE_OPTION.declare()
+    # learning_rate, the adam_* options, the routing, cautious_weight_decay
+    # and adam are MuonGroups'. Then the keyword-only options: the order of
+    # the fields (repr, the pytree's) is the one the class had when it
+    # inherited them.
+    preconditioning: str = hyper(
+        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
+    )
+    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
+    precision: Any = hyper(
+        default=None, valid=fields.PRECISION, static=True, kw_only=True
+    )
+    distributed: Any = hyper(
+        default="auto",
+        valid=fields.DISTRIBUTED,
+        static=True,
+        allow_none=True,
+        kw_only=True,
+    )
+    nesterov: bool = static_field(default=True, kw_only=True)
+    momentum: str = hyper(
+        default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
+    )
+    bias_correction: bool = static_field(default=True, kw_only=True)
+    ns_coeffs: Any = fields.ns_coeffs()
+    ns_steps: int = fields.ns_steps()
+    beta: Any = fields.beta()
+    eps: Any = fields.eps()
+    weight_decay: Any = fields.weight_decay()
+    weight_decay_mask: Any = fields.weight_decay_mask()
+    mu_dtype: Any = fields.mu_dtype()
     adaptive: bool = static_field(default=False, kw_only=True)
-    consistent_rms: Any = CONSISTENT_RMS_OPTION.declare(default=None, kw_only=True)
-    shape_scaling: str | None = SHAPE_SCALING_OPTION.declare(default=None, kw_only=True)
+    consistent_rms: Any = hyper(default=None, valid=fields.CONSISTENT_RMS, kw_only=True)
+    shape_scaling: str | None = hyper(
+        default=None, valid=SHAPE_SCALING, static=True, kw_only=True
+    )
 
-    def _muon_direction(self) -> scale_by_muon:
+    def __check_init__(self) -> None:
+        # A table longer than ns_steps fails here, not at the first update.
+        newton_schulz_table(self.ns_coeffs, self.ns_steps)
+
+    def shape_rule(self) -> str:
+        return shape_rule(self.shape_scaling, self.consistent_rms)
+
+    def _direction(self, dims: Any) -> scale_by_muon:
         return scale_by_muon(
-            mu_dtype=self.mu_dtype,
+            self.ns_coeffs,
+            self.ns_steps,
+            self.beta,
+            self.eps,
+            self.mu_dtype,
+            preconditioning=self.preconditioning,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
+            nesterov=self.nesterov,
+            momentum=self.momentum,
+            bias_correction=self.bias_correction,
             adaptive=self.adaptive,
-            weight_dimension_numbers=self._dims,
-            **self.momentum_options(),
-            **self.newton_schulz_options(),
+            weight_dimension_numbers=dims,
+        )
+
+    def _build_groups(self, dims, labels):
+        matrices = matrix_group(
+            self._direction(dims),
+            dims,
+            self.learning_rate,
+            weight_decay=self.weight_decay,
+            weight_decay_mask=self.weight_decay_mask,
+            cautious_weight_decay=self.cautious_weight_decay,
+            consistent_rms=self.consistent_rms,
+            shape_scaling=self.shape_scaling,
+        )
+        return self._two_groups(
+            labels,
+            matrices,
+            eps=self.eps,
+            mu_dtype=self.mu_dtype,
+            nesterov=self.nesterov,
         )

@@ -119,12 +119,21 @@ class normuon(NormalizedMuonAliasBase):
       scalable, 2025 (arXiv:2510.05491).
     """
 
-    def _muon_direction(self) -> scale_by_normuon:
+    def _direction(self, dims: Any) -> scale_by_normuon:
         return scale_by_normuon(
-            beta2=self.beta2,
-            mu_dtype=self.mu_dtype,
+            self.ns_coeffs,
+            self.ns_steps,
+            self.beta,
+            self.beta2,
+            self.eps,
+            self.mu_dtype,
+            preconditioning=self.preconditioning,
+            method=self.method,
+            precision=self.precision,
+            distributed=self.distributed,
+            nesterov=self.nesterov,
+            momentum=self.momentum,
+            bias_correction=self.bias_correction,
             consistent_rms=self.consistent_rms,
-            weight_dimension_numbers=self._dims,
-            **self.momentum_options(),
-            **self.newton_schulz_options(),
+            weight_dimension_numbers=dims,
         )

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, hyper
 from .._matrices import full_dimension_numbers, is_spec_leaf, matrix_view
 from .._numerics import safe_increment, work_dtype
 from .._protocol import Alias, GradientTransformation, zero_count
@@ -19,7 +19,9 @@ from .._sharding import replicate, restore
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
-from ._options import EPS_OPTION, NS_COEFFS_OPTION, NS_STEPS_OPTION, NewtonSchulzSteps
+from . import _fields as fields
+from ._steps import NewtonSchulz
+from .coefficients import KELLER, NS_COEFFS, newton_schulz_table
 from .dimensions import shape_scale
 
 LMOS = ("spectral", "row", "column", "sign", "rms")
@@ -82,7 +84,7 @@ class ScionState(NamedTuple):
     mu: Any  # momentum, like the params (mu_dtype)
 
 
-class scale_by_scion(NewtonSchulzSteps, GradientTransformation):
+class scale_by_scion(GradientTransformation):
     """Scion's direction, `rho * d(M)` per leaf. See :class:`scion`.
 
     Args:
@@ -103,9 +105,9 @@ class scale_by_scion(NewtonSchulzSteps, GradientTransformation):
     """
 
     beta: Any = hyper(default=0.9, valid=DECAY)
-    ns_coeffs: Any = NS_COEFFS_OPTION.declare()
-    ns_steps: int = NS_STEPS_OPTION.declare()
-    eps: Any = EPS_OPTION.declare()
+    ns_coeffs: Any = fields.ns_coeffs()
+    ns_steps: int = fields.ns_steps()
+    eps: Any = fields.eps()
     radius: Any = hyper(default=1.0, valid=NONNEGATIVE)
     embedding_radius: Any = hyper(default=None, valid=NONNEGATIVE)
     head_radius: Any = hyper(default=None, valid=NONNEGATIVE)
@@ -116,6 +118,18 @@ class scale_by_scion(NewtonSchulzSteps, GradientTransformation):
     def __check_init__(self):
         if isinstance(self.lmo, str) and self.lmo not in LMOS:
             raise ValueError(f"lmo must be one of {LMOS}, got {self.lmo!r}")
+        self.newton_schulz()  # a table longer than ns_steps fails here
+
+    def newton_schulz(self) -> NewtonSchulz:
+        """How the spectral oracle orthogonalizes: Muon's defaults, never
+        spread over a mesh (each leaf is orthogonalized where it is)."""
+        return NewtonSchulz(
+            self.ns_coeffs,
+            self.ns_steps,
+            self.eps,
+            distributed=False,
+            owner=self._public_name(),
+        )
 
     def lmo_tree(self, tree: Any) -> Any:
         """The oracle name of each leaf of `tree`.
@@ -191,7 +205,7 @@ class scale_by_scion(NewtonSchulzSteps, GradientTransformation):
     def _matrix_lmo(self, name, x, fan_in, fan_out):
         eps = self.eps
         if name == "spectral":
-            o = self.orthogonalize_matrices(x)
+            o = self.newton_schulz().orthogonalize_matrices(x)
             return o * shape_scale(fan_in, fan_out, "spectral")
         if name == "sign":
             return jnp.sign(x) / fan_in
@@ -277,14 +291,18 @@ class scion(Alias):
     embedding_radius: Any = hyper(default=None, valid=NONNEGATIVE)
     head_radius: Any = hyper(default=None, valid=NONNEGATIVE)
     unconstrained: bool = static_field(default=False, kw_only=True)
-    ns_coeffs: Any = NS_COEFFS_OPTION.declare(kw_only=True)
-    ns_steps: int = NS_STEPS_OPTION.declare(kw_only=True)
-    eps: Any = EPS_OPTION.declare(kw_only=True)
+    ns_coeffs: Any = hyper(
+        default=KELLER[0], valid=NS_COEFFS, static=True, kw_only=True
+    )
+    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True, kw_only=True)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE, kw_only=True)
     lmo: Any = static_field(default=None, kw_only=True)
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
     mu_dtype: Any = static_field(default=None, kw_only=True)
 
     def __check_init__(self):
+        # A table longer than ns_steps fails here, not at the first update.
+        newton_schulz_table(self.ns_coeffs, self.ns_steps)
         lr = self.learning_rate
         if not self.unconstrained and isinstance(lr, (int, float)) and lr > 1:
             raise ValueError(

@@ -4,8 +4,9 @@ Code written for optax calls it from `optax.contrib._muon` directly, often
 with `state.ns_coeffs` (a traced array) inside a jitted update. This is that
 call on gradax's iteration (:func:`~.newton_schulz.orthogonalize_rows`): the
 dimension numbers make a stack of matrices as in
-:meth:`NewtonSchulzSteps.orthogonalize_leaf`, `preconditioning` maps to
-:func:`gradax.orthogonalize`'s `normalization` and `precondition` through
+:meth:`gradax.orthogonal._steps.NewtonSchulz.orthogonalize_leaf`,
+`preconditioning` maps to :func:`gradax.orthogonalize`'s `normalization`
+and `precondition` through
 the family's one table (`PRECONDITIONING`), and the coefficients become one
 row a step.
 """
@@ -20,7 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from .._matrices import MuonDimensionNumbers, is_dimension_numbers
-from ._options import FIRST_STEP_EPS, PRECONDITIONING
+from ._fields import PRECONDITIONING
+from ._steps import FIRST_STEP_EPS
 from .blocks import matrix_blocks
 from .coefficients import coefficient_rows
 from .newton_schulz import orthogonalize_rows

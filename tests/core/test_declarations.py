@@ -26,7 +26,7 @@ from registry import ENTRIES
 import gradax
 from gradax._declare import OneOf, Range, spec_of
 from gradax.declare import HyperparameterWarning
-from gradax.orthogonal._groups import _ADAM_OPTIONS
+from gradax.orthogonal.groups import _ADAM_OPTIONS
 
 # Arguments that build the public classes without a registry entry of their
 # own (schedules, and transformations the registry builds another way).

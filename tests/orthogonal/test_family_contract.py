@@ -1,13 +1,16 @@
-"""The Muon family's one contract (gradax/orthogonal/_options.py).
+"""The Muon family's one contract (gradax/orthogonal/_fields.py, _steps.py).
 
 Every member that orthogonalizes runs the iterations that
-``newton_schulz_table(ns_coeffs, ns_steps)`` gives, through one step, with
-the options under their user-facing names; a member that leaves out an
-option its base requires fails when its class is created.
+``newton_schulz_table(ns_coeffs, ns_steps)`` gives, through one step
+(:class:`NewtonSchulz`), with the options under their user-facing names;
+every member declares each shared option as gradax/orthogonal/_fields.py
+declares it (same valid values, same default unless the member documents
+another).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -16,10 +19,9 @@ import numpy as np
 import pytest
 
 import gradax
-from gradax._pytree import AbstractField
-from gradax.orthogonal import _options as options
-from gradax.orthogonal import newton_schulz
-from gradax.orthogonal._options import MomentumOptions, NewtonSchulzOptions
+from gradax._declare import is_static, spec_of
+from gradax.orthogonal import _fields as fields
+from gradax.orthogonal import _steps, newton_schulz
 from gradax.orthogonal.coefficients import newton_schulz_table
 
 TWO_ROWS = ((3.0, -3.2, 1.2), (2.0, -1.5, 0.5))
@@ -61,7 +63,7 @@ def test_every_member_runs_the_same_iterations(ns, monkeypatch):
         calls.append((str(coefficients), kwargs["steps"], kwargs["eps"]))
         return newton_schulz.orthogonalize(x, **kwargs)
 
-    monkeypatch.setattr(options, "orthogonalize", recording)
+    monkeypatch.setattr(_steps, "orthogonalize", recording)
     params = {"w": jax.random.normal(jax.random.key(0), (6, 4))}
     grads = {"w": jax.random.normal(jax.random.key(1), (6, 4))}
     expected_coefficients, expected_steps = newton_schulz_table(
@@ -93,6 +95,10 @@ def test_the_one_rule():
         lambda: gradax.muon(0.1, ns_coeffs=TWO_ROWS, ns_steps=1),
         lambda: gradax.scale_by_scion(ns_coeffs=TWO_ROWS, ns_steps=1),
         lambda: gradax.dion2(0.1, ns_coeffs=TWO_ROWS, ns_steps=1),
+        lambda: gradax.scion(0.1, ns_coeffs=TWO_ROWS, ns_steps=1),
+        lambda: gradax.normuon(0.1, ns_coeffs=TWO_ROWS, ns_steps=1),
+        lambda: gradax.muonh(0.1, ns_coeffs=TWO_ROWS, ns_steps=1),
+        lambda: gradax.scale_by_muon(ns_coeffs=TWO_ROWS, ns_steps=1),
     ):
         with pytest.raises(ValueError, match="must not have more rows than steps"):
             make()
@@ -108,32 +114,107 @@ def test_scion_spectral_oracle_is_muons_orthogonalization():
     scion = gradax.scale_by_scion(**ns, beta=0.0, lmo="spectral")
     muon = gradax.scale_by_muon(**ns, beta=0.0, nesterov=False)
     out_scion, _ = scion.update(g, scion.init(g))
-    orthogonal = muon.orthogonalize_matrices(g)
+    orthogonal = muon.newton_schulz().orthogonalize_matrices(g)
     np.testing.assert_allclose(out_scion, orthogonal * np.sqrt(4 / 8), rtol=1e-6)
 
 
-def test_a_member_must_declare_what_its_base_requires():
-    with pytest.raises(TypeError, match="must declare 'eps'"):
+# Every class of the family, and the one Newton–Schulz configuration.
+MEMBERS = (
+    _steps.NewtonSchulz,
+    gradax.scale_by_muon,
+    gradax.muon,
+    gradax.scale_by_normuon,
+    gradax.normuon,
+    gradax.scale_by_adamuon,
+    gradax.adamuon,
+    gradax.dion,
+    gradax.scale_by_dion2,
+    gradax.dion2,
+    gradax.scale_by_scion,
+    gradax.scion,
+    gradax.muonh,
+    gradax.adamh,
+)
 
-        class _NoEps(NewtonSchulzOptions, gradax.GradientTransformation):
-            ns_coeffs: Any = NewtonSchulzOptions.ns_coeffs.declare()
-            ns_steps: int = NewtonSchulzOptions.ns_steps.declare()
+# The shared declarations, as gradax/orthogonal/_fields.py makes them.
+SHARED = {
+    "ns_coeffs": fields.ns_coeffs(),
+    "ns_steps": fields.ns_steps(),
+    "eps": fields.eps(),
+    "preconditioning": fields.preconditioning(),
+    "method": fields.method(),
+    "precision": fields.precision(),
+    "distributed": fields.distributed(),
+    "beta": fields.beta(),
+    "nesterov": fields.nesterov(),
+    "momentum": fields.momentum(),
+    "bias_correction": fields.bias_correction(),
+    "mu_dtype": fields.mu_dtype(),
+    "weight_decay": fields.weight_decay(),
+    "weight_decay_mask": fields.weight_decay_mask(),
+    "consistent_rms": fields.consistent_rms(None),
+    "shape_scaling": fields.shape_scaling(None),
+}
 
-    with pytest.raises(TypeError, match="beta must be declared"):
+# Defaults a member documents as its own (the option means the same).
+OWN_DEFAULTS = {
+    ("scale_by_dion2", "ns_coeffs"): "polar_express_fixed5",  # the reference's
+    ("dion2", "ns_coeffs"): "polar_express_fixed5",
+    ("scale_by_scion", "beta"): 0.9,  # Scion's momentum
+    ("scion", "beta"): 0.9,
+    ("dion", "shape_scaling"): "spectral",  # Dion's shape factor
+    ("dion2", "shape_scaling"): "spectral",
+    ("adamh", "nesterov"): False,  # Adam's
+    ("muon", "shape_scaling"): None,
+    ("muon", "consistent_rms"): None,
+}
+for _name in ("scale_by_normuon", "normuon", "scale_by_adamuon", "adamuon"):
+    OWN_DEFAULTS[(_name, "bias_correction")] = False  # off, as in the papers
+    OWN_DEFAULTS[(_name, "consistent_rms")] = 0.2  # the papers' update RMS
 
-        class _OtherRange(MomentumOptions, gradax.GradientTransformation):
-            beta: Any = gradax.declare.hyper(default=0.5, valid=gradax.declare.UNIT)
 
-    class _Fine(MomentumOptions, gradax.GradientTransformation):
-        beta: Any = MomentumOptions.beta.declare(default=0.5)
+@pytest.mark.parametrize("cls", MEMBERS, ids=lambda c: c.__name__)
+def test_every_member_declares_the_shared_options_as_declared(cls):
+    # Each member declares its own fields, in its own order; an option it
+    # shares is the one declaration of _fields.py: the same valid values,
+    # leaf or static, and the same default unless documented above.
+    declared = {f.name: f for f in dataclasses.fields(cls)}
+    shared = [name for name in SHARED if name in declared]
+    assert {"ns_coeffs", "ns_steps", "eps"} <= set(shared) or cls in (
+        gradax.dion,
+        gradax.adamh,
+    ), f"{cls.__name__} orthogonalizes without the Newton–Schulz options"
+    for name in shared:
+        mine, theirs = declared[name], SHARED[name]
+        # What None means follows the default (a None default accepts None).
+        ours, shared_spec = spec_of(mine), spec_of(theirs)
+        if ours is None or shared_spec is None:
+            assert ours is shared_spec, (cls.__name__, name)
+        else:
+            assert ours.valid == shared_spec.valid, (cls.__name__, name)
+            assert ours.schedule == shared_spec.schedule, (cls.__name__, name)
+            assert ours.array == shared_spec.array, (cls.__name__, name)
+        assert is_static(mine) == is_static(theirs), (cls.__name__, name)
+        default = OWN_DEFAULTS.get((cls.__name__, name), theirs.default)
+        if name in ("consistent_rms", "shape_scaling") and (
+            (cls.__name__, name) not in OWN_DEFAULTS
+        ):
+            continue  # no shared default: each member says its own
+        assert mine.default == default, (cls.__name__, name, mine.default)
 
-    assert _Fine().beta == 0.5
-    assert isinstance(MomentumOptions.beta, AbstractField)
+
+def test_a_newton_schulz_member_keeps_every_keyword_option_or_none():
+    # The keyword options come as a set: a member takes all four (and passes
+    # them to its NewtonSchulz) or none (Scion: the defaults, no mesh).
+    keyword = {"preconditioning", "method", "precision", "distributed"}
+    for cls in MEMBERS:
+        names = {f.name for f in dataclasses.fields(cls)}
+        assert keyword <= names or not keyword & names, cls.__name__
 
 
 def test_momentum_step_is_shared():
     # normuon's direction and muon's keep the same momentum for the same
-    # options: one method, MomentumOptions.momentum_step.
+    # options: one function, gradax.orthogonal._steps.momentum_step.
     g = {"w": jnp.arange(12.0).reshape(3, 4)}
     for nesterov in (False, True):
         kw = dict(beta=0.8, nesterov=nesterov, bias_correction=True)

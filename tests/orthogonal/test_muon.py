@@ -353,11 +353,13 @@ def test_options_reach_the_direction_of_every_variant():
         ("dion2", {}),
     ):
         tx = getattr(gradax, name)(0.02, **options, **extra)
-        direction = tx._muon_direction()
+        # The direction heads the matrices' group of the parts it builds.
+        parts = tx._parts_for({"w": jnp.zeros((4, 8))}, quiet=True)
+        direction = parts.transforms["muon"].transforms[0]
         for key, value in {**options, **extra}.items():
             assert getattr(direction, key) == value, (name, key)
     # Each direction orthogonalizes itself with these options (the family's
-    # one step, NewtonSchulzSteps.orthogonalize_matrices): see
+    # one step, NewtonSchulz.orthogonalize_matrices): see
     # tests/orthogonal/test_family_contract.py.
 
 

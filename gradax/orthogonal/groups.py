@@ -1,26 +1,24 @@
 """The two parameter groups of the Muon family, and Muon's shape factor.
 
-:class:`MuonGroups` is the base of `muon`, `normuon`, `adamuon`,
-`dion` and `dion2`: matrices get the member's direction, the shape factor
-(:class:`scale_by_shape`), decoupled weight decay and the learning rate;
-every other leaf gets AdamW or the transformation given as `adam`.
+:class:`MuonGroups` is the base of every optimizer of the family (`muon`,
+`normuon`, `adamuon`, `dion`, `dion2`, `muonh`, `adamh`): it holds the
+options of the AdamW group and of the routing, resolves the routing once per
+call, and builds the two groups; a member gives the matrices' group.
+:func:`matrix_group` is that group for every member but the hyperball ones:
+the member's direction, the shape factor (:class:`scale_by_shape`),
+decoupled weight decay and the learning rate.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
 
-from .._declare import (
-    DECAY,
-    LEARNING_RATE,
-    NONNEGATIVE,
-    hyper,
-    static_field,
-)
+from .._compat import Self
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper, static_field
 from .._matrices import full_dimension_numbers, is_routing_function, is_spec_leaf
 from .._protocol import (
     Alias,
@@ -28,13 +26,12 @@ from .._protocol import (
     TransformationLike,
     as_transformation,
 )
-from .._pytree import AbstractField, field
+from .._pytree import field
 from ..combinators.chain import chain
 from ..combinators.masked import partition
 from ..optimizers.adam import adamw
 from ..transforms.cautious import decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
-from ._options import EPS_OPTION
 from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALING, shape_scale
 from .routing import quiet_report, warn_about_embeddings
@@ -43,6 +40,13 @@ from .routing import quiet_report, warn_about_embeddings
 def _optional_transformation(value: Any, name: str) -> Any:
     """Converter of `adam=`: None, or a transformation (optax ones wrapped)."""
     return None if value is None else as_transformation(value, name)
+
+
+def shape_rule(shape_scaling: str | None, consistent_rms: Any) -> str:
+    """The shape factor's rule: `shape_scaling`, else from `consistent_rms`."""
+    if shape_scaling is not None:
+        return shape_scaling
+    return "keller" if consistent_rms is None else "rms"
 
 
 class scale_by_shape(GradientTransformation):
@@ -62,13 +66,8 @@ class scale_by_shape(GradientTransformation):
         default=None, valid=SHAPE_SCALING, static=True, kw_only=True
     )
 
-    def _rule(self) -> str:
-        if self.shape_scaling is not None:
-            return self.shape_scaling
-        return "keller" if self.consistent_rms is None else "rms"
-
     def update_state(self, updates, state, params=None, **extra_args):
-        rule = self._rule()
+        rule = shape_rule(self.shape_scaling, self.consistent_rms)
         rms = self.consistent_rms
 
         def scaled(dims, u):
@@ -91,6 +90,28 @@ class scale_by_shape(GradientTransformation):
         return scaled_updates, state
 
 
+def matrix_group(
+    direction: GradientTransformation,
+    dims: Any,
+    learning_rate: Any,
+    *,
+    weight_decay: Any,
+    weight_decay_mask: Any,
+    cautious_weight_decay: bool,
+    consistent_rms: Any,
+    shape_scaling: str | None,
+) -> GradientTransformation:
+    """The matrices' group: the direction, the shape factor, decay, the rate."""
+    return chain(
+        direction,
+        scale_by_shape(dims, consistent_rms, shape_scaling=shape_scaling),
+        decayed_weights(
+            weight_decay, weight_decay_mask, cautious=cautious_weight_decay
+        ),
+        scale_by_learning_rate(learning_rate),
+    )
+
+
 # The options that build the default AdamW group; adam= replaces them.
 _ADAM_OPTIONS = (
     "adam_b1",
@@ -100,6 +121,10 @@ _ADAM_OPTIONS = (
     "adam_learning_rate",
     "adam_eps",
 )
+
+# Where a MuonGroups keeps its built parts, one per routing result, in its
+# __dict__ beside the fields (as Alias keeps its one composition).
+_PARTS_BY_ROUTING = "_parts_by_routing"
 
 
 def _is_default(module: Any, name: str, defaults: dict[str, Any]) -> bool:
@@ -114,45 +139,19 @@ def _is_default(module: Any, name: str, defaults: dict[str, Any]) -> bool:
     return bool(np.all(np.asarray(value) == default))
 
 
-# What MuonGroups.build reads besides its own fields, declared once.
-WEIGHT_DECAY_OPTION = AbstractField(
-    "the matrices' decoupled weight decay, >= 0", default=0.0, valid=NONNEGATIVE
-)
-WEIGHT_DECAY_MASK_OPTION = AbstractField(
-    "which matrices decay: a tree of booleans or a function",
-    default=None,
-    static=True,
-)
-MU_DTYPE_OPTION = AbstractField(
-    "dtype of the momentum, also the AdamW group's", default=None, static=True
-)
-NESTEROV_OPTION = AbstractField("Nesterov momentum, also the AdamW group's")
-CONSISTENT_RMS_OPTION = AbstractField(
-    "the matrices' update RMS (None: the shape factor alone)", valid=NONNEGATIVE
-)
-SHAPE_SCALING_OPTION = AbstractField(
-    "the shape factor of the matrices", valid=SHAPE_SCALING, static=True
-)
-
-
 class MuonGroups(Alias):
     r"""Base of every optimizer of the Muon family: two parameter groups.
 
     Matrices (as routed by `muon_weight_dimension_numbers`) get the
-    optimizer's direction, the shape factor, decoupled weight decay and the
-    learning rate; every other leaf gets AdamW, or the transformation given
-    as `adam`. The options of the AdamW group and of the routing are
-    declared here, once, for every member.
+    member's group (:meth:`_build_groups`, usually :func:`matrix_group`);
+    every other leaf gets AdamW, or the transformation given as `adam`. The
+    fields here are the options of the AdamW group and of the routing, the
+    same in every member; each member declares its own after them.
 
-    A member (`muon`, `normuon`, `adamuon`, `dion`, `dion2`)
-    extends Muon in one way: it overrides :meth:`_muon_direction`, which
-    builds its direction from its own fields, named one by one. It also
-    declares what :meth:`build` reads besides the fields below, as arguments
-    or as fixed class constants: `eps` (also AdamW's default eps),
-    `weight_decay`, `weight_decay_mask`, `mu_dtype`, `nesterov`
-    (also AdamW's), `consistent_rms` and `shape_scaling`. These are
-    :class:`gradax._pytree.AbstractField`\ s: a member that leaves one out
-    fails when its class is created.
+    The routing is resolved once per `init`/`update`, on the whole tree
+    given (a routing function is called then, and only then), and the parts
+    are built once per routing result and kept by the instance: one
+    composition for a model, rebuilt only for a tree routed differently.
 
     Args:
       learning_rate: the learning rate of both groups, a number or
@@ -179,36 +178,6 @@ class MuonGroups(Alias):
     """
 
     _abstract = True
-
-    if TYPE_CHECKING:
-        # Static tools see what each member declares as a read-only value.
-        @property
-        def eps(self) -> Any: ...
-        @property
-        def weight_decay(self) -> Any: ...
-        @property
-        def weight_decay_mask(self) -> Any: ...
-        @property
-        def mu_dtype(self) -> Any: ...
-        @property
-        def nesterov(self) -> bool: ...
-        @property
-        def consistent_rms(self) -> Any: ...
-        @property
-        def shape_scaling(self) -> Any: ...
-
-    else:
-        # What build() reads besides the fields below. Each member declares
-        # them among its arguments (``weight_decay: Any =
-        # WEIGHT_DECAY_OPTION.declare()``) or, where the value is fixed, as a
-        # class constant.
-        eps = EPS_OPTION
-        weight_decay = WEIGHT_DECAY_OPTION
-        weight_decay_mask = WEIGHT_DECAY_MASK_OPTION
-        mu_dtype = MU_DTYPE_OPTION
-        nesterov = NESTEROV_OPTION
-        consistent_rms = CONSISTENT_RMS_OPTION
-        shape_scaling = SHAPE_SCALING_OPTION
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
     adam_b1: Any = hyper(default=0.9, valid=DECAY, kw_only=True)
@@ -238,83 +207,97 @@ class MuonGroups(Alias):
                 "adam instead"
             )
 
-    def _muon_direction(self) -> GradientTransformation:
-        """The direction of the matrices (the one hook a member overrides)."""
+    def shape_rule(self) -> str:
+        """The rule of the matrices' shape factor: 'keller', 'rms',
+        'spectral' or 'none' (see :func:`gradax.orthogonal.dimensions.shape_scale`).
+        """
         raise NotImplementedError
 
-    def _dims(self, tree: Any) -> Any:
-        return full_dimension_numbers(
-            self.muon_weight_dimension_numbers, tree, default_2d_only=True
-        )
+    def _build_groups(self, dims: Any, labels: Any) -> GradientTransformation:
+        """The optimizer for a tree routed as `dims` (the member's hook).
 
-    def _labels(self, params: Any) -> Any:
-        dims = self._dims(params)
-        warn_about_embeddings(dims)
-        return jax.tree.map(
-            lambda d, _: "adam" if d is None else "muon",
-            dims,
-            params,
-            is_leaf=is_spec_leaf,
-        )
-
-    def _routed(self, tree: Any, *, quiet: bool) -> MuonGroups:
-        """This optimizer with a routing function replaced by its result.
-
-        The function is called once per `init`/`update`, on the whole tree
-        the optimizer was given; the groups it builds then never call it on a
-        masked part of the tree. `quiet` silences a report the function
-        prints with :func:`muon_labels` (printed at `init`, not at each
-        `update`).
+        A member builds its matrices' group with `dims` and returns
+        :meth:`_two_groups` of it.
         """
-        spec = self.muon_weight_dimension_numbers
-        if not is_routing_function(spec):
-            return self
-        with quiet_report(quiet):
-            resolved = spec(tree)
-        if is_routing_function(resolved):
-            raise TypeError(
-                "muon_weight_dimension_numbers: the function returned a function "
-                f"({resolved!r}); it must return the routing itself: None, "
-                '"auto", a MuonDimensionNumbers or a tree of them'
-            )
-        return self._with_fields(muon_weight_dimension_numbers=resolved)
+        raise NotImplementedError
 
-    def init_state(self, params):
-        return self._routed(params, quiet=False).build().init(params)
+    def _two_groups(
+        self, labels: Any, matrices: Any, *, eps: Any, mu_dtype: Any, nesterov: bool
+    ) -> GradientTransformation:
+        """`matrices` for the routed leaves, the AdamW group for the rest.
 
-    def update_state(self, updates, state, params=None, **extra_args):
-        routed = self._routed(updates, quiet=True)
-        return routed.build().update(updates, state, params, **extra_args)
-
-    def build(self):
-        decay = decayed_weights(
-            self.weight_decay,
-            self.weight_decay_mask,
-            cautious=self.cautious_weight_decay,
-        )
-        muon_group = chain(
-            self._muon_direction(),
-            scale_by_shape(
-                self._dims, self.consistent_rms, shape_scaling=self.shape_scaling
-            ),
-            decay,
-            scale_by_learning_rate(self.learning_rate),
-        )
-        return self._with_adam_group(muon_group)
-
-    def _with_adam_group(self, matrices: Any) -> Any:
-        """`matrices` for the routed leaves, the AdamW group for the rest."""
+        The default AdamW group takes the member's `eps` (unless
+        `adam_eps`), `mu_dtype` and `nesterov`, optax's rule.
+        """
         if self.adam is not None:
-            return partition({"muon": matrices, "adam": self.adam}, self._labels)
+            return partition({"muon": matrices, "adam": self.adam}, labels)
         adam_lr = self.adam_learning_rate
         adam_group = adamw(
             self.learning_rate if adam_lr is None else adam_lr,
             b1=self.adam_b1,
             b2=self.adam_b2,
-            eps=self.eps if self.adam_eps is None else self.adam_eps,
+            eps=eps if self.adam_eps is None else self.adam_eps,
             eps_root=self.adam_eps_root,
-            mu_dtype=self.mu_dtype,
+            mu_dtype=mu_dtype,
             weight_decay=self.adam_weight_decay,
-            nesterov=self.nesterov,
+            nesterov=nesterov,
         )
-        return partition({"muon": matrices, "adam": adam_group}, self._labels)
+        return partition({"muon": matrices, "adam": adam_group}, labels)
+
+    def _routing(self, tree: Any, *, quiet: bool) -> Any:
+        """The dimension numbers of each leaf of `tree` (None: AdamW).
+
+        A routing function is called here, on the whole tree the optimizer
+        was given, so the groups never call it on a masked part. `quiet`
+        silences a report it prints with :func:`muon_labels` (printed at
+        `init`, not at each `update`).
+        """
+        spec = self.muon_weight_dimension_numbers
+        if is_routing_function(spec):
+            with quiet_report(quiet):
+                spec = spec(tree)
+            if is_routing_function(spec):
+                raise TypeError(
+                    "muon_weight_dimension_numbers: the function returned a "
+                    f"function ({spec!r}); it must return the routing itself: "
+                    'None, "auto", a MuonDimensionNumbers or a tree of them'
+                )
+        dims = full_dimension_numbers(spec, tree, default_2d_only=True)
+        warn_about_embeddings(dims)
+        return dims
+
+    def _parts_for(self, tree: Any, *, quiet: bool) -> GradientTransformation:
+        """The parts for `tree`: its routing resolved, the parts kept by it."""
+        dims = self._routing(tree, quiet=quiet)
+        flat, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
+        key = (treedef, tuple(flat))
+        kept = self.__dict__.setdefault(_PARTS_BY_ROUTING, {})
+        try:
+            built = kept.get(key)
+        except TypeError:  # an unhashable routing: built for this call only
+            return self._build_groups(dims, self._labels(dims, tree))
+        if built is None:
+            built = self._build_groups(dims, self._labels(dims, tree))
+            kept[key] = built
+        return built
+
+    @staticmethod
+    def _labels(dims: Any, tree: Any) -> Any:
+        return jax.tree.map(
+            lambda d, _: "adam" if d is None else "muon",
+            dims,
+            tree,
+            is_leaf=is_spec_leaf,
+        )
+
+    def _with_fields(self, **values: Any) -> Self:
+        obj = super()._with_fields(**values)
+        obj.__dict__.pop(_PARTS_BY_ROUTING, None)  # built from the old fields
+        return obj
+
+    def init_state(self, params):
+        return self._parts_for(params, quiet=False).init(params)
+
+    def update_state(self, updates, state, params=None, **extra_args):
+        parts = self._parts_for(updates, quiet=True)
+        return parts.update(updates, state, params, **extra_args)

@@ -1,0 +1,223 @@
+"""The Muon family's two shared steps: Newton–Schulz and Muon's momentum.
+
+A member composes them (optimistix's model: a solver holds its descent and
+its search): a direction builds a :class:`NewtonSchulz` from its own fields
+in one line and calls it, and calls :func:`momentum_step` with its
+momentum options. Option names are optax's (`ns_coeffs`, `ns_steps`,
+`preconditioning`) all the way down to
+:meth:`NewtonSchulz.orthogonalize_matrices`, the one place that hands them to
+:func:`gradax.orthogonalize` under its own names (`coefficients`, `steps`,
+`normalization` and `precondition`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from .. import tree as gtree
+from .._compat import reshard
+from .._matrices import MuonDimensionNumbers, is_spec_leaf
+from .._numerics import safe_increment
+from .._pytree import Module, static_field
+from .._sharding import explicit_sharding
+from ..sharding.distributed import current_mesh, orthogonalize_many
+from . import _fields as fields
+from ._grouped import orthogonalize_grouped
+from .blocks import matrix_blocks
+from .coefficients import newton_schulz_table
+from .newton_schulz import orthogonalize
+
+# optax's AOL and Schatten-4 first steps floor their row sums and norms at
+# this constant: the family's ``eps`` is for the Frobenius and spectral norms
+# (with a small gradient and another eps, using eps there moved Muon's update
+# by 2e-2 from optax's).
+FIRST_STEP_EPS = 1e-8
+
+
+class NewtonSchulz(Module):
+    """How a member of the Muon family orthogonalizes: its options, and the steps.
+
+    Args:
+      ns_coeffs: a preset name or coefficients of shape (3,) or (T, 3).
+      ns_steps: Newton–Schulz steps, >= 1 (a table must not have more rows).
+      eps: added to the norm before dividing, >= 0.
+      preconditioning: 'frobenius' (divide by the Frobenius norm), 'spectral'
+        (by the spectral norm), 'aol' (Turbo-Muon's row scaling) or
+        'schatten' (by the Schatten-4 norm); see :func:`orthogonalize`.
+      method: Newton–Schulz variant: "auto" (the fastest measured for the
+        shape, dtype and backend), "ns", "gram", "symmetric" or
+        "gram_symmetric" (see :func:`orthogonalize`).
+      precision: the iteration's dtype: None, "float32", "highest",
+        "bfloat16" or "float16" (see :func:`orthogonalize`).
+      distributed: "auto" (under `jax.set_mesh`, stack same-shape matrices
+        and give each device whole matrices to orthogonalize, so no
+        collective runs inside the iteration), True (require a mesh), False
+        or None (never), or a mesh.
+      owner: the name an error message gives (the member's).
+    """
+
+    ns_coeffs: Any = fields.ns_coeffs()
+    ns_steps: int = fields.ns_steps()
+    eps: Any = fields.eps()
+    preconditioning: str = fields.preconditioning()
+    method: str = fields.method()
+    precision: Any = fields.precision()
+    distributed: Any = fields.distributed()
+    owner: str = static_field(default="NewtonSchulz", kw_only=True, repr=False)
+
+    def __check_init__(self) -> None:
+        # Refuses a table with more rows than steps, at construction.
+        newton_schulz_table(self.ns_coeffs, self.ns_steps)
+
+    def orthogonalize_matrices(self, matrices: jax.Array) -> jax.Array:
+        """Orthogonalize a stack of matrices `(..., m, n)` with these options.
+
+        The one place where the family's option names become those of
+        :func:`gradax.orthogonalize`: `newton_schulz_table(ns_coeffs,
+        ns_steps)` gives its `coefficients` and `steps`, and
+        `preconditioning` its `normalization` and `precondition`.
+        """
+        coefficients, steps = newton_schulz_table(self.ns_coeffs, self.ns_steps)
+        normalization, precondition = fields.PRECONDITIONING[self.preconditioning]
+        eps = self.eps
+        if self.preconditioning in ("aol", "schatten"):
+            eps = FIRST_STEP_EPS
+        return orthogonalize(
+            matrices,
+            coefficients=coefficients,
+            steps=steps,
+            eps=eps,
+            normalization=normalization,
+            precondition=precondition,
+            method=self.method,
+            precision=self.precision,
+        )
+
+    def mesh(self) -> Any | None:
+        """The mesh to spread the matrices over, from `distributed`."""
+        if self.distributed is False or self.distributed is None:
+            return None
+        if isinstance(self.distributed, str) or self.distributed is True:
+            mesh = current_mesh()
+            if mesh is None and self.distributed is True:
+                raise ValueError(
+                    f"{self.owner}(distributed=True) needs a mesh: call "
+                    "it under jax.set_mesh(mesh), or pass distributed=mesh"
+                )
+            return mesh
+        return self.distributed
+
+    def orthogonalize_tree(self, dims: Any, tree: Any) -> Any:
+        """Orthogonalize every leaf of `tree` that has dimension numbers.
+
+        Under a device mesh, same-shape matrices are stacked and each device
+        orthogonalizes whole matrices (no collective inside the iteration).
+        A leaf split into blocks (heads, fused QKV) gives one stack per block
+        size, stacked with the other leaves' matrices of that shape.
+        """
+        flat_dims, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
+        flat = treedef.flatten_up_to(tree)
+        mesh = self.mesh()
+        if mesh is None:
+            return jax.tree.unflatten(
+                treedef, self._orthogonalize_on_one(flat_dims, flat)
+            )
+        chosen = [i for i, d in enumerate(flat_dims) if d is not None]
+        blocks = [matrix_blocks(flat[i].shape, flat_dims[i]) for i in chosen]
+        stacks = [b.to_stacks(flat[i]) for b, i in zip(blocks, chosen, strict=True)]
+        matrices = [m for leaf in stacks for m in leaf]
+        results = iter(orthogonalize_many(matrices, self.orthogonalize_matrices, mesh))
+        out: list[Any] = list(flat)
+        for i, b, leaf in zip(chosen, blocks, stacks, strict=True):
+            out[i] = b.from_stacks([next(results) for _ in leaf])
+        return jax.tree.unflatten(treedef, out)
+
+    def _orthogonalize_on_one(self, flat_dims: list, flat: list) -> list:
+        """Every leaf with dimension numbers orthogonalized, no mesh given.
+
+        Without a mesh the matrices are stacked by shape. Under one (with
+        `distributed=False`) each leaf keeps its own call, as the compiler
+        partitions it: a stack would change the collectives it places.
+        """
+        out: list[Any] = list(flat)
+        on_a_mesh = current_mesh() is not None
+        grouped = [
+            i
+            for i, d in enumerate(flat_dims)
+            if d is not None and not on_a_mesh and explicit_sharding(flat[i]) is None
+        ]
+        for i, d in enumerate(flat_dims):
+            if d is not None and i not in grouped:
+                out[i] = self.orthogonalize_leaf(flat[i], d)
+        blocks = [matrix_blocks(flat[i].shape, flat_dims[i]) for i in grouped]
+        stacks = [b.to_stacks(flat[i]) for b, i in zip(blocks, grouped, strict=True)]
+        matrices = [m for leaf in stacks for m in leaf]
+        results = iter(orthogonalize_grouped(matrices, self.orthogonalize_matrices))
+        for i, b, leaf in zip(grouped, blocks, stacks, strict=True):
+            out[i] = b.from_stacks([next(results) for _ in leaf])
+        return out
+
+    def orthogonalize_leaf(self, x: jax.Array, dims: MuonDimensionNumbers) -> jax.Array:
+        """Orthogonalize one weight-shaped array along its matrix axes."""
+        sharding = explicit_sharding(x)
+        if sharding is not None:
+            # Sharding in types forbids the row-sharded X X^T; iterate on a
+            # replicated copy (distributing the work is the sharding module's).
+            x = reshard(x, jax.sharding.PartitionSpec())
+        # One batched call per block size (one for a whole matrix or heads).
+        blocks = matrix_blocks(x.shape, dims)
+        out = blocks.from_stacks(
+            [self.orthogonalize_matrices(m) for m in blocks.to_stacks(x)]
+        )
+        if sharding is not None:
+            out = reshard(out, sharding.spec)
+        return out
+
+
+def momentum_step(
+    updates: Any,
+    mu: Any,
+    count: jax.Array,
+    *,
+    beta: Any,
+    nesterov: bool,
+    momentum: str,
+    bias_correction: bool,
+) -> tuple[Any, Any]:
+    """Muon's new momentum, and the direction to orthogonalize.
+
+    Args:
+      updates: the gradients.
+      mu: the momentum so far.
+      count: the number of updates done before this one.
+      beta: the momentum decay.
+      nesterov: look ahead one step (`beta m + (1 - beta) g`, or
+        `g + beta m` for summed momentum).
+      momentum: "ema" (`m = beta m + (1 - beta) g`; KellerJordan, torch,
+        optax) or "sum" (`m = beta m + g`; Moonlight, Keras, Dion).
+      bias_correction: divide EMA momentum by `1 - beta^t` (optax's
+        NAdam-style rule); False for KellerJordan and torch.
+
+    Returns:
+      `(new_mu, direction)`.
+    """
+    count = safe_increment(count)
+    if momentum == "sum":
+        mu = jax.tree.map(lambda g, m: g + beta * m, updates, mu)
+        if nesterov:
+            return mu, jax.tree.map(lambda g, m: g + beta * m, updates, mu)
+        return mu, mu
+    mu = gtree.update_moment(updates, mu, beta, 1)
+    if not bias_correction:
+        if nesterov:
+            return mu, jax.tree.map(lambda g, m: beta * m + (1 - beta) * g, updates, mu)
+        return mu, mu
+    if nesterov:
+        return mu, jax.tree.map(
+            lambda m, g: beta * m + (1 - beta) * g,
+            gtree.bias_correction(mu, beta, safe_increment(count)),
+            gtree.bias_correction(updates, beta, count),
+        )
+    return mu, gtree.bias_correction(mu, beta, count)
