@@ -53,7 +53,6 @@ from ._compat import Self
 from ._declare import (
     is_static,
     register_transformation_converter,
-    spec_of,
     static_field,
 )
 from ._declare import transformation_field as transformation_field
@@ -329,17 +328,13 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
             super(Module, cls).__init_subclass__(**kwargs)
             return
         super().__init_subclass__(**kwargs)
-        schedulable = []
-        if cls._resolves_schedules:
-            for f in cls.__dataclass_fields__.values():
-                spec = spec_of(f)
-                if (
-                    spec is not None
-                    and spec.schedule
-                    and f.name not in (cls._self_resolved)
-                ):
-                    schedulable.append(f.name)
-        cls._schedulable = tuple(schedulable)
+        cls._schedulable = tuple(
+            name
+            for name, spec in cls._declared
+            if cls._resolves_schedules
+            and spec.schedule
+            and name not in cls._self_resolved
+        )
 
     def _convert_field(self, field: Any, value: Any) -> Any:
         # A data field holding an optax transformation keeps it wrapped (a

@@ -227,10 +227,6 @@ def expected_state(tx: Any, like: Any) -> Any:
     return None if expected is _FAILED else expected
 
 
-def _same_empty(expected: Any, state: Any) -> bool:
-    return not differences(expected, state, same_class=_same_class)
-
-
 class _Problem(NamedTuple):
     kind: str  # the hint it calls for: "library", "plain", "other", "keys", "shape"
     path: str
@@ -425,7 +421,7 @@ def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> A
     if expected is None:
         return None
     if not jax.tree_util.tree_leaves(expected):
-        if state is None or _same_empty(expected, state):
+        if state is None or not differences(expected, state, same_class=_same_class):
             return None
         return expected
     if state is None:

@@ -70,10 +70,8 @@ def _same_type(expected: Any, given: Any) -> bool:
     return type(expected) is type(given)
 
 
-def _matched_children(
-    expected: Any, given: Any, same_class: Callable[[Any, Any], bool]
-) -> list[tuple[Any, Any, Any]] | None:
-    """`(key, expected child, given child)` where two nodes correspond, else None.
+def _correspond(expected: Any, given: Any, same_class: Callable) -> bool:
+    """Whether two nodes hold their children under the same keys.
 
     NamedTuples correspond by class and fields, dicts by their keys, plain
     lists and tuples by their length (a list restored for a tuple is the
@@ -81,32 +79,14 @@ def _matched_children(
     """
     fields = field_names(expected)
     if fields is not None:
-        if field_names(given) != fields or not same_class(expected, given):
-            return None
-        keys = [jax.tree_util.GetAttrKey(name) for name in fields]
-        return [(k, getattr(expected, k.name), getattr(given, k.name)) for k in keys]
+        return field_names(given) == fields and same_class(expected, given)
     if isinstance(expected, dict):
-        if not isinstance(given, dict) or set(expected) != set(given):
-            return None
-        return [(k, e, given[k.key]) for k, e in children(expected)]
+        return isinstance(given, dict) and set(expected) == set(given)
     if isinstance(expected, (list, tuple)):
-        if field_names(given) is not None or not isinstance(given, (list, tuple)):
-            return None
-        if len(expected) != len(given):
-            return None
-        return [
-            (jax.tree_util.SequenceKey(i), e, g)
-            for i, (e, g) in enumerate(zip(expected, given, strict=True))
-        ]
-    # Any other node (a flax State, an equinox module, a QuantizedArray).
-    expected_children, given_children = children(expected), children(given)
-    same_keys = [k for k, _ in expected_children] == [k for k, _ in given_children]
-    if type(expected) is not type(given) or not same_keys:
-        return None
-    return [
-        (k, e, g)
-        for (k, e), (_, g) in zip(expected_children, given_children, strict=True)
-    ]
+        plain = field_names(given) is None and isinstance(given, (list, tuple))
+        return plain and len(expected) == len(given)
+    keys = [k for k, _ in children(expected)] == [k for k, _ in children(given)]
+    return type(expected) is type(given) and keys
 
 
 def _walk(
@@ -126,11 +106,15 @@ def _walk(
         ):
             out.append(Difference("shape", path, expected, given))
         return
-    matched = _matched_children(expected, given, same_class)
-    if matched is None:
+    if not _correspond(expected, given, same_class):
         out.append(Difference("node", path, expected, given))
         return
-    for key, e, g in matched:
+    pairs = children(expected)
+    if isinstance(expected, dict):  # by key: an OrderedDict has its own order
+        given_children = [given[key.key] for key, _ in pairs]
+    else:  # the same keys in the same order
+        given_children = [g for _, g in children(given)]
+    for (key, e), g in zip(pairs, given_children, strict=True):
         _walk(e, g, (*path, key), same_class, out)
 
 
