@@ -84,6 +84,10 @@ def _nonnegative_int(text: str) -> int:
     return value
 
 
+# The demo's model sizes (--transfer has its own; see gradax_cli.transfer).
+DEMO_SIZES = {"context": 64, "d_model": 128, "layers": 2, "heads": 4}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gradax",
@@ -191,18 +195,22 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     model = demo.add_argument_group("model size")
-    for flag, default, what in (
-        ("--context", 64, "characters per sequence"),
-        ("--d-model", 128, "width"),
-        ("--layers", 2, "transformer blocks"),
-        ("--heads", 4, "attention heads"),
+    for name, what in (
+        ("context", "characters per sequence"),
+        ("d_model", "width"),
+        ("layers", "transformer blocks"),
+        ("heads", "attention heads"),
     ):
+        # None: the mode's default (--transfer has its own sizes).
         model.add_argument(
-            flag,
+            "--" + name.replace("_", "-"),
             type=_positive_int,
-            default=default,
-            help=f"{what} (default: %(default)s)",
+            default=None,
+            help=f"{what} (default: {DEMO_SIZES[name]})",
         )
+    from .transfer import add_arguments as add_transfer_arguments
+
+    add_transfer_arguments(demo, _positive_int)
 
     bench = commands.add_parser(
         "bench",
@@ -247,10 +255,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "demo" and args.transfer is not None:
+        from . import transfer
+
+        try:
+            return transfer.main(args)
+        except transfer.TransferError as error:
+            raise UsageError(f"gradax demo --transfer: {error}") from None
     if args.command == "demo":
         from . import _demo as demo
         from . import _tune as tune
 
+        for name in ("widths", "depths", "points", "rows"):
+            if getattr(args, name) is not None:
+                raise UsageError(f"gradax demo: --{name} needs --transfer")
+        for name, default in DEMO_SIZES.items():
+            if getattr(args, name) is None:
+                setattr(args, name, default)
         try:
             if not args.tune and (args.grid is not None or args.tune_steps):
                 flag = "--grid" if args.grid is not None else "--tune-steps"

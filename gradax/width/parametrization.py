@@ -55,6 +55,7 @@ from .._pytree import static_field
 from ..orthogonal.blocks import matrix_blocks
 from ..orthogonal.dimensions import MuonDimensionNumbers, shape_scale
 from ..orthogonal.groups import MuonGroups
+from ..orthogonal.hyperball import HyperballGroups
 from ..orthogonal.routing import muon_labels, path_text, quiet_report
 
 ROLES = ("hidden", "output", "embedding", "vector")
@@ -193,11 +194,72 @@ def _muon_routing(tx: Any, tree: Any) -> tuple[Any, str]:
         _, dims = muon_labels(
             tree, tx.muon_weight_dimension_numbers, print_report=False
         )
+    if isinstance(tx, HyperballGroups):
+        # The sphere fixes each step's norm relative to the weight's (the
+        # angular step is the rate at every width), and a multiplied step
+        # would leave the sphere: these matrices keep factor 1.
+        return dims, "sphere"
     return dims, tx.shape_rule()
 
 
-def _rows(tree: Any, base_shapes: Any, roles: Any, tx: Any) -> list[tuple]:
+def _check_depth(base_depth: Any, depth: Any, exponent: Any) -> tuple:
+    """`(base_depth, depth, exponent)` validated; `(None, None, exponent)` if off."""
+    if (base_depth is None) != (depth is None):
+        raise ValueError(
+            "width_transfer: give base_depth and depth together (the block "
+            f"counts of the base and the target model), got base_depth="
+            f"{base_depth!r}, depth={depth!r}"
+        )
+    for name, value in (("base_depth", base_depth), ("depth", depth)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(
+                f"width_transfer: {name} must be a positive integer (a number of "
+                f"residual blocks), got {value!r}"
+            )
+    if (
+        isinstance(exponent, bool)
+        or not isinstance(exponent, (int, float))
+        or not 0.5 <= exponent <= 1.0
+    ):
+        raise ValueError(
+            "width_transfer: depth_exponent must be a number in [0.5, 1] (0.5: "
+            f"Depth-µP, 1: CompleteP), got {exponent!r}"
+        )
+    return base_depth, depth, float(exponent)
+
+
+def branch_multiplier(base_depth: int, depth: int, exponent: float = 0.5) -> float:
+    """The model's residual-branch multiplier for depth transfer.
+
+    `(base_depth / depth) ** exponent`: each block's output is multiplied by
+    it before it is added to the residual stream (Depth-µP's `1/sqrt(L)` for
+    exponent 1/2, CompleteP's `1/L` for 1), relative to the base model, whose
+    multiplier is 1. The optimizer's half is `width_transfer(...,
+    base_depth=, depth=, depth_exponent=)`.
+    """
+    _check_depth(base_depth, depth, exponent)
+    return (base_depth / depth) ** exponent
+
+
+def _depth_factor(depth: tuple) -> float:
+    """The hidden matrices' factor `(depth / base_depth) ** (exponent - 1)`."""
+    base_depth, target, exponent = depth
+    if base_depth is None:
+        return 1.0
+    return (target / base_depth) ** (exponent - 1.0)
+
+
+def _rows(
+    tree: Any,
+    base_shapes: Any,
+    roles: Any,
+    tx: Any,
+    depth: tuple = (None, None, 0.5),
+) -> list[tuple]:
     """(path, shape, base shape, role, kind, factors) of each leaf of `tree`."""
+    by_depth = _depth_factor(depth)
     base = dict(base_shapes)
     dims_tree, rule = _muon_routing(tx, tree)
     leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
@@ -212,7 +274,7 @@ def _rows(tree: Any, base_shapes: Any, roles: Any, tx: Any) -> list[tuple]:
         dims_list = []
         for d, sub in zip(flat, per_param, strict=True):
             dims_list += [d] * len(jax.tree.leaves(sub))
-    rows = []
+    rows: list[tuple] = []
     for (p, leaf), dims in zip(leaves, dims_list, strict=True):
         path = path_text(p)
         shape = tuple(int(n) for n in leaf.shape)
@@ -228,12 +290,19 @@ def _rows(tree: Any, base_shapes: Any, roles: Any, tx: Any) -> list[tuple]:
                 "the ranks must agree"
             )
         role = _role(path, shape, base_shape, roles)
+        if dims is not None and rule == "sphere":
+            rows.append((path, shape, base_shape, role, "sphere", (1.0,)))
+            continue
         if dims is not None:
+            kind = f"muon:{rule}"
             factors = _orthogonal_factors(path, shape, base_shape, dims, rule)
-            rows.append((path, shape, base_shape, role, f"muon:{rule}", factors))
         else:
-            factor = _adam_factor(role, shape, base_shape)
-            rows.append((path, shape, base_shape, role, "adam", (factor,)))
+            kind = "adam"
+            factors = (_adam_factor(role, shape, base_shape),)
+        if role == "hidden" and by_depth != 1.0:
+            # Depth: the residual blocks' matrices (the hidden role).
+            factors = tuple(f * by_depth for f in factors)
+        rows.append((path, shape, base_shape, role, kind, factors))
     return rows
 
 
@@ -263,6 +332,9 @@ def width_multipliers(
     tx: Any = None,
     *,
     roles: Any = None,
+    base_depth: int | None = None,
+    depth: int | None = None,
+    depth_exponent: float = 0.5,
     print_report: bool = False,
 ) -> Any:
     """The factor each parameter's update is multiplied by at this width.
@@ -278,6 +350,8 @@ def width_multipliers(
         makes its routed matrices orthogonalized. None or any other: every
         leaf is Adam-like.
       roles: overrides of the roles, as in :class:`width_transfer`.
+      base_depth, depth, depth_exponent: depth transfer, as in
+        :class:`width_transfer`.
       print_report: print a table: path, shape, base shape, role, the
         update's kind and the multiplier.
 
@@ -296,7 +370,8 @@ def width_multipliers(
       {'b': 1.0, 'embed': 1.0, 'head': 0.25, 'w': 0.25}
     """
     roles = _check_roles(roles, "roles")
-    rows = _rows(params, _shapes_by_path(base_params), roles, tx)
+    depth_rule = _check_depth(base_depth, depth, depth_exponent)
+    rows = _rows(params, _shapes_by_path(base_params), roles, tx, depth_rule)
     if print_report:
         print(_format(rows))
     treedef = jax.tree.structure(params)
@@ -381,10 +456,29 @@ class width_transfer(GradientTransformation):
         kw_only=True,
         converter=lambda value, name: _check_roles(value, name),
     )
+    base_depth: Any = static_field(default=None, kw_only=True)
+    depth: Any = static_field(default=None, kw_only=True)
+    depth_exponent: Any = static_field(default=0.5, kw_only=True)
+
+    def __check_init__(self):
+        _check_depth(self.base_depth, self.depth, self.depth_exponent)
+
+    @property
+    def _depth(self) -> tuple:
+        return (self.base_depth, self.depth, float(self.depth_exponent))
+
+    @property
+    def branch_multiplier(self) -> float:
+        """The model's residual-branch multiplier (1 without depth transfer)."""
+        if self.base_depth is None:
+            return 1.0
+        return branch_multiplier(self.base_depth, self.depth, self.depth_exponent)
 
     def multipliers(self, params: Any, *, print_report: bool = False) -> Any:
         """The factors for `params` (see :func:`width_multipliers`)."""
-        rows = _rows(params, self.base_params, self.roles, _unwrapped(self.inner))
+        rows = _rows(
+            params, self.base_params, self.roles, _unwrapped(self.inner), self._depth
+        )
         if print_report:
             print(_format(rows))
         return jax.tree.unflatten(
@@ -393,13 +487,13 @@ class width_transfer(GradientTransformation):
         )
 
     def init_state(self, params):
-        _rows(params, self.base_params, self.roles, _unwrapped(self.inner))
+        _rows(params, self.base_params, self.roles, _unwrapped(self.inner), self._depth)
         return self.inner.init(params)
 
     def update_state(self, updates, state, params=None, **extra_args):
         new_updates, state = self.inner.update(updates, state, params, **extra_args)
         tx = _unwrapped(self.inner)
-        rows = _rows(new_updates, self.base_params, self.roles, tx)
+        rows = _rows(new_updates, self.base_params, self.roles, tx, self._depth)
         dims_tree, _ = _muon_routing(tx, new_updates)
         leaves, treedef = jax.tree.flatten(new_updates)
         if dims_tree is None:
