@@ -44,7 +44,7 @@ Checkouts
     iShohei220/adopt  konstmish/prodigy  apple/ml-ademamix
     facebookresearch/schedule_free  AGI-Arena/MARS  zichongli5/NorMuon
     Chongjie-Si/AdaMuon  LIONS-EPFL/scion  Liuhong99/Sophia
-    MoonshotAI/Moonlight
+    MoonshotAI/Moonlight  mlcommons/algorithmic-efficiency
 
   torch (CPU) runs the references. Each module under references/ says how
   it calls its reference and why a number stops where it does (a float32
@@ -57,13 +57,17 @@ Checkouts
   out in references/muon_clip.py, after Moonlight's Muon (the authors'
   code).
 
+  Shampoo's home, google-research/google-research, is over fetch's size
+  limit (1.1 GB); mlcommons/algorithmic-efficiency ships a copy of its
+  distributed_shampoo.py, run with ``python -O`` (references/shampoo.py
+  says why).
+
 Not covered yet
-  Shampoo (google-research/google-research is over fetch's size limit),
   PSGD Kron (tests/optimizers/test_kron.py has its psgd_jax fixture).
 
 Usage::
 
-    python benchmarks/reference_suite.py --fetch-dir /work/.mirror
+    python -O benchmarks/reference_suite.py --fetch-dir /work/.mirror
     python benchmarks/reference_suite.py --fetch-dir DIR --only dion --write-fixtures
 """
 
@@ -88,6 +92,7 @@ from references import (  # noqa: E402
     muon_clip,
     normuon,
     scion,
+    shampoo,
     soap,
     sophia,
 )
@@ -106,6 +111,7 @@ MODULES = {
     "dion2": dion2,
     "sophia": sophia,
     "muon_clip": muon_clip,
+    "shampoo": shampoo,
 }
 # The steps a fixture keeps (of --steps): enough to see a drift, a few kB.
 KEPT = (5, 20)
