@@ -54,8 +54,9 @@ Checkouts
 
   QK-Clip has no published code (MoonshotAI/Kimi-K2 holds the report and
   deployment scripts): its reference is the Kimi K2 report's rule, written
-  out in references/muon_clip.py, after Moonlight's Muon (the authors'
-  code).
+  out in references/muon_clip.py (multi-head attention) and
+  references/muon_clip_mla.py (MLA, as K2), after Moonlight's Muon (the
+  authors' code).
 
   Shampoo's home, google-research/google-research, is over fetch's size
   limit (1.1 GB); mlcommons/algorithmic-efficiency ships a copy of its
@@ -90,6 +91,7 @@ from references import (  # noqa: E402
     dion,
     dion2,
     muon_clip,
+    muon_clip_mla,
     normuon,
     scion,
     shampoo,
@@ -111,6 +113,7 @@ MODULES = {
     "dion2": dion2,
     "sophia": sophia,
     "muon_clip": muon_clip,
+    "muon_clip_mla": muon_clip_mla,
     "shampoo": shampoo,
 }
 # The steps a fixture keeps (of --steps): enough to see a drift, a few kB.
