@@ -221,6 +221,13 @@ class MuonGroups(Alias):
         """
         raise NotImplementedError
 
+    def build(self) -> GradientTransformation:
+        # Alias.parts() has no tree to route: the parts come from _parts_for.
+        raise TypeError(
+            f"{self._public_name()} builds its parts for the tree it is given "
+            "(its routing depends on the params): call init or update"
+        )
+
     def _two_groups(
         self, labels: Any, matrices: Any, *, eps: Any, mu_dtype: Any, nesterov: bool
     ) -> GradientTransformation:
