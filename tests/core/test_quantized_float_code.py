@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -141,3 +142,22 @@ def test_bad_code_is_refused():
         gradax.int8_blockwise(code="fp8")
     with pytest.raises(ValueError, match="code must be one of"):
         gradax.int8_blockwise(code=None)  # type: ignore[arg-type]
+
+
+def test_state_types_stable_under_scan_and_cond():
+    spec = gradax.int8_blockwise(64, code="float")
+    tx = gradax.adamw(1e-2, mu_dtype=spec, nu_dtype=spec)
+    params = {"w": jnp.linspace(-1.0, 1.0, 512).reshape(4, 128)}
+    state = tx.init(params)
+
+    def body(state, _):
+        updates, new = tx.update(params, state, params)
+        # Either branch must give the same types for lax.cond to accept it.
+        finite = jnp.isfinite(updates["w"]).all()
+        return jax.lax.cond(finite, lambda: new, lambda: state), None
+
+    final, _ = jax.jit(lambda s: jax.lax.scan(body, s, None, length=3))(state)
+    assert jax.tree.structure(final) == jax.tree.structure(state)
+    for a, b in zip(jax.tree.leaves(final), jax.tree.leaves(state), strict=True):
+        assert (a.shape, a.dtype) == (b.shape, b.dtype)
+    assert float(jnp.abs(final[0].mu["w"].load()).max()) > 0  # it did step
