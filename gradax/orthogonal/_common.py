@@ -77,7 +77,8 @@ def rms_align(y: jax.Array, o: jax.Array, rms: Any) -> jax.Array:
     RMS `rms`, as NorMuon and AdaMuon write it). With `rms=None`: `y`
     gets the Frobenius norm of `o` (the orthogonalized update before the
     adaptive step) times KellerJordan's `sqrt(max(1, fan_out / fan_in))`, as
-    the NorMuon reference code does. A zero matrix stays zero.
+    zichongli5/NorMuon `normuon.py` (d45c9a4) does. A zero matrix stays
+    zero.
     """
     fan_in, fan_out = y.shape[-2:]
     norm = frobenius(y)

@@ -94,7 +94,9 @@ class adamuon(NormalizedMuonAliasBase):
       weight_decay_mask: which matrices decay (tree of bools or function).
       mu_dtype: dtype of the momentum buffers.
       nesterov: Nesterov momentum (both groups; the reference code's default,
-        Chongjie-Si/AdaMuon `adamuon.py` at commit 369f0b3).
+        Chongjie-Si/AdaMuon `gpt2/models/optimizers/adamuon.py` at commit
+        369f0b3, which decays V with its momentum, i.e. beta2 = beta; the
+        whole update agrees to 2.6e-8).
       consistent_rms: the update RMS (0.2); None: see
         :class:`scale_by_adamuon`.
       preconditioning, momentum, bias_correction, method, precision: as in

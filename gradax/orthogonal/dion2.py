@@ -41,8 +41,9 @@ class Dion2State(NamedTuple):
 def selects_rows(select: str, fan_in: int, fan_out: int) -> bool:
     """Whether Dion2 picks rows (fan-in slices) of a (fan_in, fan_out) matrix.
 
-    "auto" picks along the shorter side, fan-out slices on a tie (the
-    reference code's rule for a `(fan_out, fan_in)` weight).
+    "auto" picks along the shorter side, fan-out slices on a tie
+    (microsoft/dion `dion/dion2.py`'s rule at commit 0a059a4, for its
+    `(fan_out, fan_in)` weight).
     """
     if select == "rows":
         return True
@@ -212,7 +213,9 @@ class dion2(MuonGroups):
         `"polar_express"` is gradax's own generated table (safety 1.01),
         whose orthogonalized slices differ from the reference's by 9 to 13%
         (Frobenius, Gaussian matrices) after 5 steps; or any
-        :func:`orthogonalize` preset or table.
+        :func:`orthogonalize` preset or table. With the default the whole
+        update agrees with the reference's `dion2_update_megabatch_async`
+        to 1.3e-14 in float64 over 20 steps.
       ns_steps: Newton–Schulz steps, >= 1.
       eps: added to norms, >= 0; also AdamW's eps.
       weight_decay: :math:`\lambda` for the matrices, >= 0.

@@ -130,7 +130,8 @@ def qk_clip(
       Array([0.5, 0.5, 0.5, 1. , 1. , 1. ], dtype=float32)
 
     References:
-      Kimi Team, Kimi K2: Open Agentic Intelligence, 2025 (arXiv:2507.20534).
+      Kimi Team, Kimi K2: Open Agentic Intelligence, 2025 (arXiv:2507.20534),
+      Algorithm 1; Moonshot publishes no QK-Clip code.
     """
     validate("tau", tau, _TAU)
     max_logits = jnp.asarray(max_logits)

@@ -249,6 +249,13 @@ class scion(Alias):
     :func:`scion_lmos`'s rule unless `lmo` says otherwise. The reference's
     `momentum` is :math:`1 - \beta`.
 
+    A conv kernel under "auto" dimension numbers is one `(h w c_in,
+    c_out)` matrix, so "spectral" scales it by `sqrt(c_out / (h w
+    c_in))`; the reference's `SpectralConv` uses `sqrt(c_out / c_in) / (h
+    w)`, `sqrt(h w)` times smaller: pass `radius / k` for k x k kernels
+    (then 2.8e-8 from it; 9e-2 for Scion and 2.0 for uScion at the same
+    radius). A 3-D leaf is a stack of matrices here, a Conv1d kernel there.
+
     Args:
       learning_rate: :math:`\eta`, a number or schedule (at most 1 in
         the constrained form).
