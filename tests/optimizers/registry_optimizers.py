@@ -703,6 +703,17 @@ ENTRIES: list[Entry] = [
         schedule_arg="learning_rate",
         optax_name="",
     ),
+    # The float code (no table): every registry check on both moments.
+    Entry(
+        "adam",
+        dict(
+            learning_rate=0.05,
+            mu_dtype=gradax.int8_blockwise(block_size=4, code="float"),
+            nu_dtype=gradax.int8_blockwise(block_size=4, code="float"),
+        ),
+        optimizer=True,
+        optax_name="",
+    ),
     Entry(
         "adamw",
         dict(learning_rate=0.05, weight_decay=1e-3, nu_dtype=Q8),
