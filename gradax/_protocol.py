@@ -177,23 +177,16 @@ def zero_count() -> jax.Array:
     return jnp.zeros([], jnp.int32)
 
 
-def _takes_extra_args(fn: Callable) -> bool:
+def _accepts(fn: Callable) -> tuple[bool, bool]:
+    """Whether `fn` takes a third positional argument (params), and **kwargs."""
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return True
-    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-
-
-def _takes_params(fn: Callable) -> bool:
-    try:
-        parameters = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return True
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    positional = [p for p in parameters if p.kind in kinds]
-    varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
-    return varargs or len(positional) >= 3
+        return True, True
+    kinds = [p.kind for p in parameters]
+    P = inspect.Parameter
+    positional = sum(k in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD) for k in kinds)
+    return P.VAR_POSITIONAL in kinds or positional >= 3, P.VAR_KEYWORD in kinds
 
 
 def call_update_fn(
@@ -205,9 +198,10 @@ def call_update_fn(
     (gradax passes them to every transformation; optax's plain ones ignore
     them), and `params` for a function that takes only two arguments.
     """
-    if extra_args and not _takes_extra_args(fn):
+    takes_params, takes_extra_args = _accepts(fn)
+    if extra_args and not takes_extra_args:
         extra_args = {}
-    if not _takes_params(fn):
+    if not takes_params:
         return fn(updates, state, **extra_args)
     return fn(updates, state, params, **extra_args)
 
