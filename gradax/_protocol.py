@@ -56,7 +56,7 @@ from ._declare import (
     static_field,
 )
 from ._declare import transformation_field as transformation_field
-from ._half import widen
+from ._half import cast_to, plan_update_dtypes
 from ._hyper import as_hyperparameter, is_schedule, resolve
 from ._numerics import safe_increment
 from ._pytree import Module, ModuleMeta
@@ -298,12 +298,11 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
     _tuple_kind: ClassVar[bool] = False
     # True where the parts are not fields (built by a factory at each step).
     _opaque: ClassVar[bool] = False
-    # The output-dtype policy of a precision wrapper (master_weights,
-    # stochastic_rounding): it needs the params, and the updates of 16-bit
-    # params are widened to float32 before anything else, so the base's
-    # dtype matching returns them float32 (the exact step to the new 16-bit
-    # value). Declared, not written as an override of update.
-    _widens_half_updates: ClassVar[bool] = False
+    # The dtypes of the updates this returns, one of _half.POLICIES: a
+    # wrapper (master_weights, stochastic_rounding, cast_updates) declares
+    # its policy here or in update_dtypes, and the base applies it; no
+    # wrapper overrides update.
+    _update_dtypes: ClassVar[str] = "grads"
 
     if not TYPE_CHECKING:
         # Hidden from static tools, which would otherwise stop at this
@@ -422,9 +421,30 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
         **extra_args: Any,
     ) -> tuple[Updates, OptState]:
         """Transform `updates`; returns `(new_updates, new_state)`."""
-        if self._widens_half_updates:
+        policy, targets = self.update_dtypes(), None
+        if policy != "grads":
             require_params(params, self._public_name())
-            updates = widen(updates, params)
+            updates, targets = plan_update_dtypes(policy, updates, params)
+        if targets is not None:
+            new_updates, new_state = self._checked_update(
+                updates, state, params, extra_args
+            )
+            return cast_to(new_updates, targets), new_state
+        return self._checked_update(updates, state, params, extra_args)
+
+    def update_dtypes(self) -> str:
+        """This transformation's update-dtype policy (see `gradax/_half.py`).
+
+        "grads" (the default): the updates keep the gradients' dtypes.
+        A wrapper whose policy depends on a field (`cast_updates(to=...)`)
+        overrides this; others set the class attribute `_update_dtypes`.
+        """
+        return self._update_dtypes
+
+    def _checked_update(
+        self, updates: Updates, state: OptState, params: Params | None, extra_args: dict
+    ) -> tuple[Updates, OptState]:
+        """The checks at the edge, then the update rule (inner levels: the rule)."""
         missing = [n for n in self._required_extra_args if extra_args.get(n) is None]
         if missing:
             raise TypeError(

@@ -142,8 +142,8 @@ class master_weights(GradientTransformation):
       Zamirai et al., "Revisiting BFloat16 Training", arXiv:2010.06192.
     """
 
-    # Updates of 16-bit params come back float32 (see _protocol).
-    _widens_half_updates = True
+    # Updates of 16-bit params come back float32 (gradax/_half.py).
+    _update_dtypes = "widen_half"
 
     tx: TransformationLike = transformation_field()
 

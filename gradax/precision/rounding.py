@@ -164,8 +164,8 @@ class stochastic_rounding(GradientTransformation):
       Training", arXiv:2010.06192.
     """
 
-    # Updates of 16-bit params come back float32 (see _protocol).
-    _widens_half_updates = True
+    # Updates of 16-bit params come back float32 (gradax/_half.py).
+    _update_dtypes = "widen_half"
 
     tx: TransformationLike = transformation_field()
     seed: int = hyper(default=0, valid=Range(integer=True), static=True, kw_only=True)

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import jax
-import jax.numpy as jnp
-
 from .._declare import OneOf, hyper
 from .._protocol import (
     GradientTransformation,
     TransformationLike,
     transformation_field,
 )
-from .._treecheck import require_params
 
 TARGETS = ("grads", "params", "promote")
-
-
-def _target(grad_dtype: Any, param_dtype: Any, to: str) -> Any:
-    if to == "grads":
-        return grad_dtype
-    if to == "params":
-        return param_dtype
-    return jnp.promote_types(grad_dtype, param_dtype)
 
 
 class cast_updates(GradientTransformation):
@@ -75,40 +61,9 @@ class cast_updates(GradientTransformation):
     tx: TransformationLike = transformation_field()
     to: str = hyper(default="promote", valid=OneOf(TARGETS), static=True, kw_only=True)
 
-    def update(self, updates, state, params=None, **extra_args):
-        """Transform `updates`, returned in the dtypes `to` names."""
-        if self.to == "grads":
-            return super().update(updates, state, params, **extra_args)
-        require_params(params, f'cast_updates(to="{self.to}")')
-
-        def dtype_of(x: Any) -> Any:
-            return jnp.result_type(x)
-
-        def widen(g: Any, p: Any) -> Any:
-            if g is None or p is None:
-                return g
-            want = jnp.promote_types(
-                dtype_of(g), _target(dtype_of(g), dtype_of(p), self.to)
-            )
-            return g if dtype_of(g) == want else jnp.asarray(g).astype(want)
-
-        targets = jax.tree.map(
-            lambda g, p: (
-                None if g is None else _target(dtype_of(g), dtype_of(p), self.to)
-            ),
-            updates,
-            params,
-            is_leaf=lambda x: x is None,
-        )
-        wide = jax.tree.map(widen, updates, params, is_leaf=lambda x: x is None)
-        new_updates, new_state = super().update(wide, state, params, **extra_args)
-        cast = jax.tree.map(
-            lambda u, d: u if u is None or d is None else jnp.asarray(u).astype(d),
-            new_updates,
-            targets,
-            is_leaf=lambda x: x is None,
-        )
-        return cast, new_state
+    def update_dtypes(self) -> str:
+        """The policy `to` names; the base widens, runs and casts."""
+        return self.to
 
     def init_state(self, params):
         return self.tx.init(params)
