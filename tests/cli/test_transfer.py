@@ -70,6 +70,7 @@ def test_transfer_writes_table_json_and_plot(tmp_path, capsys):
         (["--transfer", "--widths", "3,8"], "multiples of 2"),
         (["--transfer", "--rows", "sgd"], "--rows: unknown sgd"),
         (["--widths", "8,16"], "--widths needs --transfer"),
+        (["--transfer", "--heads", "4"], "the sweep's model has 2 heads"),
     ],
 )
 def test_transfer_bad_input_is_one_line(args, match, capsys):
