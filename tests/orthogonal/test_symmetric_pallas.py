@@ -14,10 +14,14 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_versions import enable_x64
+from jax_versions import enable_x64, needs_jax
 
 import gradax
 from gradax.orthogonal import _symmetric as symmetric
+
+# The kernel's block specs use pl.squeezed (jax 0.6.1); below it gradax's
+# dispatch never picks the kernel (gradax/orthogonal/_symmetric.py).
+pytestmark = needs_jax((0, 6, 1), "The Pallas symmetric kernel (pl.squeezed)")
 
 pallas_symmetric = pytest.importorskip(
     "gradax.orthogonal._pallas_symmetric",
