@@ -311,7 +311,8 @@ class Shared:
     signature's order, for a fresh copy of the declaration of its own name
     (a dataclass field belongs to one class). Keyword-only options follow
     `_: KW_ONLY` in the class body, which static tools read as the runtime
-    does; the declarations' own `kw_only` is not copied.
+    does; the declarations' own `kw_only` is not copied. A class may change a
+    default it documents (`ADAM.field(default=1e-6)`), never the valid values.
     """
 
     def __init__(self, **declarations: Any) -> None:  # dataclass fields
@@ -321,16 +322,24 @@ class Shared:
             raise TypeError("Shared copies a declaration's default, not a factory")
         self._declarations = declarations
 
-    def field(self) -> Any:
-        """The declaration of the attribute this is assigned to."""
-        return _SharedField(self._declarations)
+    def field(self, *, default: Any = dataclasses.MISSING) -> Any:
+        """The declaration of the attribute this is assigned to.
+
+        Args:
+          default: this class's default instead of the declared one; it must
+            be one of the declared valid values (checked as the class is made).
+        """
+        return _SharedField(self._declarations, default)
 
 
 class _SharedField:
     """Stands in a class body for a shared declaration until its name is known."""
 
-    def __init__(self, declarations: dict[str, dataclasses.Field]) -> None:
+    def __init__(
+        self, declarations: dict[str, dataclasses.Field], default: Any
+    ) -> None:
         self._declarations = declarations
+        self._default = default
 
     def __set_name__(self, owner: type, name: str) -> None:
         # Runs as the class is made, before it becomes a dataclass.
@@ -340,7 +349,13 @@ class _SharedField:
                 f"there are {sorted(self._declarations)}"
             )
         declared = self._declarations[name]
-        copy = dataclasses.field(default=declared.default, metadata=declared.metadata)
+        default = declared.default
+        if self._default is not dataclasses.MISSING:
+            default = self._default
+            spec = spec_of(declared)
+            if spec is not None:  # a wrong default is the class's error, now
+                validate(f"{owner.__name__}.{name}'s default", default, spec)
+        copy = dataclasses.field(default=default, metadata=declared.metadata)
         setattr(owner, name, copy)
 
 

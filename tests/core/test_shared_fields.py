@@ -88,6 +88,27 @@ def test_an_unknown_shared_name_fails_at_class_creation():
     assert "_bad.gamma: no shared declaration of 'gamma'" in message
 
 
+def test_a_class_may_change_a_shared_default_within_the_valid_values():
+    class _other(GradientTransformation):
+        beta: Any = _OPTIONS.field(default=0.25)
+        _: KW_ONLY
+        flag: bool = _OPTIONS.field(default=True)
+
+    assert (_other().beta, _other().flag) == (0.25, True)
+    assert _direction().beta == 0.5  # the declaration itself is unchanged
+    with pytest.raises(HyperparameterError, match="beta"):
+        _other(beta=1.0)  # the valid values are the declared ones
+    # A default outside them fails as the class is made, naming it.
+    with pytest.raises((HyperparameterError, RuntimeError)) as info:
+
+        class _bad(GradientTransformation):
+            beta: Any = _OPTIONS.field(default=1.0)
+
+    message = f"{info.value} {info.value.__cause__}"
+    assert "_bad.beta's default must be in [0, 1)" in message
+    assert message.endswith("got 1.0")
+
+
 def test_alias_part_passes_the_same_named_fields_and_overrides():
     tx = _alias(0.5, 0.25, flag=True)
     part = tx.part(_direction)
