@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -16,6 +16,15 @@ from ..combinators.chain import chain
 from ..optimizers.adabelief import ScaleByBeliefState
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
+
+# scale_by_acprop's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_ACPROP = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.999, valid=DECAY),
+    eps=hyper(default=1e-16, valid=NONNEGATIVE),
+    eps_root=hyper(default=1e-16, valid=NONNEGATIVE),
+)
 
 
 class scale_by_acprop(GradientTransformation):
@@ -29,10 +38,10 @@ class scale_by_acprop(GradientTransformation):
         (must be positive to differentiate through the update).
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-16, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    b1: Any = _ACPROP.field()
+    b2: Any = _ACPROP.field()
+    eps: Any = _ACPROP.field()
+    eps_root: Any = _ACPROP.field()
 
     def init_state(self, params):
         return ScaleByBeliefState(
@@ -107,16 +116,16 @@ class acprop(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-16, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    b1: Any = _ACPROP.field()
+    b2: Any = _ACPROP.field()
+    eps: Any = _ACPROP.field()
+    eps_root: Any = _ACPROP.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 
     def build(self):
         return chain(
-            scale_by_acprop(self.b1, self.b2, self.eps, self.eps_root),
+            self.part(scale_by_acprop),
             add_decayed_weights(self.weight_decay, self.mask),
             scale_by_learning_rate(self.learning_rate),
         )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any
 
 import jax
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -15,6 +16,15 @@ from ..combinators.chain import chain
 from ..transforms.cautious import caution, decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
 from .adam import ScaleByAdamState
+
+# scale_by_adamax's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_ADAMAX = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.999, valid=DECAY),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    cautious=static_field(default=False),
+)
 
 
 class scale_by_adamax(GradientTransformation):
@@ -31,10 +41,11 @@ class scale_by_adamax(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _ADAMAX.field()
+    b2: Any = _ADAMAX.field()
+    eps: Any = _ADAMAX.field()
+    _: KW_ONLY
+    cautious: bool = _ADAMAX.field()
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -91,14 +102,15 @@ class adamax(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _ADAMAX.field()
+    b2: Any = _ADAMAX.field()
+    eps: Any = _ADAMAX.field()
+    _: KW_ONLY
+    cautious: bool = _ADAMAX.field()
 
     def build(self):
         return chain(
-            scale_by_adamax(self.b1, self.b2, self.eps, cautious=self.cautious),
+            self.part(scale_by_adamax),
             scale_by_learning_rate(self.learning_rate),
         )
 
@@ -143,17 +155,18 @@ class adamaxw(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    b1: Any = _ADAMAX.field()
+    b2: Any = _ADAMAX.field()
+    eps: Any = _ADAMAX.field()
     weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
-    cautious: bool = static_field(default=False, kw_only=True)
-    cautious_weight_decay: bool = static_field(default=False, kw_only=True)
+    _: KW_ONLY
+    cautious: bool = _ADAMAX.field()
+    cautious_weight_decay: bool = static_field(default=False)
 
     def build(self):
         return chain(
-            scale_by_adamax(self.b1, self.b2, self.eps, cautious=self.cautious),
+            self.part(scale_by_adamax),
             decayed_weights(
                 self.weight_decay, self.mask, cautious=self.cautious_weight_decay
             ),

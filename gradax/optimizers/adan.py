@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -27,6 +27,17 @@ class ScaleByAdanState(NamedTuple):
     t: jax.Array  # int32 scalar: number of updates so far
 
 
+# scale_by_adan's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_ADAN = Shared(
+    b1=hyper(default=0.98, valid=DECAY),
+    b2=hyper(default=0.92, valid=DECAY),
+    b3=hyper(default=0.99, valid=DECAY),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
+)
+
+
 class scale_by_adan(GradientTransformation):
     """Rescales updates by Adan's three moments (no learning rate).
 
@@ -40,11 +51,11 @@ class scale_by_adan(GradientTransformation):
       eps_root: added inside the square root, >= 0.
     """
 
-    b1: Any = hyper(default=0.98, valid=DECAY)
-    b2: Any = hyper(default=0.92, valid=DECAY)
-    b3: Any = hyper(default=0.99, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    b1: Any = _ADAN.field()
+    b2: Any = _ADAN.field()
+    b3: Any = _ADAN.field()
+    eps: Any = _ADAN.field()
+    eps_root: Any = _ADAN.field()
 
     def init_state(self, params):
         return ScaleByAdanState(
@@ -125,17 +136,17 @@ class adan(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.98, valid=DECAY)
-    b2: Any = hyper(default=0.92, valid=DECAY)
-    b3: Any = hyper(default=0.99, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    b1: Any = _ADAN.field()
+    b2: Any = _ADAN.field()
+    b3: Any = _ADAN.field()
+    eps: Any = _ADAN.field()
+    eps_root: Any = _ADAN.field(default=1e-8)
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 
     def build(self):
         return chain(
-            scale_by_adan(self.b1, self.b2, self.b3, self.eps, self.eps_root),
+            self.part(scale_by_adan),
             add_decayed_weights(self.weight_decay, self.mask),
             scale_by_learning_rate(self.learning_rate),
         )

@@ -13,7 +13,7 @@ from ..transforms.momentum import trace
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.trust_ratio import scale_by_trust_ratio
 from ..transforms.weight_decay import add_decayed_weights
-from .adam import scale_by_adam
+from .adam import _ADAM, scale_by_adam
 
 
 class lamb(Alias):
@@ -55,16 +55,16 @@ class lamb(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    b1: Any = _ADAM.field()  # Adam's options, passed on with self.part
+    b2: Any = _ADAM.field()
+    eps: Any = _ADAM.field(default=1e-6)
+    eps_root: Any = _ADAM.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 
     def build(self):
         return chain(
-            scale_by_adam(self.b1, self.b2, self.eps, self.eps_root),
+            self.part(scale_by_adam),
             add_decayed_weights(self.weight_decay, self.mask),
             scale_by_trust_ratio(),
             scale_by_learning_rate(self.learning_rate),

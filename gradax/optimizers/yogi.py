@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import abs_sq, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -16,6 +17,17 @@ from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
 from .adam import ScaleByAdamState, adam_ratio
+
+# scale_by_yogi's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_YOGI = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.999, valid=DECAY),
+    eps=hyper(default=0.001, valid=NONNEGATIVE),
+    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
+    initial_accumulator_value=hyper(default=1e-6, valid=NONNEGATIVE),
+    cautious=static_field(default=False),
+)
 
 
 class scale_by_yogi(GradientTransformation):
@@ -34,12 +46,13 @@ class scale_by_yogi(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=0.001, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    initial_accumulator_value: Any = hyper(default=1e-6, valid=NONNEGATIVE)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _YOGI.field()
+    b2: Any = _YOGI.field()
+    eps: Any = _YOGI.field()
+    eps_root: Any = _YOGI.field()
+    initial_accumulator_value: Any = _YOGI.field()
+    _: KW_ONLY
+    cautious: bool = _YOGI.field()
 
     def init_state(self, params):
         start = self.initial_accumulator_value
@@ -105,13 +118,14 @@ class yogi(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=0.001, valid=NONNEGATIVE)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _YOGI.field()
+    b2: Any = _YOGI.field()
+    eps: Any = _YOGI.field()
+    _: KW_ONLY
+    cautious: bool = _YOGI.field()
 
     def build(self):
         return chain(
-            scale_by_yogi(self.b1, self.b2, self.eps, cautious=self.cautious),
+            self.part(scale_by_yogi),
             scale_by_learning_rate(self.learning_rate),
         )
