@@ -331,6 +331,10 @@ class Shared:
         """
         return _SharedField(self._declarations, default)
 
+    def declared(self, name: str) -> dataclasses.Field:
+        """The declaration of `name` itself (for checks of a class's fields)."""
+        return self._declarations[name]
+
 
 class _SharedField:
     """Stands in a class body for a shared declaration until its name is known."""

@@ -133,12 +133,12 @@ class NormalizedMuonBase(GradientTransformation):
     )
     # Off, as in the papers.
     bias_correction: bool = static_field(default=False, kw_only=True)
-    ns_coeffs: Any = fields.ns_coeffs()
-    ns_steps: int = fields.ns_steps()
-    beta: Any = fields.beta()
+    ns_coeffs: Any = fields.MUON.field()
+    ns_steps: int = fields.MUON.field()
+    beta: Any = fields.MUON.field()
     beta2: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = fields.eps()
-    mu_dtype: Any = fields.mu_dtype()
+    eps: Any = fields.MUON.field()
+    mu_dtype: Any = fields.MUON.field()
     consistent_rms: Any = hyper(
         default=0.2, valid=fields.CONSISTENT_RMS, allow_none=True, kw_only=True
     )
@@ -250,14 +250,14 @@ class NormalizedMuonAliasBase(MuonGroups):
     )
     # Off, as in the papers.
     bias_correction: bool = static_field(default=False, kw_only=True)
-    ns_coeffs: Any = fields.ns_coeffs()
-    ns_steps: int = fields.ns_steps()
-    beta: Any = fields.beta()
+    ns_coeffs: Any = fields.MUON.field()
+    ns_steps: int = fields.MUON.field()
+    beta: Any = fields.MUON.field()
     beta2: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = fields.eps()
-    weight_decay: Any = fields.weight_decay()
-    weight_decay_mask: Any = fields.weight_decay_mask()
-    mu_dtype: Any = fields.mu_dtype()
+    eps: Any = fields.MUON.field()
+    weight_decay: Any = fields.MUON.field()
+    weight_decay_mask: Any = fields.MUON.field()
+    mu_dtype: Any = fields.MUON.field()
     consistent_rms: Any = hyper(
         default=0.2, valid=fields.CONSISTENT_RMS, allow_none=True, kw_only=True
     )

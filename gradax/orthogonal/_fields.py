@@ -6,13 +6,17 @@ from here, so an option means the same thing in every member while its
 signature puts it where optax (or the paper) puts it: NorMuon's `beta2`
 comes between `beta` and `eps`.
 
-- A positional option is one function call: `ns_coeffs: Any =
-  fields.ns_coeffs()`.
+- The positional options are one :class:`gradax._declare.Shared`,
+  :data:`MUON`: `ns_coeffs: Any = fields.MUON.field()`, or
+  `fields.MUON.field(default="polar_express_fixed5")` for a member's own
+  default.
 - A keyword-only option is declared at the member with `hyper(...,
   kw_only=True)` (or `static_field`) and the valid values named here
   (`valid=fields.METHOD`): static tools see a field keyword-only only where
-  its specifier says so at the class. The function of the same name here is
-  the reference, which :class:`gradax.orthogonal._steps.NewtonSchulz` uses.
+  its specifier says so at the class, and `_: KW_ONLY` cannot say it here,
+  since several members keep keyword-only options before positional ones
+  (their repr and leaf order). The function of the same name here is the
+  reference, which :class:`gradax.orthogonal._steps.NewtonSchulz` uses.
 
 A member may change a default it documents; never the valid values.
 tests/orthogonal/test_family_contract.py checks every member against these.
@@ -24,7 +28,15 @@ from typing import Any
 
 import jax
 
-from .._declare import DECAY, NONNEGATIVE, POSITIVE_INT, OneOf, hyper, static_field
+from .._declare import (
+    DECAY,
+    NONNEGATIVE,
+    POSITIVE_INT,
+    OneOf,
+    Shared,
+    hyper,
+    static_field,
+)
 from .coefficients import KELLER, NS_COEFFS
 from .dimensions import SHAPE_SCALING
 from .newton_schulz import METHODS, PRECISIONS
@@ -54,22 +66,22 @@ MOMENTUM = OneOf(("ema", "sum"))
 CONSISTENT_RMS = NONNEGATIVE
 
 
-# Newton–Schulz: the positional options.
-
-
-def ns_coeffs(default: Any = KELLER[0]) -> Any:
-    """A preset name or coefficients of shape (3,) or (T, 3)."""
-    return hyper(default=default, valid=NS_COEFFS, static=True)
-
-
-def ns_steps() -> Any:
-    """Newton–Schulz steps, an integer >= 1."""
-    return hyper(default=5, valid=POSITIVE_INT, static=True)
-
-
-def eps() -> Any:
-    """Added to norms before dividing, >= 0 (also the AdamW group's eps)."""
-    return hyper(default=1e-8, valid=NONNEGATIVE)
+# The positional options, each member in its own signature's order.
+MUON = Shared(
+    # Newton–Schulz: a preset name or coefficients of shape (3,) or (T, 3);
+    # the steps; added to norms before dividing (also the AdamW group's eps).
+    ns_coeffs=hyper(default=KELLER[0], valid=NS_COEFFS, static=True),
+    ns_steps=hyper(default=5, valid=POSITIVE_INT, static=True),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    # Momentum (see gradax.orthogonal._steps.momentum_step): its decay, and
+    # its dtype (in an optimizer, also the AdamW group's).
+    beta=hyper(default=0.95, valid=DECAY),
+    mu_dtype=static_field(default=None),
+    # The matrices' group of an optimizer (see gradax.orthogonal.groups):
+    # their decoupled weight decay, and which decay (booleans or a function).
+    weight_decay=hyper(default=0.0, valid=NONNEGATIVE),
+    weight_decay_mask=static_field(default=None),
+)
 
 
 # Newton–Schulz: the keyword-only options (the reference declarations; see
@@ -107,11 +119,6 @@ def distributed(default: Any = "auto", *, kw_only: bool = True) -> Any:
 # Momentum (see :func:`gradax.orthogonal._steps.momentum_step`).
 
 
-def beta(default: Any = 0.95) -> Any:
-    """The momentum decay, in [0, 1)."""
-    return hyper(default=default, valid=DECAY)
-
-
 def nesterov(default: bool = True) -> Any:
     """Nesterov momentum (in an optimizer, for both groups)."""
     return static_field(default=default, kw_only=True)
@@ -127,22 +134,7 @@ def bias_correction(default: bool = True) -> Any:
     return static_field(default=default, kw_only=True)
 
 
-def mu_dtype() -> Any:
-    """The momentum's dtype (in an optimizer, also the AdamW group's)."""
-    return static_field(default=None)
-
-
 # The matrices' group of an optimizer (see :func:`gradax.orthogonal.groups`).
-
-
-def weight_decay() -> Any:
-    """The matrices' decoupled weight decay, >= 0."""
-    return hyper(default=0.0, valid=NONNEGATIVE)
-
-
-def weight_decay_mask() -> Any:
-    """Which matrices decay: a tree of booleans or a function."""
-    return static_field(default=None)
 
 
 def consistent_rms(default: Any, *, allow_none: bool | None = None) -> Any:

@@ -58,9 +58,9 @@ class NewtonSchulz(Module):
       owner: the name an error message gives (the member's).
     """
 
-    ns_coeffs: Any = fields.ns_coeffs()
-    ns_steps: int = fields.ns_steps()
-    eps: Any = fields.eps()
+    ns_coeffs: Any = fields.MUON.field()
+    ns_steps: int = fields.MUON.field()
+    eps: Any = fields.MUON.field()
     preconditioning: str = fields.preconditioning()
     method: str = fields.method()
     precision: Any = fields.precision()

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import DECAY, NONNEGATIVE, OneOf, Range, hyper, static_field
+from .._declare import DECAY, OneOf, Range, hyper, static_field
 from .._matrices import is_spec_leaf, matrix_view
 from .._null_space import frobenius, kept_lines
 from .._numerics import plain_dtype, work_dtype
@@ -94,8 +94,8 @@ class scale_by_dion(GradientTransformation):
 
     rank: Any = hyper(default=1.0, valid=RANK, static=True)
     mu: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
+    eps: Any = fields.MUON.field()
+    mu_dtype: Any = fields.MUON.field()
     seed: int = hyper(default=0, valid=SEED, static=True, kw_only=True)
     orientation: str = hyper(
         default="long_side", valid=OneOf(ORIENTATIONS), static=True, kw_only=True
@@ -264,10 +264,10 @@ class dion(MuonGroups):
     # and adam are MuonGroups'.
     rank: Any = hyper(default=1.0, valid=RANK, static=True)
     mu: Any = hyper(default=0.95, valid=DECAY)
-    eps: Any = fields.eps()
-    weight_decay: Any = fields.weight_decay()
-    weight_decay_mask: Any = fields.weight_decay_mask()
-    mu_dtype: Any = fields.mu_dtype()
+    eps: Any = fields.MUON.field()
+    weight_decay: Any = fields.MUON.field()
+    weight_decay_mask: Any = fields.MUON.field()
+    mu_dtype: Any = fields.MUON.field()
     seed: int = hyper(default=0, valid=SEED, static=True, kw_only=True)
     orientation: str = hyper(
         default="long_side", valid=OneOf(ORIENTATIONS), static=True, kw_only=True

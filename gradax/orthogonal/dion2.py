@@ -96,10 +96,10 @@ class scale_by_dion2(GradientTransformation):
     )
     fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
     ef_decay: Any = hyper(default=0.95, valid=UNIT)
-    ns_coeffs: Any = fields.ns_coeffs("polar_express_fixed5")
-    ns_steps: int = fields.ns_steps()
-    eps: Any = fields.eps()
-    mu_dtype: Any = fields.mu_dtype()
+    ns_coeffs: Any = fields.MUON.field(default="polar_express_fixed5")
+    ns_steps: int = fields.MUON.field()
+    eps: Any = fields.MUON.field()
+    mu_dtype: Any = fields.MUON.field()
     select: str = hyper(
         default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
     )
@@ -269,12 +269,12 @@ class dion2(MuonGroups):
     )
     fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
     ef_decay: Any = hyper(default=0.95, valid=UNIT)
-    ns_coeffs: Any = fields.ns_coeffs("polar_express_fixed5")
-    ns_steps: int = fields.ns_steps()
-    eps: Any = fields.eps()
-    weight_decay: Any = fields.weight_decay()
-    weight_decay_mask: Any = fields.weight_decay_mask()
-    mu_dtype: Any = fields.mu_dtype()
+    ns_coeffs: Any = fields.MUON.field(default="polar_express_fixed5")
+    ns_steps: int = fields.MUON.field()
+    eps: Any = fields.MUON.field()
+    weight_decay: Any = fields.MUON.field()
+    weight_decay_mask: Any = fields.MUON.field()
+    mu_dtype: Any = fields.MUON.field()
     select: str = hyper(
         default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
     )

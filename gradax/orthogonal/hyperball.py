@@ -199,11 +199,11 @@ class muonh(HyperballGroups):
         default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
     )
     bias_correction: bool = static_field(default=True, kw_only=True)
-    ns_coeffs: Any = fields.ns_coeffs()
-    ns_steps: int = fields.ns_steps()
-    beta: Any = fields.beta()
-    eps: Any = fields.eps()
-    mu_dtype: Any = fields.mu_dtype()
+    ns_coeffs: Any = fields.MUON.field()
+    ns_steps: int = fields.MUON.field()
+    beta: Any = fields.MUON.field()
+    eps: Any = fields.MUON.field()
+    mu_dtype: Any = fields.MUON.field()
     radius: Any = hyper(default=None, valid=POSITIVE, kw_only=True)
 
     def __check_init__(self) -> None:
@@ -281,7 +281,7 @@ class adamh(HyperballGroups):
 
     b1: Any = hyper(default=0.9, valid=DECAY)
     b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = fields.eps()
+    eps: Any = fields.MUON.field()
     radius: Any = hyper(default=None, valid=POSITIVE, kw_only=True)
     mu_dtype: Any = static_field(default=None, kw_only=True)
     nesterov: bool = static_field(default=False, kw_only=True)

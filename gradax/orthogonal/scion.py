@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, hyper
+from .._declare import LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._matrices import full_dimension_numbers, is_spec_leaf, matrix_view
 from .._numerics import safe_increment, work_dtype
 from .._protocol import Alias, GradientTransformation, zero_count
@@ -21,7 +22,7 @@ from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
 from . import _fields as fields
 from ._steps import NewtonSchulz
-from .coefficients import KELLER, NS_COEFFS, newton_schulz_table
+from .coefficients import newton_schulz_table
 from .dimensions import shape_scale
 
 LMOS = ("spectral", "row", "column", "sign", "rms")
@@ -84,6 +85,17 @@ class ScionState(NamedTuple):
     mu: Any  # momentum, like the params (mu_dtype)
 
 
+# The norm-ball options scale_by_scion and scion share (the Newton–Schulz
+# and momentum ones are the Muon family's, fields.MUON), passed on by name.
+_SCION = Shared(
+    radius=hyper(default=1.0, valid=NONNEGATIVE),
+    embedding_radius=hyper(default=None, valid=NONNEGATIVE),
+    head_radius=hyper(default=None, valid=NONNEGATIVE),
+    lmo=static_field(default=None),
+    weight_dimension_numbers=static_field(default=None),
+)
+
+
 class scale_by_scion(GradientTransformation):
     """Scion's direction, `rho * d(M)` per leaf. See :class:`scion`.
 
@@ -104,16 +116,17 @@ class scale_by_scion(GradientTransformation):
       mu_dtype: dtype of the momentum buffer.
     """
 
-    beta: Any = hyper(default=0.9, valid=DECAY)
-    ns_coeffs: Any = fields.ns_coeffs()
-    ns_steps: int = fields.ns_steps()
-    eps: Any = fields.eps()
-    radius: Any = hyper(default=1.0, valid=NONNEGATIVE)
-    embedding_radius: Any = hyper(default=None, valid=NONNEGATIVE)
-    head_radius: Any = hyper(default=None, valid=NONNEGATIVE)
-    lmo: Any = static_field(default=None, kw_only=True)
-    weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
-    mu_dtype: Any = static_field(default=None, kw_only=True)
+    beta: Any = fields.MUON.field(default=0.9)
+    ns_coeffs: Any = fields.MUON.field()
+    ns_steps: int = fields.MUON.field()
+    eps: Any = fields.MUON.field()
+    radius: Any = _SCION.field()
+    embedding_radius: Any = _SCION.field()
+    head_radius: Any = _SCION.field()
+    _: KW_ONLY
+    lmo: Any = _SCION.field()
+    weight_dimension_numbers: Any = _SCION.field()
+    mu_dtype: Any = fields.MUON.field()
 
     def __check_init__(self):
         if isinstance(self.lmo, str) and self.lmo not in LMOS:
@@ -293,19 +306,18 @@ class scion(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    beta: Any = hyper(default=0.9, valid=DECAY)
-    radius: Any = hyper(default=1.0, valid=NONNEGATIVE)
-    embedding_radius: Any = hyper(default=None, valid=NONNEGATIVE)
-    head_radius: Any = hyper(default=None, valid=NONNEGATIVE)
-    unconstrained: bool = static_field(default=False, kw_only=True)
-    ns_coeffs: Any = hyper(
-        default=KELLER[0], valid=NS_COEFFS, static=True, kw_only=True
-    )
-    ns_steps: int = hyper(default=5, valid=POSITIVE_INT, static=True, kw_only=True)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE, kw_only=True)
-    lmo: Any = static_field(default=None, kw_only=True)
-    weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
-    mu_dtype: Any = static_field(default=None, kw_only=True)
+    beta: Any = fields.MUON.field(default=0.9)
+    radius: Any = _SCION.field()
+    embedding_radius: Any = _SCION.field()
+    head_radius: Any = _SCION.field()
+    _: KW_ONLY
+    unconstrained: bool = static_field(default=False)
+    ns_coeffs: Any = fields.MUON.field()
+    ns_steps: int = fields.MUON.field()
+    eps: Any = fields.MUON.field()
+    lmo: Any = _SCION.field()
+    weight_dimension_numbers: Any = _SCION.field()
+    mu_dtype: Any = fields.MUON.field()
 
     def __check_init__(self):
         # A table longer than ns_steps fails here, not at the first update.
@@ -319,18 +331,7 @@ class scion(Alias):
             )
 
     def build(self):
-        direction = scale_by_scion(
-            self.beta,
-            self.ns_coeffs,
-            self.ns_steps,
-            self.eps,
-            self.radius,
-            self.embedding_radius,
-            self.head_radius,
-            lmo=self.lmo,
-            weight_dimension_numbers=self.weight_dimension_numbers,
-            mu_dtype=self.mu_dtype,
-        )
+        direction = self.part(scale_by_scion)
         if self.unconstrained:
             return chain(direction, scale_by_learning_rate(self.learning_rate))
         return chain(

@@ -137,21 +137,23 @@ MEMBERS = (
 )
 
 # The shared declarations, as gradax/orthogonal/_fields.py makes them.
-SHARED = {
-    "ns_coeffs": fields.ns_coeffs(),
-    "ns_steps": fields.ns_steps(),
-    "eps": fields.eps(),
+POSITIONAL = (
+    "ns_coeffs",
+    "ns_steps",
+    "eps",
+    "beta",
+    "mu_dtype",
+    "weight_decay",
+    "weight_decay_mask",
+)
+SHARED = {name: fields.MUON.declared(name) for name in POSITIONAL} | {
     "preconditioning": fields.preconditioning(),
     "method": fields.method(),
     "precision": fields.precision(),
     "distributed": fields.distributed(),
-    "beta": fields.beta(),
     "nesterov": fields.nesterov(),
     "momentum": fields.momentum(),
     "bias_correction": fields.bias_correction(),
-    "mu_dtype": fields.mu_dtype(),
-    "weight_decay": fields.weight_decay(),
-    "weight_decay_mask": fields.weight_decay_mask(),
     "consistent_rms": fields.consistent_rms(None),
     "shape_scaling": fields.shape_scaling(None),
 }
