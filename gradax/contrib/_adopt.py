@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import canonical_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -21,6 +22,19 @@ from ..transforms.scaling import scale_by_learning_rate
 def _quarter_power(count: jax.Array) -> jax.Array:
     """The default clipping bound of ADOPT at step `count`: `count**0.25`."""
     return count**0.25
+
+
+# scale_by_adopt's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_ADOPT = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.9999, valid=DECAY),
+    eps=hyper(default=1e-6, valid=NONNEGATIVE),
+    mu_dtype=static_field(default=None),
+    nesterov=static_field(default=False),
+    use_clipping=static_field(default=True),
+    clip_value_fn=static_field(default=_quarter_power),
+)
 
 
 class scale_by_adopt(GradientTransformation):
@@ -36,15 +50,14 @@ class scale_by_adopt(GradientTransformation):
       clip_value_fn: the clipping bound as a function of the step count.
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.9999, valid=DECAY)
-    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    nesterov: bool = static_field(default=False, kw_only=True)
-    use_clipping: bool = static_field(default=True, kw_only=True)
-    clip_value_fn: Callable[[jax.Array], jax.Array] = static_field(
-        default=_quarter_power, kw_only=True
-    )
+    b1: Any = _ADOPT.field()
+    b2: Any = _ADOPT.field()
+    eps: Any = _ADOPT.field()
+    mu_dtype: Any = _ADOPT.field()
+    _: KW_ONLY
+    nesterov: bool = _ADOPT.field()
+    use_clipping: bool = _ADOPT.field()
+    clip_value_fn: Callable[[jax.Array], jax.Array] = _ADOPT.field()
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -127,26 +140,17 @@ class adopt(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.9999, valid=DECAY)
-    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    nesterov: bool = static_field(default=False, kw_only=True)
-    use_clipping: bool = static_field(default=True, kw_only=True)
-    clip_value_fn: Callable[[jax.Array], jax.Array] = static_field(
-        default=_quarter_power, kw_only=True
-    )
+    b1: Any = _ADOPT.field()
+    b2: Any = _ADOPT.field()
+    eps: Any = _ADOPT.field()
+    mu_dtype: Any = _ADOPT.field()
+    _: KW_ONLY
+    nesterov: bool = _ADOPT.field()
+    use_clipping: bool = _ADOPT.field()
+    clip_value_fn: Callable[[jax.Array], jax.Array] = _ADOPT.field()
 
     def build(self):
         return chain(
-            scale_by_adopt(
-                self.b1,
-                self.b2,
-                self.eps,
-                self.mu_dtype,
-                nesterov=self.nesterov,
-                use_clipping=self.use_clipping,
-                clip_value_fn=self.clip_value_fn,
-            ),
+            self.part(scale_by_adopt),
             scale_by_learning_rate(self.learning_rate),
         )

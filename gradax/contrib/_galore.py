@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from .._compat import reshard
-from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, hyper
+from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, Shared, hyper
 from .._matrices import matrix_axes
 from .._null_space import drop_null_lines, frobenius
 from .._numerics import safe_increment
@@ -105,6 +105,16 @@ def _new_projector(g2: jax.Array, view: _MatrixView) -> jax.Array:
     return p.astype(g2.dtype)
 
 
+# scale_by_galore's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_GALORE = Shared(
+    rank=hyper(default=128, valid=POSITIVE_INT, static=True),
+    update_proj_gap=hyper(default=200, valid=POSITIVE_INT, static=True),
+    scale=hyper(default=1.0, valid=ANY),  # a plain factor, as scale()
+    weight_dimension_numbers=static_field(default=None),
+)
+
+
 class scale_by_galore(GradientTransformation):
     """Runs `base_optimizer` on GaLore projections. See :class:`galore`.
 
@@ -124,11 +134,11 @@ class scale_by_galore(GradientTransformation):
         returning such a tree.
     """
 
-    rank: int = hyper(default=128, valid=POSITIVE_INT, static=True)
-    update_proj_gap: int = hyper(default=200, valid=POSITIVE_INT, static=True)
-    scale: Any = hyper(default=1.0, valid=ANY)  # a plain factor, as scale()
+    rank: int = _GALORE.field()
+    update_proj_gap: int = _GALORE.field()
+    scale: Any = _GALORE.field()
     base_optimizer: Any = None
-    weight_dimension_numbers: Any = static_field(default=None)
+    weight_dimension_numbers: Any = _GALORE.field()
 
     def _base(self) -> GradientTransformation:
         return scale_by_adam() if self.base_optimizer is None else self.base_optimizer
@@ -278,23 +288,17 @@ class galore(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    rank: int = hyper(default=128, valid=POSITIVE_INT, static=True)
-    update_proj_gap: int = hyper(default=200, valid=POSITIVE_INT, static=True)
-    scale: Any = hyper(default=1.0, valid=ANY)  # a plain factor, as scale()
+    rank: int = _GALORE.field()
+    update_proj_gap: int = _GALORE.field()
+    scale: Any = _GALORE.field()
     base_optimizer: Any = None
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
-    weight_dimension_numbers: Any = static_field(default=None)
+    weight_dimension_numbers: Any = _GALORE.field()
 
     def build(self):
         return chain(
-            scale_by_galore(
-                self.rank,
-                self.update_proj_gap,
-                self.scale,
-                self.base_optimizer,
-                self.weight_dimension_numbers,
-            ),
+            self.part(scale_by_galore),
             add_decayed_weights(self.weight_decay, self.mask),
             scale_by_learning_rate(self.learning_rate),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
@@ -16,6 +17,7 @@ from .._declare import (
     POSITIVE_INT,
     OneOf,
     Range,
+    Shared,
     hyper,
 )
 from .._numerics import canonical_dtype, safe_increment
@@ -109,6 +111,23 @@ HESSIAN_REFRESH = OneOf(("interval_start", "interval_end"))
 _CLIP_THRESHOLD = Range(0.0, low_open=True, allow_inf=True)
 
 
+# scale_by_sophia's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_SOPHIA = Shared(
+    b1=hyper(default=0.965, valid=DECAY),
+    b2=hyper(default=0.99, valid=DECAY),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    gamma=hyper(default=0.01, valid=NONNEGATIVE),
+    clip_threshold=hyper(default=1.0, valid=_CLIP_THRESHOLD, allow_none=True),
+    update_interval=hyper(default=10, valid=POSITIVE_INT, static=True),
+    mu_dtype=static_field(default=None),
+    verbose=static_field(default=False),
+    print_win_rate_every_n_steps=hyper(default=0, valid=NONNEGATIVE_INT, static=True),
+    hessian_refresh=hyper(default="interval_start", valid=HESSIAN_REFRESH, static=True),
+    bias_correction=static_field(default=True),
+)
+
+
 class scale_by_sophia(GradientTransformation):
     """The Sophia direction, without learning rate. See :class:`sophia`.
 
@@ -135,24 +154,21 @@ class scale_by_sophia(GradientTransformation):
         >= 0 (0: never).
     """
 
-    b1: Any = hyper(default=0.965, valid=DECAY)
-    b2: Any = hyper(default=0.99, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    gamma: Any = hyper(default=0.01, valid=NONNEGATIVE)
-    clip_threshold: Any = hyper(default=1.0, valid=_CLIP_THRESHOLD, allow_none=True)
-    update_interval: int = hyper(default=10, valid=POSITIVE_INT, static=True)
+    b1: Any = _SOPHIA.field()
+    b2: Any = _SOPHIA.field()
+    eps: Any = _SOPHIA.field()
+    gamma: Any = _SOPHIA.field()
+    clip_threshold: Any = _SOPHIA.field()
+    update_interval: int = _SOPHIA.field()
     hessian_diagonal_fn: TransformationLike = transformation_field(
         default=hutchinson_estimator_diag_hessian()
     )
-    mu_dtype: Any = static_field(default=None)
-    verbose: bool = static_field(default=False)
-    print_win_rate_every_n_steps: int = hyper(
-        default=0, valid=NONNEGATIVE_INT, static=True
-    )
-    hessian_refresh: str = hyper(
-        default="interval_start", valid=HESSIAN_REFRESH, static=True, kw_only=True
-    )
-    bias_correction: bool = static_field(default=True, kw_only=True)
+    mu_dtype: Any = _SOPHIA.field()
+    verbose: bool = _SOPHIA.field()
+    print_win_rate_every_n_steps: int = _SOPHIA.field()
+    _: KW_ONLY
+    hessian_refresh: str = _SOPHIA.field()
+    bias_correction: bool = _SOPHIA.field()
 
     def init_state(self, params):
         return SophiaState(
@@ -285,43 +301,27 @@ class sophia(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.965, valid=DECAY)
-    b2: Any = hyper(default=0.99, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    b1: Any = _SOPHIA.field()
+    b2: Any = _SOPHIA.field()
+    eps: Any = _SOPHIA.field()
     weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
     weight_decay_mask: Any = static_field(default=None)
-    gamma: Any = hyper(default=0.01, valid=NONNEGATIVE)
-    clip_threshold: Any = hyper(default=1.0, valid=_CLIP_THRESHOLD, allow_none=True)
-    update_interval: int = hyper(default=10, valid=POSITIVE_INT, static=True)
+    gamma: Any = _SOPHIA.field()
+    clip_threshold: Any = _SOPHIA.field()
+    update_interval: int = _SOPHIA.field()
     hessian_diagonal_fn: TransformationLike = transformation_field(
         default=hutchinson_estimator_diag_hessian()
     )
-    mu_dtype: Any = static_field(default=None)
-    verbose: bool = static_field(default=False)
-    print_win_rate_every_n_steps: int = hyper(
-        default=0, valid=NONNEGATIVE_INT, static=True
-    )
-    hessian_refresh: str = hyper(
-        default="interval_start", valid=HESSIAN_REFRESH, static=True, kw_only=True
-    )
-    bias_correction: bool = static_field(default=True, kw_only=True)
+    mu_dtype: Any = _SOPHIA.field()
+    verbose: bool = _SOPHIA.field()
+    print_win_rate_every_n_steps: int = _SOPHIA.field()
+    _: KW_ONLY
+    hessian_refresh: str = _SOPHIA.field()
+    bias_correction: bool = _SOPHIA.field()
 
     def build(self):
         return chain(
-            scale_by_sophia(
-                self.b1,
-                self.b2,
-                self.eps,
-                self.gamma,
-                self.clip_threshold,
-                self.update_interval,
-                self.hessian_diagonal_fn,
-                self.mu_dtype,
-                self.verbose,
-                self.print_win_rate_every_n_steps,
-                hessian_refresh=self.hessian_refresh,
-                bias_correction=self.bias_correction,
-            ),
+            self.part(scale_by_sophia),
             add_decayed_weights(self.weight_decay, self.weight_decay_mask),
             scale_by_learning_rate(self.learning_rate),
         )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -23,6 +24,18 @@ class ScaleByBeliefState(NamedTuple):
     count: jax.Array  # int32 scalar
     mu: Any  # first moment, like params
     nu: Any  # second central moment (the "belief"), like params
+
+
+# scale_by_belief's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_BELIEF = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.999, valid=DECAY),
+    eps=hyper(default=1e-16, valid=NONNEGATIVE),
+    eps_root=hyper(default=1e-16, valid=NONNEGATIVE),
+    nesterov=static_field(default=False),
+    cautious=static_field(default=False),
+)
 
 
 class scale_by_belief(GradientTransformation):
@@ -41,12 +54,13 @@ class scale_by_belief(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-16, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=1e-16, valid=NONNEGATIVE)
-    nesterov: bool = static_field(default=False, kw_only=True)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _BELIEF.field()
+    b2: Any = _BELIEF.field()
+    eps: Any = _BELIEF.field()
+    eps_root: Any = _BELIEF.field()
+    _: KW_ONLY
+    nesterov: bool = _BELIEF.field()
+    cautious: bool = _BELIEF.field()
 
     def init_state(self, params):
         return ScaleByBeliefState(
@@ -114,22 +128,16 @@ class adabelief(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-16, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=1e-16, valid=NONNEGATIVE)
-    nesterov: bool = static_field(default=False, kw_only=True)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _BELIEF.field()
+    b2: Any = _BELIEF.field()
+    eps: Any = _BELIEF.field()
+    eps_root: Any = _BELIEF.field()
+    _: KW_ONLY
+    nesterov: bool = _BELIEF.field()
+    cautious: bool = _BELIEF.field()
 
     def build(self):
         return chain(
-            scale_by_belief(
-                self.b1,
-                self.b2,
-                self.eps,
-                self.eps_root,
-                nesterov=self.nesterov,
-                cautious=self.cautious,
-            ),
+            self.part(scale_by_belief),
             scale_by_learning_rate(self.learning_rate),
         )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import abs_sq, canonical_dtype, real_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -92,6 +93,17 @@ def _default_label(path: Any, p: Any) -> Any:
     return "neuron" if matrix else "tensor"
 
 
+# scale_by_adam_mini's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_ADAM_MINI = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.999, valid=DECAY),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    mu_dtype=static_field(default=None),
+    partition=static_field(default=None),
+)
+
+
 class scale_by_adam_mini(GradientTransformation):
     """Rescales updates by Adam-mini's moments (no learning rate).
 
@@ -106,11 +118,12 @@ class scale_by_adam_mini(GradientTransformation):
       partition: the blocks, as in :class:`adam_mini`.
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    partition: Any = static_field(default=None, kw_only=True)
+    b1: Any = _ADAM_MINI.field()
+    b2: Any = _ADAM_MINI.field()
+    eps: Any = _ADAM_MINI.field()
+    mu_dtype: Any = _ADAM_MINI.field()
+    _: KW_ONLY
+    partition: Any = _ADAM_MINI.field()
 
     def _labels(self, params: Any) -> Any:
         """One label per leaf of `params` (the partition, checked)."""
@@ -229,19 +242,18 @@ class adam_mini(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    b1: Any = _ADAM_MINI.field()
+    b2: Any = _ADAM_MINI.field()
+    eps: Any = _ADAM_MINI.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
-    mu_dtype: Any = static_field(default=None)
-    partition: Any = static_field(default=None, kw_only=True)
+    mu_dtype: Any = _ADAM_MINI.field()
+    _: KW_ONLY
+    partition: Any = _ADAM_MINI.field()
 
     def build(self):
         return chain(
-            scale_by_adam_mini(
-                self.b1, self.b2, self.eps, self.mu_dtype, partition=self.partition
-            ),
+            self.part(scale_by_adam_mini),
             decayed_weights(self.weight_decay, self.mask, cautious=False),
             scale_by_learning_rate(self.learning_rate),
         )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import canonical_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -25,6 +26,20 @@ class ScaleByAmsgradState(NamedTuple):
     mu: Any  # first moment, like params (mu_dtype)
     nu: Any  # second moment, like params
     nu_max: Any  # running maximum of the (corrected) second moment, like params
+
+
+# scale_by_amsgrad's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_AMSGRAD = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.999, valid=DECAY),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
+    mu_dtype=static_field(default=None),
+    bias_correction_mu=static_field(default=True),
+    bias_correction_nu=static_field(default=True),
+    cautious=static_field(default=False),
+)
 
 
 class scale_by_amsgrad(GradientTransformation):
@@ -45,14 +60,15 @@ class scale_by_amsgrad(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    bias_correction_mu: bool = static_field(default=True)
-    bias_correction_nu: bool = static_field(default=True)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _AMSGRAD.field()
+    b2: Any = _AMSGRAD.field()
+    eps: Any = _AMSGRAD.field()
+    eps_root: Any = _AMSGRAD.field()
+    mu_dtype: Any = _AMSGRAD.field()
+    bias_correction_mu: bool = _AMSGRAD.field()
+    bias_correction_nu: bool = _AMSGRAD.field()
+    _: KW_ONLY
+    cautious: bool = _AMSGRAD.field()
 
     def init_state(self, params):
         return ScaleByAmsgradState(
@@ -124,26 +140,18 @@ class amsgrad(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    bias_correction_mu: bool = static_field(default=True)
-    bias_correction_nu: bool = static_field(default=True)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _AMSGRAD.field()
+    b2: Any = _AMSGRAD.field()
+    eps: Any = _AMSGRAD.field()
+    eps_root: Any = _AMSGRAD.field()
+    mu_dtype: Any = _AMSGRAD.field()
+    bias_correction_mu: bool = _AMSGRAD.field()
+    bias_correction_nu: bool = _AMSGRAD.field()
+    _: KW_ONLY
+    cautious: bool = _AMSGRAD.field()
 
     def build(self):
         return chain(
-            scale_by_amsgrad(
-                self.b1,
-                self.b2,
-                self.eps,
-                self.eps_root,
-                self.mu_dtype,
-                self.bias_correction_mu,
-                self.bias_correction_nu,
-                cautious=self.cautious,
-            ),
+            self.part(scale_by_amsgrad),
             scale_by_learning_rate(self.learning_rate),
         )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import LEARNING_RATE, NONNEGATIVE, UNIT, OneOf, hyper
+from .._declare import LEARNING_RATE, NONNEGATIVE, UNIT, OneOf, Shared, hyper
 from .._numerics import canonical_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -22,6 +23,17 @@ class ScaleByLionState(NamedTuple):
 
     count: jax.Array  # int32 scalar
     mu: Any  # momentum, like params (mu_dtype)
+
+
+# scale_by_lion's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_LION = Shared(
+    b1=hyper(default=0.9, valid=UNIT),
+    b2=hyper(default=0.99, valid=UNIT),
+    mu_dtype=static_field(default=None),
+    cautious=static_field(default=False),
+    mask_scale=hyper(default="numel", valid=MASK_SCALE, static=True),
+)
 
 
 class scale_by_lion(GradientTransformation):
@@ -43,9 +55,10 @@ class scale_by_lion(GradientTransformation):
         (the default, C-Lion's rule) or `"mean"` (C-AdamW's). Keyword-only.
     """
 
-    b1: Any = hyper(default=0.9, valid=UNIT)
-    b2: Any = hyper(default=0.99, valid=UNIT)
-    mu_dtype: Any = static_field(default=None)
+    b1: Any = _LION.field()
+    b2: Any = _LION.field()
+    mu_dtype: Any = _LION.field()
+    _: KW_ONLY
     mode: str = hyper(
         default="hard",
         valid=OneOf(("hard", "smooth", "refined")),
@@ -53,10 +66,8 @@ class scale_by_lion(GradientTransformation):
         kw_only=True,
     )
     smooth_beta: Any = hyper(default=1.0, valid=NONNEGATIVE, kw_only=True)
-    cautious: bool = static_field(default=False, kw_only=True)
-    mask_scale: str = hyper(
-        default="numel", valid=MASK_SCALE, static=True, kw_only=True
-    )
+    cautious: bool = _LION.field()
+    mask_scale: str = _LION.field()
 
     def init_state(self, params):
         dtype = canonical_dtype(self.mu_dtype)
@@ -141,26 +152,19 @@ class lion(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=UNIT)
-    b2: Any = hyper(default=0.99, valid=UNIT)
-    mu_dtype: Any = static_field(default=None)
+    b1: Any = _LION.field()
+    b2: Any = _LION.field()
+    mu_dtype: Any = _LION.field()
     weight_decay: Any = hyper(default=0.001, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
-    cautious: bool = static_field(default=False, kw_only=True)
-    mask_scale: str = hyper(
-        default="numel", valid=MASK_SCALE, static=True, kw_only=True
-    )
-    cautious_weight_decay: bool = static_field(default=False, kw_only=True)
+    _: KW_ONLY
+    cautious: bool = _LION.field()
+    mask_scale: str = _LION.field()
+    cautious_weight_decay: bool = static_field(default=False)
 
     def build(self):
         return chain(
-            scale_by_lion(
-                self.b1,
-                self.b2,
-                self.mu_dtype,
-                cautious=self.cautious,
-                mask_scale=self.mask_scale,
-            ),
+            self.part(scale_by_lion),
             decayed_weights(
                 self.weight_decay, self.mask, cautious=self.cautious_weight_decay
             ),

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, OneOf, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, OneOf, Shared, hyper
 from .._numerics import abs_sq, canonical_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -44,6 +45,21 @@ def _clipped_correction(g: jax.Array, g_prev: jax.Array, b1: Any, gamma: Any):
     return c / jnp.maximum(norm, 1).astype(norm.dtype)
 
 
+# scale_by_mars's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_MARS = Shared(
+    b1=hyper(default=0.95, valid=DECAY),
+    b2=hyper(default=0.99, valid=DECAY),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    gamma=hyper(default=0.025, valid=NONNEGATIVE),
+    mu_dtype=static_field(default=None),
+    mars_type=hyper(default="mars-adamw", valid=OneOf(_TYPES), static=True),
+    optimize_1d=static_field(default=False),
+    b1_1d=hyper(default=0.9, valid=DECAY),
+    b2_1d=hyper(default=0.95, valid=DECAY),
+)
+
+
 class scale_by_mars(GradientTransformation):
     """MARS's direction (no learning rate, no weight decay).
 
@@ -63,17 +79,16 @@ class scale_by_mars(GradientTransformation):
       b2_1d: AdamW's second-moment decay on the other leaves, in [0, 1).
     """
 
-    b1: Any = hyper(default=0.95, valid=DECAY)
-    b2: Any = hyper(default=0.99, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    gamma: Any = hyper(default=0.025, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    mars_type: str = hyper(
-        default="mars-adamw", valid=OneOf(_TYPES), static=True, kw_only=True
-    )
-    optimize_1d: bool = static_field(default=False, kw_only=True)
-    b1_1d: Any = hyper(default=0.9, valid=DECAY, kw_only=True)
-    b2_1d: Any = hyper(default=0.95, valid=DECAY, kw_only=True)
+    b1: Any = _MARS.field()
+    b2: Any = _MARS.field()
+    eps: Any = _MARS.field()
+    gamma: Any = _MARS.field()
+    mu_dtype: Any = _MARS.field()
+    _: KW_ONLY
+    mars_type: str = _MARS.field()
+    optimize_1d: bool = _MARS.field()
+    b1_1d: Any = _MARS.field()
+    b2_1d: Any = _MARS.field()
 
     def init_state(self, params):
         lion = self.mars_type == "mars-lion"
@@ -241,39 +256,22 @@ class mars(Alias):
     """
 
     learning_rate: Any = hyper(default=0.003, valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.95, valid=DECAY)
-    b2: Any = hyper(default=0.99, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    b1: Any = _MARS.field()
+    b2: Any = _MARS.field()
+    eps: Any = _MARS.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    gamma: Any = hyper(default=0.025, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    mars_type: str = hyper(
-        default="mars-adamw", valid=OneOf(_TYPES), static=True, kw_only=True
-    )
-    optimize_1d: bool = static_field(default=False, kw_only=True)
-    b1_1d: Any = hyper(default=0.9, valid=DECAY, kw_only=True)
-    b2_1d: Any = hyper(default=0.95, valid=DECAY, kw_only=True)
+    gamma: Any = _MARS.field()
+    mu_dtype: Any = _MARS.field()
+    _: KW_ONLY
+    mars_type: str = _MARS.field()
+    optimize_1d: bool = _MARS.field()
+    b1_1d: Any = _MARS.field()
+    b2_1d: Any = _MARS.field()
     learning_rate_1d: Any = hyper(default=None, valid=LEARNING_RATE, kw_only=True)
     weight_decay_1d: Any = hyper(default=0.1, valid=NONNEGATIVE, kw_only=True)
 
     def build(self):
         return chain(
-            scale_by_mars(
-                self.b1,
-                self.b2,
-                self.eps,
-                self.gamma,
-                self.mu_dtype,
-                mars_type=self.mars_type,
-                optimize_1d=self.optimize_1d,
-                b1_1d=self.b1_1d,
-                b2_1d=self.b2_1d,
-            ),
-            _mars_step(
-                self.learning_rate,
-                self.weight_decay,
-                self.learning_rate_1d,
-                self.weight_decay_1d,
-                optimize_1d=self.optimize_1d,
-            ),
+            self.part(scale_by_mars),
+            self.part(_mars_step),
         )

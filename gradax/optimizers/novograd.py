@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import canonical_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -22,6 +22,17 @@ class ScaleByNovogradState(NamedTuple):
     count: jax.Array  # int32 scalar
     mu: Any  # momentum, like params (mu_dtype)
     nu: Any  # per-leaf second moment: a scalar per leaf, in the leaf's dtype
+
+
+# scale_by_novograd's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_NOVOGRAD = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.25, valid=DECAY),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
+    weight_decay=hyper(default=0.0, valid=NONNEGATIVE),
+)
 
 
 class scale_by_novograd(GradientTransformation):
@@ -38,11 +49,11 @@ class scale_by_novograd(GradientTransformation):
       mu_dtype: dtype of the momentum (default: the parameters').
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.25, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    b1: Any = _NOVOGRAD.field()
+    b2: Any = _NOVOGRAD.field()
+    eps: Any = _NOVOGRAD.field()
+    eps_root: Any = _NOVOGRAD.field()
+    weight_decay: Any = _NOVOGRAD.field()
     mu_dtype: Any = static_field(default=None)
 
     def init_state(self, params):
@@ -114,16 +125,14 @@ class novograd(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.25, valid=DECAY)
-    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    b1: Any = _NOVOGRAD.field()
+    b2: Any = _NOVOGRAD.field()
+    eps: Any = _NOVOGRAD.field(default=1e-6)
+    eps_root: Any = _NOVOGRAD.field()
+    weight_decay: Any = _NOVOGRAD.field()
 
     def build(self):
         return chain(
-            scale_by_novograd(
-                self.b1, self.b2, self.eps, self.eps_root, self.weight_decay
-            ),
+            self.part(scale_by_novograd),
             scale_by_learning_rate(self.learning_rate),
         )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Range, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Range, Shared, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -20,6 +21,19 @@ from .adam import ScaleByAdamState, debiased_first_moment
 # rho_t >= 4 keeps the rectification sqrt((rho-4)(rho-2)...) real; inf never
 # rectifies (momentum steps only).
 _THRESHOLD = Range(4.0, allow_inf=True)
+
+
+# scale_by_radam's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_RADAM = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.999, valid=DECAY),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
+    threshold=hyper(default=5.0, valid=_THRESHOLD),
+    nesterov=static_field(default=False),
+    cautious=static_field(default=False),
+)
 
 
 class scale_by_radam(GradientTransformation):
@@ -41,13 +55,14 @@ class scale_by_radam(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    threshold: Any = hyper(default=5.0, valid=_THRESHOLD)
-    nesterov: bool = static_field(default=False, kw_only=True)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _RADAM.field()
+    b2: Any = _RADAM.field()
+    eps: Any = _RADAM.field()
+    eps_root: Any = _RADAM.field()
+    threshold: Any = _RADAM.field()
+    _: KW_ONLY
+    nesterov: bool = _RADAM.field()
+    cautious: bool = _RADAM.field()
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -131,24 +146,17 @@ class radam(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    threshold: Any = hyper(default=5.0, valid=_THRESHOLD)
-    nesterov: bool = static_field(default=False, kw_only=True)
-    cautious: bool = static_field(default=False, kw_only=True)
+    b1: Any = _RADAM.field()
+    b2: Any = _RADAM.field()
+    eps: Any = _RADAM.field()
+    eps_root: Any = _RADAM.field()
+    threshold: Any = _RADAM.field()
+    _: KW_ONLY
+    nesterov: bool = _RADAM.field()
+    cautious: bool = _RADAM.field()
 
     def build(self):
         return chain(
-            scale_by_radam(
-                self.b1,
-                self.b2,
-                self.eps,
-                self.eps_root,
-                self.threshold,
-                nesterov=self.nesterov,
-                cautious=self.cautious,
-            ),
+            self.part(scale_by_radam),
             scale_by_learning_rate(self.learning_rate),
         )

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, Range, hyper
+from .._declare import NONNEGATIVE, Range, Shared, hyper
 from .._protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from ..transforms.scaling import scale
@@ -51,6 +51,17 @@ def _reject_complex(params: Any) -> None:
         raise ValueError("rprop does not support complex parameters")
 
 
+# scale_by_rprop's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_RPROP = Shared(
+    learning_rate=hyper(valid=_INITIAL_STEP_SIZE),
+    eta_minus=hyper(default=0.5, valid=Range(0.0, 1.0, low_open=True)),
+    eta_plus=hyper(default=1.2, valid=Range(1.0)),
+    min_step_size=hyper(default=1e-6, valid=NONNEGATIVE),
+    max_step_size=hyper(default=50.0, valid=_MAX_STEP_SIZE),
+)
+
+
 class scale_by_rprop(GradientTransformation):
     """Rprop's signed, per-element adaptive steps (descent needs a sign flip).
 
@@ -65,11 +76,11 @@ class scale_by_rprop(GradientTransformation):
       max_step_size: largest step size, > 0 (inf: no cap).
     """
 
-    learning_rate: Any = hyper(valid=_INITIAL_STEP_SIZE)
-    eta_minus: Any = hyper(default=0.5, valid=Range(0.0, 1.0, low_open=True))
-    eta_plus: Any = hyper(default=1.2, valid=Range(1.0))
-    min_step_size: Any = hyper(default=1e-6, valid=NONNEGATIVE)
-    max_step_size: Any = hyper(default=50.0, valid=_MAX_STEP_SIZE)
+    learning_rate: Any = _RPROP.field()
+    eta_minus: Any = _RPROP.field()
+    eta_plus: Any = _RPROP.field()
+    min_step_size: Any = _RPROP.field()
+    max_step_size: Any = _RPROP.field()
 
     def __check_init__(self):
         _check_rprop(self)
@@ -161,23 +172,17 @@ class rprop(Alias):
       Hüsken, Improving the Rprop Learning Algorithm, 2000.
     """
 
-    learning_rate: Any = hyper(valid=_INITIAL_STEP_SIZE)
-    eta_minus: Any = hyper(default=0.5, valid=Range(0.0, 1.0, low_open=True))
-    eta_plus: Any = hyper(default=1.2, valid=Range(1.0))
-    min_step_size: Any = hyper(default=1e-6, valid=NONNEGATIVE)
-    max_step_size: Any = hyper(default=50.0, valid=_MAX_STEP_SIZE)
+    learning_rate: Any = _RPROP.field()
+    eta_minus: Any = _RPROP.field()
+    eta_plus: Any = _RPROP.field()
+    min_step_size: Any = _RPROP.field()
+    max_step_size: Any = _RPROP.field()
 
     def __check_init__(self):
         _check_rprop(self)
 
     def build(self):
         return chain(
-            scale_by_rprop(
-                self.learning_rate,
-                self.eta_minus,
-                self.eta_plus,
-                self.min_step_size,
-                self.max_step_size,
-            ),
+            self.part(scale_by_rprop),
             scale(-1.0),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
@@ -15,6 +16,7 @@ from .._declare import (
     POSITIVE_INT,
     UNIT,
     OneOf,
+    Shared,
     hyper,
 )
 from .._numerics import real_dtype, safe_increment, work_dtype
@@ -43,6 +45,23 @@ class ShampooState(NamedTuple):
     roots: Any  # per matrix leaf the cached (L^{-1/4}, R^{-1/4}); None elsewhere
 
 
+# scale_by_shampoo's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_SHAMPOO = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.999, valid=UNIT),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    matrix_epsilon=hyper(default=1e-6, valid=NONNEGATIVE),
+    block_size=hyper(default=128, valid=POSITIVE_INT, static=True),
+    preconditioning_compute_steps=hyper(default=1, valid=POSITIVE_INT, static=True),
+    start_preconditioning_step=hyper(default=5, valid=NONNEGATIVE_INT, static=True),
+    grafting_type=hyper(default="rmsprop", valid=OneOf(GRAFTING_TYPES), static=True),
+    nesterov=static_field(default=False),
+    start_statistics=hyper(default="zero", valid=OneOf(START_STATISTICS), static=True),
+    weight_dimension_numbers=static_field(default="auto"),
+)
+
+
 class scale_by_shampoo(GradientTransformation):
     """Shampoo's grafted, momentum-averaged direction. See :class:`shampoo`.
 
@@ -68,25 +87,18 @@ class scale_by_shampoo(GradientTransformation):
         conv), None (2-D only), dimension numbers, a tree or a function.
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=UNIT)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    matrix_epsilon: Any = hyper(default=1e-6, valid=NONNEGATIVE)
-    block_size: int = hyper(default=128, valid=POSITIVE_INT, static=True, kw_only=True)
-    preconditioning_compute_steps: int = hyper(
-        default=1, valid=POSITIVE_INT, static=True, kw_only=True
-    )
-    start_preconditioning_step: int = hyper(
-        default=5, valid=NONNEGATIVE_INT, static=True, kw_only=True
-    )
-    grafting_type: str = hyper(
-        default="rmsprop", valid=OneOf(GRAFTING_TYPES), static=True, kw_only=True
-    )
-    nesterov: bool = static_field(default=False, kw_only=True)
-    start_statistics: str = hyper(
-        default="zero", valid=OneOf(START_STATISTICS), static=True, kw_only=True
-    )
-    weight_dimension_numbers: Any = static_field(default="auto", kw_only=True)
+    b1: Any = _SHAMPOO.field()
+    b2: Any = _SHAMPOO.field()
+    eps: Any = _SHAMPOO.field()
+    matrix_epsilon: Any = _SHAMPOO.field()
+    _: KW_ONLY
+    block_size: int = _SHAMPOO.field()
+    preconditioning_compute_steps: int = _SHAMPOO.field()
+    start_preconditioning_step: int = _SHAMPOO.field()
+    grafting_type: str = _SHAMPOO.field()
+    nesterov: bool = _SHAMPOO.field()
+    start_statistics: str = _SHAMPOO.field()
+    weight_dimension_numbers: Any = _SHAMPOO.field()
 
     def _plans(self, tree):
         return kron.plans(
@@ -292,42 +304,23 @@ class shampoo(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=UNIT)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    matrix_epsilon: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    b1: Any = _SHAMPOO.field()
+    b2: Any = _SHAMPOO.field()
+    eps: Any = _SHAMPOO.field()
+    matrix_epsilon: Any = _SHAMPOO.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    block_size: int = hyper(default=128, valid=POSITIVE_INT, static=True, kw_only=True)
-    preconditioning_compute_steps: int = hyper(
-        default=1, valid=POSITIVE_INT, static=True, kw_only=True
-    )
-    start_preconditioning_step: int = hyper(
-        default=5, valid=NONNEGATIVE_INT, static=True, kw_only=True
-    )
-    grafting_type: str = hyper(
-        default="rmsprop", valid=OneOf(GRAFTING_TYPES), static=True, kw_only=True
-    )
-    nesterov: bool = static_field(default=False, kw_only=True)
-    start_statistics: str = hyper(
-        default="zero", valid=OneOf(START_STATISTICS), static=True, kw_only=True
-    )
-    weight_dimension_numbers: Any = static_field(default="auto", kw_only=True)
+    _: KW_ONLY
+    block_size: int = _SHAMPOO.field()
+    preconditioning_compute_steps: int = _SHAMPOO.field()
+    start_preconditioning_step: int = _SHAMPOO.field()
+    grafting_type: str = _SHAMPOO.field()
+    nesterov: bool = _SHAMPOO.field()
+    start_statistics: str = _SHAMPOO.field()
+    weight_dimension_numbers: Any = _SHAMPOO.field()
 
     def build(self):
         return chain(
-            scale_by_shampoo(
-                self.b1,
-                self.b2,
-                self.eps,
-                self.matrix_epsilon,
-                block_size=self.block_size,
-                preconditioning_compute_steps=self.preconditioning_compute_steps,
-                start_preconditioning_step=self.start_preconditioning_step,
-                grafting_type=self.grafting_type,
-                nesterov=self.nesterov,
-                start_statistics=self.start_statistics,
-                weight_dimension_numbers=self.weight_dimension_numbers,
-            ),
+            self.part(scale_by_shampoo),
             add_decayed_weights(self.weight_decay),
             scale_by_learning_rate(self.learning_rate),
         )

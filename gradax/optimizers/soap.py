@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, Range, hyper
+from .._declare import (
+    DECAY,
+    LEARNING_RATE,
+    NONNEGATIVE,
+    POSITIVE_INT,
+    Range,
+    Shared,
+    hyper,
+)
 from .._null_space import drop_null_lines, frobenius
 from .._numerics import real_dtype, safe_increment, work_dtype
 from .._protocol import Alias, GradientTransformation, zero_count
@@ -26,6 +35,23 @@ class SoapState(NamedTuple):
     nu: Any  # second moment in the eigenbasis, like the params (real dtype)
     stats: Any  # per factored leaf (L, R): (*batch, m, m), (*batch, n, n) or None
     bases: Any  # per factored leaf (Q_L, Q_R), eigenbases of (L, R), or None
+
+
+# scale_by_soap's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_SOAP = Shared(
+    b1=hyper(default=0.95, valid=DECAY),
+    b2=hyper(default=0.95, valid=DECAY),
+    shampoo_beta=hyper(default=-1.0, valid=Range(high=1.0, high_open=True)),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    weight_decay=hyper(default=0.0, valid=NONNEGATIVE),
+    precondition_frequency=hyper(default=10, valid=POSITIVE_INT, static=True),
+    max_precond_dim=hyper(default=10000, valid=POSITIVE_INT, static=True),
+    precondition_1d=static_field(default=False),
+    normalize_grads=static_field(default=False),
+    correct_bias=static_field(default=True),
+    weight_dimension_numbers=static_field(default="auto"),
+)
 
 
 class scale_by_soap(GradientTransformation):
@@ -50,17 +76,18 @@ class scale_by_soap(GradientTransformation):
         conv), None (2-D only), dimension numbers, a tree or a function.
     """
 
-    b1: Any = hyper(default=0.95, valid=DECAY)
-    b2: Any = hyper(default=0.95, valid=DECAY)
-    shampoo_beta: Any = hyper(default=-1.0, valid=Range(high=1.0, high_open=True))
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    precondition_frequency: int = hyper(default=10, valid=POSITIVE_INT, static=True)
-    max_precond_dim: int = hyper(default=10000, valid=POSITIVE_INT, static=True)
-    precondition_1d: bool = static_field(default=False, kw_only=True)
-    normalize_grads: bool = static_field(default=False, kw_only=True)
-    correct_bias: bool = static_field(default=True, kw_only=True)
-    weight_dimension_numbers: Any = static_field(default="auto", kw_only=True)
+    b1: Any = _SOAP.field()
+    b2: Any = _SOAP.field()
+    shampoo_beta: Any = _SOAP.field()
+    eps: Any = _SOAP.field()
+    weight_decay: Any = _SOAP.field()
+    precondition_frequency: int = _SOAP.field()
+    max_precond_dim: int = _SOAP.field()
+    _: KW_ONLY
+    precondition_1d: bool = _SOAP.field()
+    normalize_grads: bool = _SOAP.field()
+    correct_bias: bool = _SOAP.field()
+    weight_dimension_numbers: Any = _SOAP.field()
 
     def _plans(self, tree):
         return kron.plans(
@@ -275,32 +302,21 @@ class soap(Alias):
     """
 
     learning_rate: Any = hyper(default=0.003, valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.95, valid=DECAY)
-    b2: Any = hyper(default=0.95, valid=DECAY)
-    shampoo_beta: Any = hyper(default=-1.0, valid=Range(high=1.0, high_open=True))
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    weight_decay: Any = hyper(default=0.01, valid=NONNEGATIVE)
-    precondition_frequency: int = hyper(default=10, valid=POSITIVE_INT, static=True)
-    max_precond_dim: int = hyper(default=10000, valid=POSITIVE_INT, static=True)
-    precondition_1d: bool = static_field(default=False, kw_only=True)
-    normalize_grads: bool = static_field(default=False, kw_only=True)
-    correct_bias: bool = static_field(default=True, kw_only=True)
-    weight_dimension_numbers: Any = static_field(default="auto", kw_only=True)
+    b1: Any = _SOAP.field()
+    b2: Any = _SOAP.field()
+    shampoo_beta: Any = _SOAP.field()
+    eps: Any = _SOAP.field()
+    weight_decay: Any = _SOAP.field(default=0.01)
+    precondition_frequency: int = _SOAP.field()
+    max_precond_dim: int = _SOAP.field()
+    _: KW_ONLY
+    precondition_1d: bool = _SOAP.field()
+    normalize_grads: bool = _SOAP.field()
+    correct_bias: bool = _SOAP.field()
+    weight_dimension_numbers: Any = _SOAP.field()
 
     def build(self):
         return chain(
-            scale_by_soap(
-                self.b1,
-                self.b2,
-                self.shampoo_beta,
-                self.eps,
-                self.weight_decay,
-                self.precondition_frequency,
-                self.max_precond_dim,
-                precondition_1d=self.precondition_1d,
-                normalize_grads=self.normalize_grads,
-                correct_bias=self.correct_bias,
-                weight_dimension_numbers=self.weight_dimension_numbers,
-            ),
+            self.part(scale_by_soap),
             scale_by_learning_rate(self.learning_rate),
         )

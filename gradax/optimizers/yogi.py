@@ -24,8 +24,6 @@ _YOGI = Shared(
     b1=hyper(default=0.9, valid=DECAY),
     b2=hyper(default=0.999, valid=DECAY),
     eps=hyper(default=0.001, valid=NONNEGATIVE),
-    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
-    initial_accumulator_value=hyper(default=1e-6, valid=NONNEGATIVE),
     cautious=static_field(default=False),
 )
 
@@ -49,8 +47,8 @@ class scale_by_yogi(GradientTransformation):
     b1: Any = _YOGI.field()
     b2: Any = _YOGI.field()
     eps: Any = _YOGI.field()
-    eps_root: Any = _YOGI.field()
-    initial_accumulator_value: Any = _YOGI.field()
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    initial_accumulator_value: Any = hyper(default=1e-6, valid=NONNEGATIVE)
     _: KW_ONLY
     cautious: bool = _YOGI.field()
 
