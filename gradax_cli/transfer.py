@@ -24,6 +24,9 @@ multiplied by ``sqrt(base_depth / depth)`` and ``width_transfer(...,
 base_depth=, depth=)`` (hidden matrices' steps times ``sqrt(base_depth /
 depth)``; MuonH's matrices keep their sphere's step).
 
+Also available with ``--rows``: ``adamw-completep`` and ``muon-completep``
+(CompleteP: branches times ``base_depth / depth``, the rate unchanged).
+
 Each (row, size) is one compiled program: the rates and seeds are vmapped
 (gradax's hyperparameters are pytree leaves). ``run_sweep`` is the public
 entry point; ``benchmarks/bench_width_transfer.py`` calls it.
@@ -69,6 +72,7 @@ class Row:
     optimizer: str  # "adamw", "muon-moonlight", "muon", "muonh"
     transfer: bool  # wrapped in gradax.width_transfer
     depth_mup: bool = False  # residual branches and steps scaled with depth
+    depth_exponent: float = 0.5  # 0.5: Depth-µP; 1: CompleteP
 
 
 ROWS = {
@@ -84,6 +88,8 @@ ROWS = {
     "muon-depthmup": Row(1e-2, True, "muon", True, True),
     "muonh-plain": Row(1e-2, True, "muonh", True),
     "muonh-depthmup": Row(1e-2, True, "muonh", True, True),
+    "adamw-completep": Row(2e-3, True, "adamw", True, True, 1.0),
+    "muon-completep": Row(1e-2, True, "muon", True, True, 1.0),
 }
 WIDTH_ROWS = (
     "adamw-standard",
@@ -266,8 +272,12 @@ def _losses(name: str, size: int, config: SweepConfig, data: tuple) -> np.ndarra
         base_width, base_depth = config.width, config.sizes[0]
     depth_args, branch = {}, 1.0
     if row.depth_mup:
-        depth_args = {"base_depth": base_depth, "depth": depth}
-        branch = branch_multiplier(base_depth, depth)
+        depth_args = {
+            "base_depth": base_depth,
+            "depth": depth,
+            "depth_exponent": row.depth_exponent,
+        }
+        branch = branch_multiplier(base_depth, depth, row.depth_exponent)
     base = init(jax.random.key(0), base_width, depth, vocab, row.mup)
     loss = functools.partial(loss_fn, mup=row.mup, base_width=base_width, branch=branch)
     span = config.context + 1
