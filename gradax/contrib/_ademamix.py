@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import canonical_dtype, safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._pytree import static_field
@@ -28,6 +28,19 @@ class ScaleByAdemamixState(NamedTuple):
     nu: Any  # second moment, like params (mu_dtype)
 
 
+# scale_by_ademamix's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_ADEMAMIX = Shared(
+    b1=hyper(default=0.9, valid=DECAY),
+    b2=hyper(default=0.999, valid=DECAY),
+    b3=hyper(default=0.9999, valid=DECAY),
+    alpha=hyper(default=6.0, valid=NONNEGATIVE),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
+    mu_dtype=static_field(default=None),
+)
+
+
 class scale_by_ademamix(GradientTransformation):
     """The AdEMAMix direction, without learning rate. See :class:`ademamix`.
 
@@ -41,13 +54,13 @@ class scale_by_ademamix(GradientTransformation):
       mu_dtype: dtype of the three moments (default: the parameters').
     """
 
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    b3: Any = hyper(default=0.9999, valid=DECAY)
-    alpha: Any = hyper(default=6.0, valid=NONNEGATIVE)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
+    b1: Any = _ADEMAMIX.field()
+    b2: Any = _ADEMAMIX.field()
+    b3: Any = _ADEMAMIX.field()
+    alpha: Any = _ADEMAMIX.field()
+    eps: Any = _ADEMAMIX.field()
+    eps_root: Any = _ADEMAMIX.field()
+    mu_dtype: Any = _ADEMAMIX.field()
 
     def init_state(self, params):
         dtype = canonical_dtype(self.mu_dtype)
@@ -134,27 +147,19 @@ class ademamix(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    b3: Any = hyper(default=0.9999, valid=DECAY)
-    alpha: Any = hyper(default=5.0, valid=NONNEGATIVE)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
+    b1: Any = _ADEMAMIX.field()
+    b2: Any = _ADEMAMIX.field()
+    b3: Any = _ADEMAMIX.field()
+    alpha: Any = _ADEMAMIX.field(default=5.0)
+    eps: Any = _ADEMAMIX.field()
+    eps_root: Any = _ADEMAMIX.field()
+    mu_dtype: Any = _ADEMAMIX.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 
     def build(self):
         return chain(
-            scale_by_ademamix(
-                self.b1,
-                self.b2,
-                self.b3,
-                self.alpha,
-                self.eps,
-                self.eps_root,
-                self.mu_dtype,
-            ),
+            self.part(scale_by_ademamix),
             add_decayed_weights(self.weight_decay, self.mask),
             scale_by_learning_rate(self.learning_rate),
         )
@@ -168,6 +173,17 @@ class ScaleBySimplifiedAdEMAMixState(NamedTuple):
     n: Any  # second moment, like params
 
 
+# scale_by_simplified_ademamix's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_SIMPLIFIED = Shared(
+    b1=hyper(default=0.99, valid=DECAY),
+    b2=hyper(default=0.95, valid=DECAY),
+    alpha=hyper(default=0.0, valid=NONNEGATIVE),
+    eps=hyper(default=1e-8, valid=NONNEGATIVE),
+    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
+)
+
+
 class scale_by_simplified_ademamix(GradientTransformation):
     """The simplified AdEMAMix direction. See :class:`simplified_ademamix`.
 
@@ -179,11 +195,11 @@ class scale_by_simplified_ademamix(GradientTransformation):
       eps_root: added inside the square root, >= 0.
     """
 
-    b1: Any = hyper(default=0.99, valid=DECAY)
-    b2: Any = hyper(default=0.95, valid=DECAY)
-    alpha: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    b1: Any = _SIMPLIFIED.field()
+    b2: Any = _SIMPLIFIED.field()
+    alpha: Any = _SIMPLIFIED.field()
+    eps: Any = _SIMPLIFIED.field()
+    eps_root: Any = _SIMPLIFIED.field()
 
     def schedule_count(self, state):
         # The state's step count is ``t`` (optax's name); schedules read it.
@@ -253,19 +269,17 @@ class simplified_ademamix(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = hyper(default=0.99, valid=DECAY)
-    b2: Any = hyper(default=0.95, valid=DECAY)
-    alpha: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    b1: Any = _SIMPLIFIED.field()
+    b2: Any = _SIMPLIFIED.field()
+    alpha: Any = _SIMPLIFIED.field()
+    eps: Any = _SIMPLIFIED.field()
+    eps_root: Any = _SIMPLIFIED.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 
     def build(self):
         return chain(
-            scale_by_simplified_ademamix(
-                self.b1, self.b2, self.alpha, self.eps, self.eps_root
-            ),
+            self.part(scale_by_simplified_ademamix),
             add_decayed_weights(self.weight_decay, self.mask),
             scale_by_learning_rate(self.learning_rate),
         )

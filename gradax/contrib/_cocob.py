@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import LEARNING_RATE, NONNEGATIVE, POSITIVE, hyper
+from .._declare import LEARNING_RATE, NONNEGATIVE, POSITIVE, Shared, hyper
 from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
 from .._treecheck import require_params
@@ -27,6 +27,14 @@ class COCOBState(NamedTuple):
     reward: Any  # the bettor's wealth gained, like params
 
 
+# scale_by_cocob's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_COCOB = Shared(
+    alpha=hyper(default=100.0, valid=POSITIVE),
+    eps=hyper(default=1e-8, valid=POSITIVE),
+)
+
+
 class scale_by_cocob(GradientTransformation):
     """The COCOB-Backprop step. See :class:`cocob`.
 
@@ -35,8 +43,8 @@ class scale_by_cocob(GradientTransformation):
       eps: the initial :math:`L`, > 0.
     """
 
-    alpha: Any = hyper(default=100.0, valid=POSITIVE)
-    eps: Any = hyper(default=1e-8, valid=POSITIVE)
+    alpha: Any = _COCOB.field()
+    eps: Any = _COCOB.field()
 
     def init_state(self, params):
         zeros = gtree.zeros_like(params)
@@ -133,8 +141,8 @@ class cocob(Alias):
     """
 
     learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
-    alpha: Any = hyper(default=100.0, valid=POSITIVE)
-    eps: Any = hyper(default=1e-8, valid=POSITIVE)
+    alpha: Any = _COCOB.field()
+    eps: Any = _COCOB.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 
@@ -142,5 +150,5 @@ class cocob(Alias):
         return chain(
             add_decayed_weights(self.weight_decay, self.mask),
             scale_by_learning_rate(self.learning_rate, flip_sign=False),
-            scale_by_cocob(self.alpha, self.eps),
+            self.part(scale_by_cocob),
         )

@@ -14,6 +14,7 @@ from .._declare import (
     POSITIVE,
     HyperparameterError,
     OneOf,
+    Shared,
     hyper,
 )
 from .._numerics import real_dtype
@@ -198,6 +199,14 @@ class DoWGState(NamedTuple):
     estim_sq_dist: jax.Array  # scalar: largest squared distance so far
 
 
+# scale_by_dowg's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_DOWG = Shared(
+    init_estim_sq_dist=hyper(default=None, valid=POSITIVE),
+    eps=hyper(default=0.0001, valid=NONNEGATIVE),
+)
+
+
 class scale_by_dowg(GradientTransformation):
     """The DoWG step size times the gradient. See :class:`dowg`.
 
@@ -206,8 +215,8 @@ class scale_by_dowg(GradientTransformation):
       eps: added to the denominator, >= 0.
     """
 
-    init_estim_sq_dist: Any = hyper(default=None, valid=POSITIVE)
-    eps: Any = hyper(default=0.0001, valid=NONNEGATIVE)
+    init_estim_sq_dist: Any = _DOWG.field()
+    eps: Any = _DOWG.field()
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))
@@ -277,8 +286,8 @@ class dowg(Alias):
     """
 
     learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
-    init_estim_sq_dist: Any = hyper(default=None, valid=POSITIVE)
-    eps: Any = hyper(default=0.0001, valid=NONNEGATIVE)
+    init_estim_sq_dist: Any = _DOWG.field()
+    eps: Any = _DOWG.field()
     weight_decay: Any = hyper(default=None, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 
@@ -287,6 +296,6 @@ class dowg(Alias):
             identity()
             if self.weight_decay is None
             else add_decayed_weights(self.weight_decay, self.mask),
-            scale_by_dowg(self.init_estim_sq_dist, self.eps),
+            self.part(scale_by_dowg),
             scale_by_learning_rate(self.learning_rate),
         )

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._numerics import safe_increment
 from .._protocol import Alias, GradientTransformation, zero_count
 from .._treecheck import require_params
@@ -25,6 +25,15 @@ class MadgradState(NamedTuple):
     x0: Any  # the parameters at init
 
 
+# scale_by_madgrad's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_MADGRAD = Shared(
+    learning_rate=hyper(valid=LEARNING_RATE),
+    momentum=hyper(default=0.9, valid=DECAY),
+    eps=hyper(default=1e-6, valid=NONNEGATIVE),
+)
+
+
 class scale_by_madgrad(GradientTransformation):
     """The MADGRAD step, learning rate included. See :class:`madgrad`.
 
@@ -37,9 +46,9 @@ class scale_by_madgrad(GradientTransformation):
       eps: :math:`\\epsilon`, >= 0.
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    momentum: Any = hyper(default=0.9, valid=DECAY)
-    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    learning_rate: Any = _MADGRAD.field()
+    momentum: Any = _MADGRAD.field()
+    eps: Any = _MADGRAD.field()
 
     def init_state(self, params):
         return MadgradState(
@@ -112,13 +121,13 @@ class madgrad(Alias):
       2021 (arXiv:2101.11075).
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    momentum: Any = hyper(default=0.9, valid=DECAY)
+    learning_rate: Any = _MADGRAD.field()
+    momentum: Any = _MADGRAD.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    eps: Any = _MADGRAD.field()
 
     def build(self):
         return chain(
             add_decayed_weights(self.weight_decay),
-            scale_by_madgrad(self.learning_rate, self.momentum, self.eps),
+            self.part(scale_by_madgrad),
         )

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
 from .._protocol import Alias, GradientTransformation
 from .._pytree import static_field
 from ..combinators.chain import chain
@@ -23,6 +23,14 @@ class ScaleByAdaDeltaState(NamedTuple):
     e_x: Any  # moving average of squared updates, like params
 
 
+# scale_by_adadelta's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_ADADELTA = Shared(
+    rho=hyper(default=0.9, valid=DECAY),
+    eps=hyper(default=1e-6, valid=NONNEGATIVE),
+)
+
+
 class scale_by_adadelta(GradientTransformation):
     """Rescales updates by Adadelta's ratio of moving averages (no learning rate).
 
@@ -33,8 +41,8 @@ class scale_by_adadelta(GradientTransformation):
       eps: added inside both square roots, >= 0.
     """
 
-    rho: Any = hyper(default=0.9, valid=DECAY)
-    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    rho: Any = _ADADELTA.field()
+    eps: Any = _ADADELTA.field()
 
     def init_state(self, params):
         return ScaleByAdaDeltaState(
@@ -93,14 +101,14 @@ class adadelta(Alias):
     """
 
     learning_rate: Any = hyper(default=None, valid=LEARNING_RATE)
-    rho: Any = hyper(default=0.9, valid=DECAY)
-    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    rho: Any = _ADADELTA.field()
+    eps: Any = _ADADELTA.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     weight_decay_mask: Any = static_field(default=None)
 
     def build(self):
         return chain(
             add_decayed_weights(self.weight_decay, self.weight_decay_mask),
-            scale_by_adadelta(self.rho, self.eps),
+            self.part(scale_by_adadelta),
             scale_by_learning_rate(self.learning_rate),
         )

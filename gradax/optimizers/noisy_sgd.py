@@ -65,6 +65,6 @@ class noisy_sgd(Alias):
 
     def build(self):
         return chain(
-            add_noise(self.eta, self.gamma, self.key, seed=self.seed),
+            self.part(add_noise),
             scale_by_learning_rate(self.learning_rate),
         )

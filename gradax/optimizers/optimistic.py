@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import ANY, DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, hyper
 from .._protocol import Alias, GradientTransformation
-from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
-from .adam import scale_by_adam
+from .adam import _ADAM, scale_by_adam
 
 
 class ScaleByOptimisticGradientState(NamedTuple):
@@ -105,7 +105,7 @@ class optimistic_gradient_descent(Alias):
 
     def build(self):
         return chain(
-            scale_by_optimistic_gradient(self.alpha, self.beta),
+            self.part(scale_by_optimistic_gradient),
             scale_by_learning_rate(self.learning_rate),
         )
 
@@ -149,25 +149,19 @@ class optimistic_adam_v2(Alias):
     """
 
     learning_rate: Any = hyper(valid=LEARNING_RATE)
+    _: KW_ONLY
     alpha: Any = hyper(default=1.0, valid=NONNEGATIVE, kw_only=True)
     beta: Any = hyper(default=1.0, valid=NONNEGATIVE, kw_only=True)
-    b1: Any = hyper(default=0.9, valid=DECAY, kw_only=True)
-    b2: Any = hyper(default=0.999, valid=DECAY, kw_only=True)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE, kw_only=True)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE, kw_only=True)
-    mu_dtype: Any = static_field(default=None, kw_only=True)
-    nesterov: bool = static_field(default=True, kw_only=True)
+    b1: Any = _ADAM.field()  # Adam's options, passed on with self.part
+    b2: Any = _ADAM.field()
+    eps: Any = _ADAM.field()
+    eps_root: Any = _ADAM.field()
+    mu_dtype: Any = _ADAM.field()
+    nesterov: bool = _ADAM.field(default=True)
 
     def build(self):
         return chain(
-            scale_by_adam(
-                self.b1,
-                self.b2,
-                self.eps,
-                self.eps_root,
-                self.mu_dtype,
-                nesterov=self.nesterov,
-            ),
-            scale_by_optimistic_gradient(self.alpha, self.beta),
+            self.part(scale_by_adam),
+            self.part(scale_by_optimistic_gradient),
             scale_by_learning_rate(self.learning_rate),
         )

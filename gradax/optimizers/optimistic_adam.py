@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any
 
-from .._declare import ANY, DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._declare import ANY, LEARNING_RATE, hyper
 from .._protocol import Alias
-from .._pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
-from .adam import scale_by_adam
+from .adam import _ADAM, scale_by_adam
 from .optimistic import scale_by_optimistic_gradient
 
 
@@ -61,12 +61,13 @@ class optimistic_adam(Alias):
     # Any sign: it defaults to the learning rate, so ascending with an explicit
     # optimism means writing a negative one, as optax accepts.
     optimism: Any = hyper(default=None, valid=ANY)
-    b1: Any = hyper(default=0.9, valid=DECAY)
-    b2: Any = hyper(default=0.999, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mu_dtype: Any = static_field(default=None)
-    nesterov: bool = static_field(default=True, kw_only=True)
+    b1: Any = _ADAM.field()  # Adam's options, passed on with self.part
+    b2: Any = _ADAM.field()
+    eps: Any = _ADAM.field()
+    eps_root: Any = _ADAM.field()
+    mu_dtype: Any = _ADAM.field()
+    _: KW_ONLY
+    nesterov: bool = _ADAM.field(default=True)
 
     # As in optax: this version is kept for compatibility only.
     _deprecation = (
@@ -76,14 +77,7 @@ class optimistic_adam(Alias):
     def build(self):
         optimism = self.learning_rate if self.optimism is None else self.optimism
         return chain(
-            scale_by_adam(
-                self.b1,
-                self.b2,
-                self.eps,
-                self.eps_root,
-                self.mu_dtype,
-                nesterov=self.nesterov,
-            ),
+            self.part(scale_by_adam),
             scale_by_optimistic_gradient(alpha=self.learning_rate, beta=optimism),
             scale_by_learning_rate(1.0),
         )

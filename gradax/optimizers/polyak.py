@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, OneOf, Range, hyper
+from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, OneOf, Range, Shared, hyper
 from .._protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from .sgd import sgd
@@ -17,6 +17,16 @@ from .sgd import sgd
 # would replace every Polyak step by itself (always ascending, whatever the
 # gap), so it stays refused, unlike a negative learning rate.
 _MAX_LEARNING_RATE = Range(0.0, allow_inf=True)
+
+
+# scale_by_polyak's options, declared once: it and the optimizers that
+# build it take each field from here and pass the values on with Alias.part.
+_POLYAK = Shared(
+    f_min=hyper(default=0.0, valid=ANY),
+    max_learning_rate=hyper(default=1.0, valid=_MAX_LEARNING_RATE),
+    eps=hyper(default=0.0, valid=NONNEGATIVE),
+    variant=hyper(default="sps", valid=OneOf(("sps", "sps+")), static=True),
+)
 
 
 class scale_by_polyak(GradientTransformation):
@@ -39,10 +49,10 @@ class scale_by_polyak(GradientTransformation):
 
     _required_extra_args = ("value",)
 
-    f_min: Any = hyper(default=0.0, valid=ANY)
-    max_learning_rate: Any = hyper(default=1.0, valid=_MAX_LEARNING_RATE)
-    eps: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    variant: str = hyper(default="sps", valid=OneOf(("sps", "sps+")), static=True)
+    f_min: Any = _POLYAK.field()
+    max_learning_rate: Any = _POLYAK.field()
+    eps: Any = _POLYAK.field()
+    variant: str = _POLYAK.field()
 
     def update_state(self, updates, state, params=None, **extra_args):
         value = extra_args["value"]  # required: the base checked it is given
@@ -104,16 +114,16 @@ class polyak_sgd(Alias):
       (arXiv:2307.14528).
     """
 
-    max_learning_rate: Any = hyper(default=1.0, valid=_MAX_LEARNING_RATE)
+    max_learning_rate: Any = _POLYAK.field()
     scaling: Any = hyper(
         default=1.0, valid=LEARNING_RATE
     )  # sgd's learning rate, as in optax
-    f_min: Any = hyper(default=0.0, valid=ANY)
-    eps: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    variant: str = hyper(default="sps", valid=OneOf(("sps", "sps+")), static=True)
+    f_min: Any = _POLYAK.field()
+    eps: Any = _POLYAK.field()
+    variant: str = _POLYAK.field()
 
     def build(self):
         return chain(
             sgd(learning_rate=self.scaling),
-            scale_by_polyak(self.f_min, self.max_learning_rate, self.eps, self.variant),
+            self.part(scale_by_polyak),
         )

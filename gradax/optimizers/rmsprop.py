@@ -75,13 +75,7 @@ class rmsprop(Alias):
     def build(self):
         direction = scale_by_stddev if self.centered else scale_by_rms
         return chain(
-            direction(
-                self.decay,
-                self.eps,
-                self.initial_scale,
-                self.eps_in_sqrt,
-                self.bias_correction,
-            ),
+            self.part(direction),
             scale_by_learning_rate(self.learning_rate),
             identity()
             if self.momentum is None
