@@ -210,7 +210,7 @@ class lbfgs(Alias):
         else:
             step = scale_by_learning_rate(self.learning_rate)
         return chain(
-            scale_by_lbfgs(self.memory_size, self.scale_init_precond),
+            self.part(scale_by_lbfgs),
             step,
             identity() if self.linesearch is None else self.linesearch,
         )

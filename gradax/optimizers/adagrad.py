@@ -47,6 +47,6 @@ class adagrad(Alias):
 
     def build(self):
         return chain(
-            scale_by_rss(self.initial_accumulator_value, self.eps),
+            self.part(scale_by_rss),
             scale_by_learning_rate(self.learning_rate),
         )
