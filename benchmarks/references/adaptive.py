@@ -92,14 +92,14 @@ def prodigy_cases(fetch_dir: Path) -> list[Case]:
         ),
         (
             ", wd 0.1, authors' default (no bias correction)",
-            o,
+            {**o, "bias_correction": False},
             ref(False),
-            lambda: gradax.prodigy(**o),
+            lambda: gradax.prodigy(**o, bias_correction=False),
         ),
     ]
     cases = _cases("prodigy", co, path, variants)
     for c in cases:
-        if "True" in c.name and not c.name.startswith("stacked"):
+        if not c.name.startswith("stacked"):
             c.fixture = "adaptive_authors.json"
     return cases
 

@@ -60,6 +60,9 @@ class _ProdigyBase(GradientTransformation):
         @property
         def safeguard_warmup(self) -> bool: ...
 
+        @property
+        def bias_correction(self) -> bool: ...
+
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))
         return ProdigyState(
@@ -78,7 +81,10 @@ class _ProdigyBase(GradientTransformation):
         eps, estim_lr0, wd = self.eps, self.estim_lr0, self.weight_decay
         count = safe_increment(state.count)
         d = state.estim_lr
-        bias = ((1 - beta2**count) ** 0.5) / (1 - beta1**count)
+        if self.bias_correction:
+            bias = ((1 - beta2**count) ** 0.5) / (1 - beta1**count)
+        else:
+            bias = 1.0
         dlr = jnp.asarray(d * lr * bias, dtype=d.dtype)
         dg = jax.tree.map(lambda g: d * g, updates)
         distance = jax.tree.map(lambda p0, p: p0 - p, state.params0, params)
@@ -149,6 +155,10 @@ class prodigy(_ProdigyBase):
       estim_lr_coef: :math:`c`, >= 0.
       weight_decay: :math:`\lambda`, >= 0 (decoupled, scaled by :math:`\eta'`).
       safeguard_warmup: leave the learning rate out of :math:`s_t`.
+      bias_correction: the factor :math:`\sqrt{1 - \beta_2^t} / (1 -
+        \beta_1^t)` in :math:`\eta'_t` (optax's rule, the default); False
+        leaves it out, the authors' default (konstmish/prodigy
+        `use_bias_correction=False`, commit 3efb213).
 
     Returns:
       The optimizer, a gradient transformation; `update` needs `params`.
@@ -179,6 +189,7 @@ class prodigy(_ProdigyBase):
     estim_lr_coef: Any = hyper(default=1.0, valid=NONNEGATIVE)
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     safeguard_warmup: bool = static_field(default=False)
+    bias_correction: bool = static_field(default=True, kw_only=True)
 
     def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "prodigy")
@@ -203,6 +214,8 @@ class scale_by_prodigy(_ProdigyBase):
       estim_lr_coef: :math:`c`, >= 0.
       weight_decay: :math:`\\lambda`, >= 0.
       safeguard_warmup: leave the learning rate out of :math:`s_t`.
+      bias_correction: the bias-correction factor in :math:`\\eta'_t`, as
+        in :class:`prodigy`.
     """
 
     betas: Any = hyper(default=(0.9, 0.999), valid=DECAY_PAIR)
@@ -212,6 +225,7 @@ class scale_by_prodigy(_ProdigyBase):
     estim_lr_coef: Any = hyper(default=1.0, valid=NONNEGATIVE)
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     safeguard_warmup: bool = static_field(default=False)
+    bias_correction: bool = static_field(default=True, kw_only=True)
 
     def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "scale_by_prodigy")
