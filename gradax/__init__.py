@@ -211,6 +211,7 @@ from .optimizers.distance_over_gradients import (
     scale_by_distance_over_gradients as scale_by_distance_over_gradients,
 )
 from .optimizers.fromage import fromage as fromage
+from .optimizers.kron import KronIntervalState as KronIntervalState
 from .optimizers.kron import KronState as KronState
 from .optimizers.kron import kron as kron
 from .optimizers.kron import scale_by_kron as scale_by_kron

@@ -54,9 +54,20 @@ class KronState(NamedTuple):
     mu: Any  # momentum, like the params (mu_dtype)
     Qs: Any  # noqa: N815 - psgd's name. Per leaf, one factor per axis:
     # (*batch, n, n) upper triangular or (*batch, n) diagonal
-    # int32 scalar, steps since the factors were last updated: only with
-    # precond_update="interval" (None otherwise: no leaf).
-    update_counter: Any = None
+
+
+class KronIntervalState(NamedTuple):
+    """State of :class:`scale_by_kron` with `precond_update="interval"`.
+
+    :class:`KronState`'s fields and a counter, in a class of its own so that
+    the default state (and its checkpoints) keep their four fields.
+    """
+
+    count: jax.Array  # int32 scalar: number of updates done
+    key: jax.Array  # typed PRNG key: the preconditioner's randomness
+    mu: Any  # momentum, like the params (mu_dtype)
+    Qs: Any  # noqa: N815 - as in KronState
+    update_counter: jax.Array  # int32 scalar: steps since the factors' update
 
 
 def _as_key(key: Any, seed: int) -> jax.Array:
@@ -127,7 +138,7 @@ class scale_by_kron(GradientTransformation):
         `m` (psgd-jax be95524).
       precond_update: "random" (update the factors with probability
         p(t)) or "interval" (when the steps since the last update reach
-        1 / p(t), psgd-jax be95524; adds `update_counter` to the state).
+        1 / p(t), psgd-jax be95524; the state is then a :class:`KronIntervalState`).
       scanned_layers: which leaves are stacks of layers along their first
         axis (each slice gets its own factors): None, a tree of bools (a
         prefix of the params) or a function of the params returning one.
@@ -203,15 +214,15 @@ class scale_by_kron(GradientTransformation):
             if scanned:
                 qs = tuple(jnp.broadcast_to(q, (leaf.shape[0], *q.shape)) for q in qs)
             factors.append(qs)
-        return KronState(
+        state = KronState(
             count=zero_count(),
             key=_as_key(self.key, self.seed),
             mu=gtree.zeros_like(params, dtype=self.mu_dtype),
             Qs=jax.tree.unflatten(treedef, factors),
-            update_counter=(
-                zero_count() if self.precond_update == "interval" else None
-            ),
         )
+        if self.precond_update == "interval":
+            return KronIntervalState(*state, update_counter=zero_count())
+        return state
 
     def update_state(self, updates, state, params=None, **extra_args):
         count = safe_increment(state.count)
@@ -233,11 +244,11 @@ class scale_by_kron(GradientTransformation):
                 out.append(self._refit_leaf(m, qs, s, v_key))
             return out
 
-        counter = state.update_counter
+        counter = None
         if self.precond_update == "interval":
             # psgd-jax be95524: update when the steps since the last update
             # reach 1 / p (never for p = 0), then count again from 0.
-            counter = safe_increment(counter)
+            counter = safe_increment(state.update_counter)
             do_update = counter.astype(jnp.float32) >= 1 / jnp.asarray(
                 probability, jnp.float32
             )
@@ -249,13 +260,12 @@ class scale_by_kron(GradientTransformation):
             self._precondition_leaf(m, qs, s)
             for m, qs, s in zip(leaves, factors, scanned, strict=True)
         ]
-        return jax.tree.unflatten(treedef, direction), KronState(
-            count=count,
-            key=key,
-            mu=mu,
-            Qs=jax.tree.unflatten(treedef, factors),
-            update_counter=counter,
+        new_state = KronState(
+            count=count, key=key, mu=mu, Qs=jax.tree.unflatten(treedef, factors)
         )
+        if counter is not None:
+            new_state = KronIntervalState(*new_state, update_counter=counter)
+        return jax.tree.unflatten(treedef, direction), new_state
 
     def _balance(self, scanned: bool):
         return jax.vmap(psgd.balance) if scanned else psgd.balance
@@ -387,7 +397,8 @@ class kron(Alias):
         to the factors' input (psgd-jax be95524); default False.
       precond_update: "random" (with probability :math:`p(t)`, the
         default) or "interval" (when the steps since the last update reach
-        :math:`1/p(t)`, psgd-jax be95524; the state gains `update_counter`).
+        :math:`1/p(t)`, psgd-jax be95524; the state is then a
+        :class:`KronIntervalState`, with `update_counter`).
       scanned_layers: leaves that are stacks of layers along their first
         axis (a tree of bools, a prefix of the params, or a function of
         them); each slice gets its own factors.
