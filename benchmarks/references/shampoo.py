@@ -65,21 +65,22 @@ def cases(fetch_dir: Path) -> list[Case]:
     co = checkout(fetch_dir, REPO, (FILE,), "ref_shampoo")
     module = load("ref_shampoo", FILE[:-3].replace("/", "."))
 
-    def reference(graft, b2, start, every, eigh):
+    def reference(graft, b2, start, every, eigh, lr, b1, wd, nesterov, average):
         def run(prob: Problem, steps: int):
             tx = module.distributed_shampoo(
-                LR,
+                lr,
                 block_size=1024,
-                beta1=0.0,
+                beta1=b1,
                 beta2=b2,
                 diagonal_epsilon=EPS,
                 matrix_epsilon=MEPS,
-                weight_decay=0.0,
+                weight_decay=wd,
                 start_preconditioning_step=start,
                 preconditioning_compute_steps=every,
                 best_effort_shape_interpretation=False,
                 graft_type=getattr(module.GraftingType, graft.upper()),
-                nesterov=False,
+                nesterov=nesterov,
+                moving_average_for_momentum=average,
                 best_effort_memory_usage_reduction=False,
                 generate_training_metrics=False,
                 # 0 here (every leaf skipped); google-research: 4096
@@ -104,11 +105,37 @@ def cases(fetch_dir: Path) -> list[Case]:
 
         return run
 
-    def ours(graft, b2, start, every, start_statistics="matrix_epsilon"):
+    def ours(options, **changes):
         def run(prob: Problem, steps: int):
-            tx = gradax.shampoo(
-                LR,
-                b1=0.0,
+            o = {**options, **changes}
+            return run_gradax(gradax.shampoo(o.pop("learning_rate"), **o), prob, steps)
+
+        return run
+
+    out = []
+    shapes = (("tall", (8, 5)), ("wide", (5, 8)), ("square", (6, 6)))
+    for label, shape in shapes:
+        for graft, b2, start, every, eigh, extra in (
+            ("sgd", 0.99, 0, 1, True, {}),
+            ("rmsprop", 1.0, 3, 1, True, {}),
+            ("sgd", 0.99, 0, 1, False, {}),
+            # momentum, coupled weight decay and uncorrected grafting, with
+            # the options that give the reference's rules (start 0: the
+            # reference keeps a second momentum of the grafting direction
+            # for the steps before preconditioning; gradax keeps one)
+            ("rmsprop", 0.99, 0, 1, True, dict(b1=0.9, wd=0.01)),
+            ("rmsprop", 0.99, 0, 1, True, dict(b1=0.9, wd=0.01, nesterov=True)),
+            ("rmsprop", 0.99, 0, 1, True, dict(b1=0.9, wd=0.01, sum=True)),
+        ):
+            b1, wd = extra.get("b1", 0.0), extra.get("wd", 0.0)
+            nesterov, sums = extra.get("nesterov", False), extra.get("sum", False)
+            # a sum's steps are 1 / (1 - b1) times an average's: the rate is
+            # scaled back so that every case moves about as far (a 10 times
+            # longer step amplifies float32's rounding to 3e-6)
+            lr = LR * (1 - b1) if sums else LR
+            options = dict(
+                learning_rate=lr,
+                b1=b1,
                 b2=b2,
                 eps=EPS,
                 matrix_epsilon=MEPS,
@@ -116,44 +143,41 @@ def cases(fetch_dir: Path) -> list[Case]:
                 preconditioning_compute_steps=every,
                 start_preconditioning_step=start,
                 grafting_type=graft,
-                nesterov=False,
-                start_statistics=start_statistics,
+                nesterov=nesterov,
+                start_statistics="matrix_epsilon",
             )
-            return run_gradax(tx, prob, steps)
-
-        return run
-
-    out = []
-    shapes = (("tall", (8, 5)), ("wide", (5, 8)), ("square", (6, 6)))
-    for label, shape in shapes:
-        for graft, b2, start, every, eigh in (
-            ("sgd", 0.99, 0, 1, True),
-            ("rmsprop", 1.0, 3, 1, True),
-            ("sgd", 0.99, 0, 1, False),
-        ):
+            if b1 or wd:
+                options.update(weight_decay=wd)
+                # the reference's rules (its defaults
+                # moving_average_for_momentum=True and
+                # decoupled_weight_decay=False; its rmsprop is undivided)
+                reference_rules = dict(
+                    momentum="sum" if sums else "ema_uncorrected",
+                    weight_decay_mode="coupled",
+                    graft_bias_correction=False,
+                )
+                # before: gradax's defaults for these three (a copy: the
+                # options change below)
+                before = ours(dict(options))
+                options.update(reference_rules)
+            else:
+                before = ours(options, start_statistics="zero")
             out.append(
                 Case(
                     "shampoo",
                     f"{label} {shape[0]}x{shape[1]}, {graft} grafting, b2 {b2}, "
                     f"start {start}, every {every}"
+                    + (f", b1 {b1}, coupled wd {wd}" if b1 or wd else "")
+                    + (", nesterov" if nesterov else "")
+                    + (", momentum a sum" if sums else "")
                     + ("" if eigh else ", Newton root (01aac34's)"),
                     shape,
-                    dict(
-                        learning_rate=LR,
-                        b1=0.0,
-                        b2=b2,
-                        eps=EPS,
-                        matrix_epsilon=MEPS,
-                        block_size=1024,
-                        preconditioning_compute_steps=every,
-                        start_preconditioning_step=start,
-                        grafting_type=graft,
-                        nesterov=False,
-                        start_statistics="matrix_epsilon",
+                    options,
+                    reference(
+                        graft, b2, start, every, eigh, lr, b1, wd, nesterov, not sums
                     ),
-                    reference(graft, b2, start, every, eigh),
-                    ours(graft, b2, start, every),
-                    before=ours(graft, b2, start, every, "zero"),
+                    ours(options),
+                    before=before,
                     source=(co.repo, co.commit, FILE),
                     fixture="shampoo_distributed.json" if eigh else None,
                     digits=10,

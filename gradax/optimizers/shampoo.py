@@ -33,6 +33,16 @@ GRAFTING_TYPES = ("rmsprop", "rmsprop_normalized", "adagrad", "sgd")
 # Where the factors start: 0 (gradax's default) or matrix_epsilon * I (the
 # reference, google-research scalable_shampoo/optax/distributed_shampoo.py).
 START_STATISTICS = ("zero", "matrix_epsilon")
+# How the momentum averages the directions: "ema", an exponential average
+# divided by 1 - b1^t (gradax's default, optax's); "ema_uncorrected", the
+# same average undivided (the reference's default,
+# moving_average_for_momentum=True); "sum", b1 m + u (the reference's
+# moving_average_for_momentum=False).
+MOMENTUM_TYPES = ("ema", "ema_uncorrected", "sum")
+# Where shampoo's weight decay enters: "decoupled" (added after the
+# momentum, gradax's default) or "coupled" (added to the grafted direction
+# before the momentum, the reference's decoupled_weight_decay=False).
+WEIGHT_DECAY_MODES = ("decoupled", "coupled")
 
 
 class ShampooState(NamedTuple):
@@ -59,6 +69,8 @@ _SHAMPOO = Shared(
     nesterov=static_field(default=False),
     start_statistics=hyper(default="zero", valid=OneOf(START_STATISTICS), static=True),
     weight_dimension_numbers=static_field(default="auto"),
+    momentum=hyper(default="ema", valid=OneOf(MOMENTUM_TYPES), static=True),
+    graft_bias_correction=hyper(default=True, valid=OneOf((True, False)), static=True),
 )
 
 
@@ -85,6 +97,12 @@ class scale_by_shampoo(GradientTransformation):
       weight_dimension_numbers: which leaves are (stacks of) matrices, as in
         :class:`gradax.scale_by_muon`: "auto" (2-D; 3-D as stacked; 4-D as
         conv), None (2-D only), dimension numbers, a tree or a function.
+      momentum: "ema" (an average divided by 1 - b1^t), "ema_uncorrected"
+        (undivided) or "sum" (b1 m + u).
+      graft_bias_correction: divide the "rmsprop" grafting accumulator by
+        1 - b2^t (False: the reference's undivided accumulator).
+      weight_decay: coupled weight decay, >= 0: `weight_decay * params` is
+        added to the direction before the momentum (needs params).
     """
 
     b1: Any = _SHAMPOO.field()
@@ -99,6 +117,9 @@ class scale_by_shampoo(GradientTransformation):
     nesterov: bool = _SHAMPOO.field()
     start_statistics: str = _SHAMPOO.field()
     weight_dimension_numbers: Any = _SHAMPOO.field()
+    momentum: str = _SHAMPOO.field()
+    graft_bias_correction: bool = _SHAMPOO.field()
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE, kw_only=True)
 
     def _plans(self, tree):
         return kron.plans(
@@ -137,11 +158,29 @@ class scale_by_shampoo(GradientTransformation):
         outs = [self._leaf(*c, state.count) for c in columns]
         new = [jax.tree.unflatten(treedef, list(x)) for x in zip(*outs, strict=True)]
         direction, nu, stats, roots = new
-        mu = jax.tree.map(
-            lambda m, u: self.b1 * m + (1 - self.b1) * u, state.mu, direction
-        )
+        wd = self.weight_decay
+        if not (isinstance(wd, (int, float)) and wd == 0):
+            if params is None:
+                raise ValueError(
+                    "scale_by_shampoo(weight_decay=...) needs params: "
+                    "pass them to update"
+                )
+            direction = jax.tree.map(
+                lambda u, p: u + (wd * p).astype(u.dtype), direction, params
+            )
+        b1 = self.b1
+        # The reference's averages weigh the new direction by 1 - b1 ("ema"
+        # forms) or 1 ("sum"); only "ema" divides by 1 - b1^t.
+        w = 1 if self.momentum == "sum" else 1 - b1
+        mu = jax.tree.map(lambda m, u: b1 * m + w * u, state.mu, direction)
         mu = jax.tree.map(match_sharding, mu, state.mu)
-        out = debiased_first_moment(mu, direction, self.b1, count, self.nesterov)
+        if self.momentum == "ema":
+            out = debiased_first_moment(mu, direction, b1, count, self.nesterov)
+        elif self.nesterov:
+            # the reference's look-ahead: w u + b1 m_t, undivided
+            out = jax.tree.map(lambda m, u: b1 * m + w * u, mu, direction)
+        else:
+            out = mu
         return out, ShampooState(count, mu, nu, stats, roots)
 
     def _graft(self, g, nu, count, axes):
@@ -160,6 +199,8 @@ class scale_by_shampoo(GradientTransformation):
             nu = b2 * nu + jnp.where(sums, 1, 1 - b2) * jnp.abs(g) ** 2
             t = (count + 1).astype(jnp.float32)
             correction = jnp.where(sums, 1, 1 - b2**t)
+            if not self.graft_bias_correction:
+                correction = 1.0
         denominator = jnp.sqrt(nu / correction) + self.eps
         return g / denominator.astype(g.dtype), nu
 
@@ -250,18 +291,39 @@ class shampoo(Alias):
 
     Differences from the reference (distributed Shampoo, Anil et al.,
     `scalable_shampoo/optax/distributed_shampoo.py` of
-    google-research/google-research at commit 01aac34): the momentum is an
-    exponential average with bias correction (the reference's default is a
-    sum), the weight decay is decoupled, and "rmsprop" grafting is
-    bias-corrected. The factors start at 0, the reference's at
-    :math:`\epsilon_m I` (`start_statistics="matrix_epsilon"` gives that;
-    it matters on a near-singular block preconditioned from the first
-    step). A vector, or a matrix side longer than `block_size` there, is
+    google-research/google-research at commit 01aac34; compared here with
+    its copy in mlcommons/algorithmic-efficiency at 2c90454), each with a
+    keyword option that gives the reference's rule:
+
+    - the momentum is an exponential average divided by
+      :math:`1 - \beta_1^t`; the reference's default
+      (`moving_average_for_momentum=True`) leaves it undivided
+      (`momentum="ema_uncorrected"`), its other choice is the sum
+      :math:`M_t = \beta_1 M_{t-1} + U_t` (`momentum="sum"`); with
+      `nesterov` both take its look-ahead
+      :math:`\beta_1 M_t + w U_t` (:math:`w = 1 - \beta_1`, or 1 for
+      the sum);
+    - the weight decay is decoupled; the reference's default
+      (`decoupled_weight_decay=False`) adds :math:`\lambda \theta` to
+      the grafted direction :math:`U_t` before the momentum
+      (`weight_decay_mode="coupled"`);
+    - "rmsprop" grafting divides :math:`A_t` by :math:`1 - \beta_2^t`;
+      the reference's does not (`graft_bias_correction=False`);
+    - the factors start at 0, the reference's at :math:`\epsilon_m I`
+      (`start_statistics="matrix_epsilon"`; it matters on a near-singular
+      block preconditioned from the first step).
+
+    With these four set, gradax follows the reference to float32's rounding
+    (4e-7 relative over 20 steps, with momentum 0.9 and weight decay on) on
+    2-D leaves, for updates from `start_preconditioning_step = 0` on: the
+    reference keeps a second momentum of the grafting direction for the
+    updates before it, gradax one. Two departures have no option yet: a
+    vector, or a matrix side longer than `block_size` there, is
     preconditioned by the reference with a full statistic of its own
-    blocks; here vectors take the grafting direction. The reference merges
-    adjacent small axes (`merge_small_dims_block_size`) before choosing
-    factors; here each leaf keeps the layout `weight_dimension_numbers`
-    gives it.
+    blocks, here vectors take the grafting direction; and the reference
+    merges adjacent small axes (`merge_small_dims_block_size`) before
+    choosing factors, here each leaf keeps the layout
+    `weight_dimension_numbers` gives it.
 
     Args:
       learning_rate: :math:`\eta`, a number or schedule.
@@ -279,6 +341,12 @@ class shampoo(Alias):
       nesterov: Nesterov momentum (NAdam's form).
       start_statistics: "zero" (default) or "matrix_epsilon", the
         reference's :math:`\epsilon_m I`; keyword-only.
+      momentum: "ema" (default), "ema_uncorrected" (the reference's
+        default) or "sum"; keyword-only.
+      graft_bias_correction: True (default) or False (the reference's
+        "rmsprop"); keyword-only.
+      weight_decay_mode: "decoupled" (default) or "coupled" (the
+        reference's default); keyword-only.
       weight_dimension_numbers: which leaves are (stacks of) matrices:
         "auto" (2-D matrices, 3-D stacks along the first axis, 4-D conv
         kernels `(h, w, c_in, c_out)`), None (2-D only), or dimension numbers
@@ -317,10 +385,23 @@ class shampoo(Alias):
     nesterov: bool = _SHAMPOO.field()
     start_statistics: str = _SHAMPOO.field()
     weight_dimension_numbers: Any = _SHAMPOO.field()
+    momentum: str = _SHAMPOO.field()
+    graft_bias_correction: bool = _SHAMPOO.field()
+    weight_decay_mode: str = hyper(
+        default="decoupled",
+        valid=OneOf(WEIGHT_DECAY_MODES),
+        static=True,
+        kw_only=True,
+    )
 
     def build(self):
+        # Both modes build the same chain, so the state tree (and a
+        # checkpoint) does not depend on the mode.
+        coupled = self.weight_decay_mode == "coupled"
         return chain(
-            self.part(scale_by_shampoo),
-            add_decayed_weights(self.weight_decay),
+            self.part(
+                scale_by_shampoo, weight_decay=self.weight_decay if coupled else 0.0
+            ),
+            add_decayed_weights(0.0 if coupled else self.weight_decay),
             scale_by_learning_rate(self.learning_rate),
         )

@@ -517,3 +517,89 @@ def test_soap_weight_decay_needs_params():
     g = {"w": jnp.ones((2, 3))}
     with pytest.raises(ValueError, match="params"):
         tx.update(g, tx.init(g))
+
+
+# The reference's rules (distributed Shampoo), each an option; checked on a
+# vector leaf with "sgd" grafting, whose direction is the gradient itself,
+# against the recurrences written out in numpy.
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(momentum="average"), "momentum"),
+        (dict(weight_decay_mode="l2"), "weight_decay_mode"),
+        (dict(graft_bias_correction="no"), "graft_bias_correction"),
+    ],
+)
+def test_reference_rule_options_name_themselves(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        gradax.shampoo(0.1, **kwargs)
+
+
+def _sgd_grafted_vector_run(steps=4, **kwargs):
+    """gradax's updates and the gradients and params they came from."""
+    rng = np.random.default_rng(0)
+    tx = gradax.shampoo(0.1, grafting_type="sgd", **kwargs)
+    params = {"b": jnp.asarray(rng.standard_normal(5))}
+    state = tx.init(params)
+    out = []
+    for _ in range(steps):
+        g = {"b": jnp.asarray(rng.standard_normal(5))}
+        u, state = tx.update(g, state, params)
+        out.append((np.asarray(g["b"]), np.asarray(params["b"]), np.asarray(u["b"])))
+        params = gradax.apply_updates(params, u)
+    return out
+
+
+@pytest.mark.parametrize("momentum", ["sum", "ema_uncorrected"])
+@pytest.mark.parametrize("nesterov", [False, True])
+@pytest.mark.parametrize("coupled", [False, True])
+def test_reference_momentum_and_coupled_weight_decay(momentum, nesterov, coupled):
+    b1, wd, lr = 0.8, 0.05, 0.1
+    mode = "coupled" if coupled else "decoupled"
+    run = _sgd_grafted_vector_run(
+        b1=b1,
+        momentum=momentum,
+        nesterov=nesterov,
+        weight_decay=wd,
+        weight_decay_mode=mode,
+    )
+    w = 1.0 if momentum == "sum" else 1 - b1
+    m = np.zeros(5)
+    for g, p, got in run:
+        d = g + wd * p if coupled else g
+        m = b1 * m + w * d
+        step = b1 * m + w * d if nesterov else m
+        want = -lr * (step if coupled else step + wd * p)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_graft_bias_correction_false_leaves_the_accumulator_undivided():
+    b2, eps, lr = 0.9, 1e-8, 0.1
+    g = jnp.asarray([0.5, -2.0, 3.0])
+    for correct in (True, False):
+        tx = gradax.shampoo(lr, b1=0.0, b2=b2, eps=eps, graft_bias_correction=correct)
+        u, _ = tx.update({"b": g}, tx.init({"b": g}), {"b": g})
+        nu = (1 - b2) * g**2 / ((1 - b2) if correct else 1.0)
+        want = -lr * g / (jnp.sqrt(nu) + eps)
+        np.testing.assert_allclose(u["b"], want, rtol=1e-5)
+
+
+def test_coupled_weight_decay_needs_params():
+    tx = gradax.shampoo(0.1, weight_decay=0.1, weight_decay_mode="coupled")
+    g = {"w": jnp.ones((2, 3))}
+    with pytest.raises(ValueError, match="params"):
+        tx.update(g, tx.init(g))
+
+
+def test_reference_rule_options_keep_the_state_tree():
+    params = {"w": jnp.ones((3, 4)), "b": jnp.ones(4)}
+    default = gradax.shampoo(0.1).init(params)
+    reference = gradax.shampoo(
+        0.1,
+        momentum="sum",
+        weight_decay_mode="coupled",
+        graft_bias_correction=False,
+    ).init(params)
+    assert jax.tree.structure(default) == jax.tree.structure(reference)
