@@ -8,13 +8,16 @@ mlcommons/algorithmic-efficiency as
 `algorithms/archived_paper_baselines/shampoo/jax/distributed_shampoo.py`:
 that copy is the reference run here.
 
-Its options are set to the rule gradax shares with it, and the known
-departures are held apart: no momentum (`beta1=0`: the reference's
-momentum is a sum or an unnormalized average, gradax's a bias-corrected
-average), no weight decay (coupled there), "sgd" grafting and "rmsprop"
-with b2 = 1 (sums: its "rmsprop" is not bias-corrected, gradax's is for
-b2 < 1; its "adagrad" fails without the quantized state, reading
-`.to_float()` of a plain array), statistics starting at
+Its options are set to the rule gradax shares with it. Two groups of
+cases: without momentum or weight decay, "sgd" grafting and "rmsprop" with
+b2 = 1 (sums); and with b1 = 0.9, coupled weight decay 0.01 and "rmsprop"
+b2 = 0.99, where gradax takes the options that give the reference's rules
+(`momentum="ema_uncorrected"` or `"sum"`, `weight_decay_mode="coupled"`,
+`graft_bias_correction=False`; "before" is gradax's defaults for these)
+and preconditions from step 0 (the reference keeps a second momentum of
+the grafting direction for the steps before). Its "adagrad" fails without
+the quantized state, reading `.to_float()` of a plain array. Both groups:
+statistics starting at
 matrix_epsilon I (gradax's `start_statistics="matrix_epsilon"`), no
 merging of small axes (`best_effort_shape_interpretation=False`), no
 quantized state (`best_effort_memory_usage_reduction=False`) and 2-D
