@@ -150,11 +150,14 @@ RUNS = {
     # after steps 1, k + 1, ...) is 0.5 to 0.7 off.
     "sophia_liuhong99.json": (_sophia, 1e-12),
     # Distributed Shampoo (mlcommons/algorithmic-efficiency's copy of
-    # google-research's file) without momentum and weight decay, "sgd" and
-    # summed "rmsprop" grafting, statistics from matrix_epsilon I: it runs
-    # in float32 (statistics and roots), rounding of 6e-8 amplified by the
-    # inverse fourth roots' conditioning, measured 3.8e-7 at most. 3e-6
-    # leaves a factor 8; start_statistics="zero" is 1.6e-5 to 8.2e-5 off.
+    # google-research's file) with "sgd" and summed "rmsprop" grafting, and
+    # with momentum 0.9, coupled weight decay and undivided "rmsprop"
+    # through momentum=, weight_decay_mode=, graft_bias_correction=;
+    # statistics from matrix_epsilon I: it runs in float32 (statistics and
+    # roots), rounding of 6e-8 amplified by the inverse fourth roots'
+    # conditioning, measured 4.0e-7 at most. 3e-6 leaves a factor 7.5;
+    # start_statistics="zero" is 1.6e-5 to 8.2e-5 off, decoupled weight
+    # decay 1.1e-3.
     "shampoo_distributed.json": (_shampoo, 3e-6),
 }
 
