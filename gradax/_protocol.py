@@ -40,11 +40,10 @@ as `init, update = tx`.
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import inspect
 import operator
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -78,7 +77,6 @@ Updates = Any
 """A pytree of gradients or updates with the same structure as the parameters."""
 OptState = Any
 """A transformation's state: any pytree that ``init`` returns."""
-_T = TypeVar("_T")
 
 
 class EmptyState(NamedTuple):
@@ -733,18 +731,6 @@ class Alias(GradientTransformation):
             built = self.build()
             object.__setattr__(self, _PARTS, built)
         return built
-
-    def part(self, cls: type[_T], **values: Any) -> _T:
-        """`cls` built from this alias's fields of the same names, and `values`.
-
-        An alias keeps its direction's options as fields of the same names
-        (`adam.b1` is `scale_by_adam.b1`): this passes them on, so no alias
-        copies them one by one.
-        """
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            if f.init and f.name not in values and f.name in self.__dict__:
-                values[f.name] = self.__dict__[f.name]
-        return cls(**values)
 
     def _with_fields(self, **values: Any) -> Self:
         obj = super()._with_fields(**values)

@@ -16,6 +16,7 @@ from typing import (
     TYPE_CHECKING,
     Any,
     ClassVar,
+    TypeVar,
 )
 
 import jax
@@ -34,6 +35,8 @@ from ._declare import (
     unusual,
     validate,
 )
+
+_T = TypeVar("_T")
 
 __all__ = ["Module", "ModuleMeta", "field", "static_field"]
 
@@ -418,6 +421,19 @@ class Module(metaclass=ModuleMeta):
         obj = self._with_fields(**changes)
         obj._finish_init()
         return obj
+
+    def part(self, cls: type[_T], **values: Any) -> _T:
+        """`cls` built from this module's fields of the same names, and `values`.
+
+        An alias keeps its direction's options as fields of the same names
+        (`adam.b1` is `scale_by_adam.b1`), and a Muon direction its Newton–
+        Schulz options (`NewtonSchulz`): this passes them on, so no class
+        copies them one by one.
+        """
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.init and f.name not in values and f.name in self.__dict__:
+                values[f.name] = self.__dict__[f.name]
+        return cls(**values)
 
     def _with_fields(self, **values: Any) -> Self:
         """A copy with fields set directly, skipping validation (for tracers)."""

@@ -110,16 +110,7 @@ class scale_by_dion2(GradientTransformation):
 
     def newton_schulz(self) -> NewtonSchulz:
         """How this direction orthogonalizes (its Newton–Schulz options)."""
-        return NewtonSchulz(
-            self.ns_coeffs,
-            self.ns_steps,
-            self.eps,
-            preconditioning=self.preconditioning,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
-            owner=self._public_name(),
-        )
+        return self.part(NewtonSchulz, owner=self._public_name())
 
     def init_state(self, params):
         return Dion2State(gtree.zeros_like(params, dtype=self.mu_dtype))

@@ -95,16 +95,7 @@ class scale_by_muon(GradientTransformation):
 
     def newton_schulz(self) -> NewtonSchulz:
         """How this direction orthogonalizes (its Newton–Schulz options)."""
-        return NewtonSchulz(
-            self.ns_coeffs,
-            self.ns_steps,
-            self.eps,
-            preconditioning=self.preconditioning,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
-            owner=self._public_name(),
-        )
+        return self.part(NewtonSchulz, owner=self._public_name())
 
     def dimension_numbers(self, tree: Any) -> Any:
         """The dimension numbers of each leaf of `tree` (None: not a matrix).
