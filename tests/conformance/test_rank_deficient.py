@@ -8,7 +8,9 @@ the answer the method defines (a rank-1 update along ``u``). Before the fix,
 Dion, SOAP and GaLore turned the null-space rounding noise into O(1) steps.
 
 Each optimizer runs once per path (eager, jit, sharded) on a tree holding
-both inputs, so the whole file compiles a handful of programs.
+both inputs, so the whole file compiles a handful of programs. The sharded
+path uses Explicit mesh axes, which gradax supports from jax 0.7.0 on; on an
+older jax it alone is skipped.
 
 Tolerances. The rank-1 input has one nonzero singular value separated from
 the rest by ``s``, so its singular pair, and every update built from it, is
@@ -25,11 +27,13 @@ product of the later slopes: ``DION2_TOL = 2 sqrt(n) eps sum_k prod_{j>=k}
 a_j`` (1150 for the 5 polar-express steps; 7.8e-4), as in every Muon.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_versions import set_mesh
+from jax_versions import explicit_axes, set_mesh
 
 import gradax
 
@@ -110,45 +114,62 @@ def _scanned(tx, grads):
     return jax.lax.scan(step, tx.init(grads), length=STEPS)[1]
 
 
-def _paths(tx):
-    run = jax.jit(lambda g: _scanned(tx, g))
+def _jit(tx):
+    return jax.jit(lambda g: _scanned(tx, g))(GRADS)
+
+
+def _sharded(tx):
+    """The scanned program on 8 devices, Explicit axes (sharding in types)."""
     kind = jax.sharding.AxisType.Explicit
     mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
     with set_mesh(mesh):
         grads = jax.device_put(GRADS, jax.NamedSharding(mesh, P("a", "b")))
-        sharded = run(grads)
-    return {"eager": _eager(tx, GRADS), "jit": run(GRADS), "sharded": sharded}
+        return jax.jit(lambda g: _scanned(tx, g))(grads)
 
 
+@functools.cache
+def _eager_updates(name):
+    return _eager(CASES[name][0](), GRADS)
+
+
+# Each path is compared with eager; the sharded one needs Explicit axes,
+# which gradax supports from jax 0.7.0 on.
+PATHS = {"jit": _jit, "sharded": _sharded}
+
+
+@pytest.mark.parametrize("path", ["jit", pytest.param("sharded", marks=explicit_axes)])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_rank_one_and_zero_updates(name):
+def test_rank_one_and_zero_updates(name, path):
     make, expected, tol, first = CASES[name]
-    paths = _paths(make())
-    for path, updates in paths.items():
+    paths = {"eager": _eager_updates(name), path: PATHS[path](make())}
+    for which, updates in paths.items():
         one, zero = np.asarray(updates["one"]), np.asarray(updates["zero"])
-        assert np.all(np.isfinite(one)) and np.all(np.isfinite(zero)), path
+        assert np.all(np.isfinite(one)) and np.all(np.isfinite(zero)), which
         # Rank 0: nothing to do, exactly.
-        np.testing.assert_array_equal(zero, 0, err_msg=f"{name} {path} rank 0")
-        np.testing.assert_array_equal(one[:first], 0, err_msg=path)
+        np.testing.assert_array_equal(zero, 0, err_msg=f"{name} {which} rank 0")
+        np.testing.assert_array_equal(one[:first], 0, err_msg=which)
         for step in range(first, STEPS):
             d = one[step]
             scale = np.abs(d).max()
-            assert scale > 0.1, (path, step)
+            assert scale > 0.1, (which, step)
             # The update is the method's rank-1 answer, up to a positive
             # factor: nothing along the null space rounding chose.
             factor = np.sum(d * expected) / np.sum(expected**2)
-            assert factor > 0, (path, step)
+            assert factor > 0, (which, step)
             np.testing.assert_allclose(
-                d, factor * expected, rtol=0, atol=tol * scale, err_msg=f"{path} {step}"
+                d,
+                factor * expected,
+                rtol=0,
+                atol=tol * scale,
+                err_msg=f"{which} {step}",
             )
-    for path in ("jit", "sharded"):
-        for a, b in zip(
-            jax.tree.leaves(paths[path]), jax.tree.leaves(paths["eager"]), strict=True
-        ):
-            a, b = np.asarray(a), np.asarray(b)
-            np.testing.assert_allclose(
-                a, b, rtol=0, atol=tol * max(np.abs(b).max(), 1e-30), err_msg=path
-            )
+    for a, b in zip(
+        jax.tree.leaves(paths[path]), jax.tree.leaves(paths["eager"]), strict=True
+    ):
+        a, b = np.asarray(a), np.asarray(b)
+        np.testing.assert_allclose(
+            a, b, rtol=0, atol=tol * max(np.abs(b).max(), 1e-30), err_msg=path
+        )
 
 
 def test_dion_rank_one_update_does_not_depend_on_the_seed():

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_versions import enable_x64, reshard, set_mesh
+from jax_versions import enable_x64, explicit_axes, reshard, set_mesh
 
 import gradax
 from gradax.optimizers import _psgd as psgd
@@ -181,6 +181,7 @@ def test_stacked_layers_are_independent():
     )
 
 
+@explicit_axes
 def test_sharded_equals_unsharded_on_explicit_axes():
     mesh = jax.make_mesh(
         (4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2

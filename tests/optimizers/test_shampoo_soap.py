@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_versions import set_mesh
+from jax_versions import axis_type_params, explicit_axes, set_mesh
 
 import gradax
 
@@ -419,7 +419,7 @@ def _updates(tx, params, state, grads):
     return out, state
 
 
-@pytest.mark.parametrize("axis_type", ["Auto", "Explicit"])
+@pytest.mark.parametrize("axis_type", axis_type_params("Auto", "Explicit"))
 @pytest.mark.parametrize("name", sorted(SHARDED))
 def test_sharded_equals_unsharded(name, axis_type):
     kind = getattr(jax.sharding.AxisType, axis_type)
@@ -454,6 +454,7 @@ def test_sharded_equals_unsharded(name, axis_type):
             assert f.sharding.spec[0] == "a", f.sharding
 
 
+@explicit_axes
 @pytest.mark.parametrize("name", sorted(SHARDED))
 def test_stacked_factors_are_not_gathered(name):
     """Each device preconditions its own slices of a batch-sharded stack."""

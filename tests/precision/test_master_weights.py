@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_versions import set_mesh
+from jax_versions import axis_type_params, set_mesh
 
 import gradax
 
@@ -221,7 +221,8 @@ def test_skipped_non_finite_step_leaves_no_trace():
         np.testing.assert_array_equal(_bits(a), _bits(b))
 
 
-def test_sharded_equals_unsharded():
+@pytest.mark.parametrize("axis_type", axis_type_params("Auto", "Explicit"))
+def test_sharded_equals_unsharded(axis_type):
     """On a (4, 2) mesh, Auto and Explicit axes: the same bits as one device
     (the step is elementwise after the inner update, which is adamw's)."""
     assert len(jax.devices()) >= 8
@@ -242,20 +243,18 @@ def test_sharded_equals_unsharded():
 
     single = two_steps(grads, state, params)
     spec = jax.sharding.PartitionSpec
-    for axis_type in (jax.sharding.AxisType.Auto, jax.sharding.AxisType.Explicit):
-        mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(axis_type, axis_type))
-        shardings = {
-            "m": jax.NamedSharding(mesh, spec("a", "b")),
-            "v": jax.NamedSharding(mesh, spec("a")),
-        }
-        with set_mesh(mesh):
-            p = jax.device_put(params, shardings)
-            g = jax.device_put(grads, shardings)
-            s = tx.init(p)
-            s = s._replace(low_bits=jax.device_put(state.low_bits, shardings))
-            sharded = two_steps(g, s, p)
-        assert sharded[0]["m"].sharding.is_equivalent_to(shardings["m"], 2)
-        for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(sharded), strict=True):
-            np.testing.assert_array_equal(
-                np.asarray(a), np.asarray(b), err_msg=str(axis_type)
-            )
+    kind = getattr(jax.sharding.AxisType, axis_type)
+    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
+    shardings = {
+        "m": jax.NamedSharding(mesh, spec("a", "b")),
+        "v": jax.NamedSharding(mesh, spec("a")),
+    }
+    with set_mesh(mesh):
+        p = jax.device_put(params, shardings)
+        g = jax.device_put(grads, shardings)
+        s = tx.init(p)
+        s = s._replace(low_bits=jax.device_put(state.low_bits, shardings))
+        sharded = two_steps(g, s, p)
+    assert sharded[0]["m"].sharding.is_equivalent_to(shardings["m"], 2)
+    for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(sharded), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=axis_type)

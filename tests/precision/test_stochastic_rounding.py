@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_versions import set_mesh
+from jax_versions import axis_type_params, set_mesh
 
 import gradax
 
@@ -208,7 +208,8 @@ def test_a_skipped_step_leaves_the_key_and_everything_else():
     assert not np.array_equal(np.asarray(p3), np.asarray(p1))  # the steps moved
 
 
-def test_sharded_equals_unsharded():
+@pytest.mark.parametrize("axis_type", axis_type_params("Auto", "Explicit"))
+def test_sharded_equals_unsharded(axis_type):
     """Random bits do not depend on the sharding (a hash of each element's
     index in the whole array), so a sharded run rounds exactly as one
     device does."""
@@ -230,23 +231,23 @@ def test_sharded_equals_unsharded():
 
     single = two_steps(grads, params)
     spec = jax.sharding.PartitionSpec
-    for axis_type in (jax.sharding.AxisType.Auto, jax.sharding.AxisType.Explicit):
-        mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(axis_type, axis_type))
-        shardings = {
-            "m": jax.NamedSharding(mesh, spec("a", "b")),
-            "v": jax.NamedSharding(mesh, spec("a")),
-        }
-        with set_mesh(mesh):
-            sharded = two_steps(
-                jax.device_put(grads, shardings), jax.device_put(params, shardings)
-            )
-        assert sharded["m"].sharding.is_equivalent_to(shardings["m"], 2)
-        for k in params:
-            np.testing.assert_array_equal(
-                np.asarray(single[k]).view(np.uint16),
-                np.asarray(sharded[k]).view(np.uint16),
-                err_msg=str(axis_type),
-            )
+    kind = getattr(jax.sharding.AxisType, axis_type)
+    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
+    shardings = {
+        "m": jax.NamedSharding(mesh, spec("a", "b")),
+        "v": jax.NamedSharding(mesh, spec("a")),
+    }
+    with set_mesh(mesh):
+        sharded = two_steps(
+            jax.device_put(grads, shardings), jax.device_put(params, shardings)
+        )
+    assert sharded["m"].sharding.is_equivalent_to(shardings["m"], 2)
+    for k in params:
+        np.testing.assert_array_equal(
+            np.asarray(single[k]).view(np.uint16),
+            np.asarray(sharded[k]).view(np.uint16),
+            err_msg=axis_type,
+        )
 
 
 # The random bits: a keyed hash of the element index (gradax/precision/_hash.py).
