@@ -14,8 +14,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
+import pytest
+from jax_versions import needs_jax
 
 import gradax
+from gradax._compat import JAX_VERSION
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +38,9 @@ class Entry:
       build_fn: builds the transformation when it is not ``gradax.<name>(**kwargs)``.
       optax_build_fn: same for the optax twin.
       rtol: tolerance against optax (float32 over the test's steps).
+      requires: ``(version, feature)`` where the entry needs a jax newer than
+        the floor: every test of it is skipped on an older jax, saying why
+        (``marks``, applied by tests/conftest.py).
     """
 
     name: str
@@ -49,6 +55,17 @@ class Entry:
     build_fn: Callable[..., Any] | None = None
     optax_build_fn: Callable[..., Any] | None = None
     rtol: float = 1e-5
+    requires: tuple[tuple[int, ...], str] | None = None
+
+    @property
+    def runs_here(self) -> bool:
+        """Whether the installed jax is new enough for this entry."""
+        return self.requires is None or JAX_VERSION >= self.requires[0]
+
+    @property
+    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
+        """The skip of an entry that needs a newer jax (``requires``)."""
+        return () if self.requires is None else (needs_jax(*self.requires),)
 
     @property
     def factory(self) -> Any:
@@ -121,6 +138,17 @@ class ExtraArgCase:
     injectable: bool = True
     complex_ok: bool = True
     rtol: float = 1e-5
+    requires: tuple[tuple[int, ...], str] | None = None
+
+    @property
+    def runs_here(self) -> bool:
+        """Whether the installed jax is new enough for this entry."""
+        return self.requires is None or JAX_VERSION >= self.requires[0]
+
+    @property
+    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
+        """The skip of an entry that needs a newer jax (``requires``)."""
+        return () if self.requires is None else (needs_jax(*self.requires),)
 
     def make(self, **overrides):
         return self.build(**{**self.kwargs, **overrides})

@@ -153,5 +153,6 @@ ENTRIES: list[Entry] = [
         optax_name="",
         build_fn=_offloaded_8bit_adamw,
         injectable=False,
+        requires=((0, 10, 2), "gradax.offload_state on the CPU backend"),
     ),
 ]
