@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax_versions import set_mesh
 
 import gradax
 from gradax.sharding import data_parallel_value_and_grad, zero_spec
@@ -54,7 +55,7 @@ def test_gradients_are_the_whole_batchs_mean_split_like_the_state():
     params, tokens = make_params(), tokens_for(0)
     want_value, want = jax.value_and_grad(loss_fn)(params, tokens)
     mesh = mesh_1d()
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         split = jax.device_put(tokens, jax.NamedSharding(mesh, P("data")))
         fn = jax.jit(data_parallel_value_and_grad(loss_fn))
         value, grads = fn(params, split)
@@ -96,7 +97,7 @@ def test_zero1_step_trains_like_the_unsharded_one(make_tx):
     params = make_params()
     want, _ = _steps(make_tx(), params, mesh_1d(), lambda p, t: jax.grad(loss_fn)(p, t))
     mesh = mesh_1d()
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         replicated = jax.device_put(params, jax.NamedSharding(mesh, P()))
         vg = data_parallel_value_and_grad(loss_fn)
         tx = gradax.shard_state(make_tx(), axis="data")
@@ -120,7 +121,7 @@ def _plain_data_parallel(p, t):
 )
 def test_zero1_receives_what_plain_data_parallelism_receives():
     mesh = mesh_1d()
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         params = jax.device_put(make_params(), jax.NamedSharding(mesh, P()))
         tx = gradax.adamw(1e-2, weight_decay=0.1)
         _, plain = _steps(tx, params, mesh, _plain_data_parallel, steps=1)
@@ -146,7 +147,7 @@ def test_bad_arguments_are_named():
     fn = data_parallel_value_and_grad(loss_fn)
     with pytest.raises(ValueError, match="needs a mesh"):
         fn(make_params(), tokens_for(0))
-    with jax.set_mesh(mesh_1d()):
+    with set_mesh(mesh_1d()):
         other = data_parallel_value_and_grad(loss_fn, axis="batch")
         with pytest.raises(ValueError, match="no axis 'batch'"):
             other(make_params(), tokens_for(0))
