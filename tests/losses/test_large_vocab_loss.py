@@ -319,7 +319,15 @@ def test_fused_program_never_holds_the_logits():
     ours_bytes = temp_bytes(grad(ours, argnums=(0, 1)), h, w, y)
     plain_bytes = temp_bytes(grad(plain, argnums=(0, 1)), h, w, y)
     assert plain_bytes >= LOGITS_F32_BYTES  # the reference does hold them
-    assert ours_bytes <= LOGITS_F32_BYTES // 4, ours_bytes
+    # Live at once: a token chunk's float32 logits, their softmax, its
+    # gradient and, where older XLA (jaxlib 0.5) does not fuse the label
+    # comparison, the int32 class index: 4 chunk-sized buffers (jaxlib 0.10
+    # keeps 2). Plus, where XLA copies the scan's carry, the weight and hidden
+    # gradients being accumulated (DIM x VOCAB and TOKENS x DIM). That is 29%
+    # of the logits; one float32 copy of them would not fit.
+    chunk_bytes = 64 * VOCAB * 4
+    carry_bytes = (DIM * VOCAB + TOKENS * DIM) * 4
+    assert ours_bytes <= 4 * chunk_bytes + carry_bytes, ours_bytes
 
 
 def test_chunked_program_holds_no_float32_copy_of_the_logits():
@@ -339,10 +347,14 @@ def test_chunked_program_holds_no_float32_copy_of_the_logits():
     compiled = jax.jit(jax.value_and_grad(ours)).lower(z, y).compile()
     assert f"f32[{TOKENS},{VOCAB}]" not in compiled.as_text()
     # The bfloat16 gradient is an output, not a temporary. The temporaries
-    # are a few float32 chunks and, on CPU only, one copy of the logits'
-    # bits (XLA's CPU backend cannot slice bfloat16 in place): half the size
-    # of the float32 logits that the plain formulation holds.
-    allowed = TOKENS * VOCAB * 2 + 4 * chunk * VOCAB * 4
+    # are a few float32 chunks (4 at most: logits, softmax, gradient and,
+    # unfused on jaxlib 0.5, the int32 class index), the per-token vectors
+    # (losses, labels, maxima, normalizers, their cotangents and the loop's
+    # copies of them: 16 float32 vectors of TOKENS allowed, 0.4% of the
+    # logits) and, on CPU with jaxlib 0.5, one copy of the logits' bits (its
+    # CPU backend cannot slice bfloat16 in place; jaxlib 0.10 needs none):
+    # together 3/4 of the float32 logits that the plain formulation holds.
+    allowed = TOKENS * VOCAB * 2 + 4 * chunk * VOCAB * 4 + 16 * TOKENS * 4
     ours_bytes = compiled.memory_analysis().temp_size_in_bytes
     assert ours_bytes <= allowed, ours_bytes
     assert temp_bytes(jax.value_and_grad(upcast), z, y) >= LOGITS_F32_BYTES
