@@ -37,6 +37,10 @@ import numpy as np  # noqa: E402
 
 import gradax  # noqa: E402
 
+# tests/jax_versions.py (the tests folder, not on this script's path).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from jax_versions import set_mesh  # noqa: E402
+
 P = jax.sharding.PartitionSpec
 
 
@@ -65,7 +69,7 @@ def main() -> None:
         updates, s = tx.update(grads, s, p)
         return gradax.apply_updates(p, updates), s
 
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         params = {
             k: jax.make_array_from_callback(
                 v.shape, jax.NamedSharding(mesh, shardings[k]), lambda i, v=v: v[i]
