@@ -13,8 +13,8 @@ numpy.random.default_rng(seed)``, ``x0``, ``target`` and ``noise`` (one per
 step, scale 0.1) are drawn in that order and ``g_t = (x_t - target) +
 noise_t``; what a reference draws itself (Dion's Q0) is drawn next from the
 same generator and handed to both. Each case is a shape (2-D tall, wide and
-square; 1-D; stacked) and the options users set (weight decay, rank, the
-partition).
+square; 1-D; stacked; conv kernels) and the options users set (weight
+decay, rank, the partition).
 
 What it reports
   One row per case: the optimizer, the case, the reference (repository,
@@ -25,8 +25,9 @@ What it reports
   Adam-mini's partition without the ``"rows"`` label and the bias rule;
   cautious Lion's ``mask_scale="mean"``; Dion2's ``ns_coeffs=
   "polar_express"``), or for gradax's default where the reference needs
-  an option (NorMuon's ``consistent_rms=0.2``; Scion's radius on a conv
-  kernel).
+  an option (NorMuon's ``consistent_rms=0.2``; microsoft/dion's NorMuon
+  against ``normuon``'s defaults; AdaMuon's ``consistent_rms`` on a conv
+  kernel or a stack; Scion's radius on a conv kernel).
 
 Fixtures
   ``--write-fixtures`` writes each reference's trajectory to a small JSON
@@ -90,6 +91,7 @@ from references import (  # noqa: E402
     cautious,
     dion,
     dion2,
+    dion_normuon,
     muon_clip,
     muon_clip_mla,
     normuon,
@@ -108,6 +110,7 @@ MODULES = {
     "soap": soap,
     "adaptive": adaptive,
     "normuon": normuon,
+    "dion_normuon": dion_normuon,
     "adamuon": adamuon,
     "scion": scion,
     "dion2": dion2,

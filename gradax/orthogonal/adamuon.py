@@ -83,6 +83,20 @@ class adamuon(NormalizedMuonAliasBase):
     learning rate and weight decay carry over. Every other leaf is updated by
     `adamw` as in :class:`muon`. A zero gradient gives a zero update.
 
+    Each matrix of a stack or a conv kernel is scaled on its own to RMS
+    `consistent_rms`, so a stack of layers gets the update each layer
+    would get alone. The authors' code (Chongjie-Si/AdaMuon, commit
+    369f0b3) takes :math:`m` and :math:`n` as the least and greatest of all
+    the tensor's axes and the norm over the whole tensor: the same only for
+    a matrix. A conv kernel is one (c_out, c_in h w) matrix there, as here
+    (under `muon_weight_dimension_numbers="auto"`),
+    at RMS :math:`0.2 \sqrt{\min \cdot \max / \mathrm{size}}`: pass that
+    as `consistent_rms` (0.2/3 for a (3, 3, 3, 4) kernel: within 2.5e-9
+    over 20 steps; the default is 0.9 to 2.0 of the distance travelled
+    from it). A stack is scaled as a whole there, which no option gives
+    (two 4x6 matrices: 4.8e-3 from it with `consistent_rms=0.1`, its RMS;
+    1.0 with the default).
+
     Args:
       learning_rate: :math:`\eta`, a number or schedule.
       ns_coeffs: a Newton–Schulz preset or coefficients (see :class:`muon`).
