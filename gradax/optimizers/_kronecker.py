@@ -46,14 +46,63 @@ class Plan(NamedTuple):
         return bool(self.left or self.right)
 
 
+_UNFACTORED = Plan(lambda x: x, lambda y: y, (), 0, 0, 0, 0)
+
+
+def merged_shape(shape: tuple[int, ...], max_dim: int) -> tuple[int, ...]:
+    """`shape` with runs of adjacent axes merged while their product <= `max_dim`.
+
+    Axes of size 1 disappear (all ones: `(1,)`); a scalar gives `()`. This
+    is how distributed Shampoo's `merge_small_dims` lays out a tensor (for
+    example `(3, 3, 64, 128)` becomes `(576, 128)` and `(32, 64)` the
+    vector `(2048,)` with `max_dim = 4096`).
+    """
+    if shape and all(d == 1 for d in shape):
+        return (1,)
+    merged, product = [], 1
+    for d in shape:
+        if product * d <= max_dim:
+            product *= d
+            continue
+        if product > 1:
+            merged.append(product)
+        product = d
+    if product > 1:
+        merged.append(product)
+    return tuple(merged)
+
+
+def _reshaped_plan(shape, merged, block_size, max_dim, vector) -> Plan:
+    """A plan for a leaf viewed as the vector or matrix `merged` (rank <= 2)."""
+
+    def side(n):
+        return 0 if not 1 < n <= max_dim else min(n, block_size)
+
+    if len(merged) == 2:
+        rows, cols = merged
+        return Plan(
+            lambda x: x.reshape(rows, cols),
+            lambda y: y.reshape(shape),
+            (),
+            rows,
+            cols,
+            side(rows),
+            side(cols),
+        )
+    n = merged[0] if len(merged) == 1 else 0
+    if vector and side(n):
+        # a vector is an (n, 1) matrix with a row factor only
+        return Plan(
+            lambda x: x.reshape(n, 1), lambda y: y.reshape(shape), (), n, 1, side(n), 0
+        )
+    return _UNFACTORED
+
+
 def _plan(shape, dims, block_size, max_dim, vector) -> Plan:
     if dims is None:
-        n = shape[0] if len(shape) == 1 else 0
-        if vector and 1 < n <= max_dim:
-            return Plan(
-                lambda x: x.reshape(n, 1), lambda y: y.reshape(n), (), n, 1, n, 0
-            )
-        return Plan(lambda x: x, lambda y: y, (), 0, 0, 0, 0)
+        if len(shape) == 1:
+            return _reshaped_plan(shape, shape, block_size, max_dim, vector)
+        return _UNFACTORED
     view = matrix_view(shape, dims)
     ndim = len(shape)
     used = matrix_axes(dims.reduction_axis, ndim) + matrix_axes(dims.output_axis, ndim)
@@ -74,23 +123,54 @@ def _plan(shape, dims, block_size, max_dim, vector) -> Plan:
     )
 
 
-def plans(spec, tree, *, block_size=None, max_dim=None, vector=False):
+def plans(
+    spec,
+    tree,
+    *,
+    block_size=None,
+    max_dim=None,
+    vector=False,
+    merge_small_dims=0,
+    skip_larger_than=None,
+):
     """One :class:`Plan` per leaf of `tree` and the tree's definition.
 
     `spec` is a dimension-number spec as Muon takes it ("auto", None, one
     MuonDimensionNumbers, a tree or a function). A side longer than
     `max_dim` gets no factor; one longer than `block_size` is cut into
-    blocks. With `vector`, a 1-D leaf is an `(n, 1)` matrix.
+    blocks. With `vector`, a 1-D leaf is an `(n, 1)` matrix. With
+    `merge_small_dims`, a leaf whose :func:`merged_shape` has rank <= 2 is
+    laid out as that vector or matrix instead (higher ranks keep `spec`'s
+    layout; see :func:`unmergeable`). A leaf with an axis longer than
+    `skip_larger_than` gets no factor at all.
     """
     inf = float("inf")
+    block_size, max_dim = block_size or inf, max_dim or inf
     dims = full_dimension_numbers(spec, tree, default_2d_only=True)
     flat_dims, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
     leaves = treedef.flatten_up_to(tree)
-    out = [
-        _plan(tuple(x.shape), d, block_size or inf, max_dim or inf, vector)
-        for d, x in zip(flat_dims, leaves, strict=True)
-    ]
+
+    def plan(d, shape):
+        if skip_larger_than is not None and any(n > skip_larger_than for n in shape):
+            return _UNFACTORED
+        if merge_small_dims:
+            merged = merged_shape(shape, merge_small_dims)
+            if len(merged) <= 2:
+                return _reshaped_plan(shape, merged, block_size, max_dim, vector)
+        return _plan(shape, d, block_size, max_dim, vector)
+
+    out = [plan(d, tuple(x.shape)) for d, x in zip(flat_dims, leaves, strict=True)]
     return out, treedef
+
+
+def unmergeable(tree, merge_small_dims) -> list[str]:
+    """Paths and merged shapes of the leaves `merge_small_dims` leaves at rank > 2."""
+    out = []
+    for path, x in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        merged = merged_shape(tuple(x.shape), merge_small_dims)
+        if len(merged) > 2:
+            out.append(f"{jax.tree_util.keystr(path)} {tuple(x.shape)} -> {merged}")
+    return out
 
 
 def n_blocks(plan: Plan) -> tuple[int, int]:

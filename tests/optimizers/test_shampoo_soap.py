@@ -358,6 +358,16 @@ SHARDED = {
     "shampoo": lambda: gradax.shampoo(
         0.05, start_preconditioning_step=0, block_size=4, matrix_epsilon=1e-2
     ),
+    # the reference's vectors (a full statistic, here of 2 x 4 blocks,
+    # damped like the matrices') and its two momentums
+    "shampoo_reference_options": lambda: gradax.shampoo(
+        0.05,
+        start_preconditioning_step=1,
+        block_size=4,
+        matrix_epsilon=1e-2,
+        precondition_vectors=True,
+        grafting_momentum="separate",
+    ),
     "soap": lambda: gradax.soap(0.05, eps=1e-2, precondition_frequency=1),
 }
 # Largest difference relative to the leaf's largest entry. Measured: sharded
@@ -447,7 +457,7 @@ def test_sharded_equals_unsharded(name, axis_type):
             for leaf in (inner.mu[k], inner.nu[k]):
                 assert leaf.sharding.is_equivalent_to(shardings[k], leaf.ndim), k
         # The stacked weight's factors are split along its batch axis.
-        cached = inner.roots if name == "shampoo" else inner.bases
+        cached = inner.bases if name == "soap" else inner.roots
         factors = jax.tree.leaves((inner.stats["stack"], cached["stack"]))
         assert len(factors) == 4
         for f in factors:
@@ -604,3 +614,152 @@ def test_reference_rule_options_keep_the_state_tree():
         graft_bias_correction=False,
     ).init(params)
     assert jax.tree.structure(default) == jax.tree.structure(reference)
+
+
+# --------------------------------------------------------------------------
+# The reference's layouts: vectors, merged axes, skipped leaves, and a
+# momentum of each direction.
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(precondition_vectors="yes"), "precondition_vectors"),
+        (dict(merge_small_dims=-1), "merge_small_dims"),
+        (dict(skip_preconditioning_dim_size_gt=-2), "skip_preconditioning"),
+        (dict(grafting_momentum="both"), "grafting_momentum"),
+    ],
+)
+def test_layout_options_name_themselves(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        gradax.shampoo(0.1, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "shape, most, merged",
+    [
+        # distributed_shampoo.py's own examples
+        ((1, 2, 512, 1, 2048, 1, 3, 4), 1024, (1024, 2048, 12)),
+        ((1, 2, 768, 1, 2048), 1024, (2, 768, 2048)),
+        ((3, 3, 64, 128), 4096, (576, 128)),
+        ((32, 64), 4096, (2048,)),
+        ((1, 1), 4096, (1,)),
+        ((), 4096, ()),
+    ],
+)
+def test_merged_shape(shape, most, merged):
+    from gradax.optimizers._kronecker import merged_shape
+
+    assert merged_shape(shape, most) == merged
+
+
+def test_vector_full_statistic_matches_numpy():
+    """Blocks of 4 and a short one of 2 (zero-padded here), exponent 2."""
+    lr, b2, meps, steps = 0.1, 0.9, 0.1, 4
+    rng = np.random.default_rng(1)
+    grads = rng.standard_normal((steps, 6))
+    tx = gradax.shampoo(
+        lr,
+        b1=0.0,
+        b2=b2,
+        matrix_epsilon=meps,
+        block_size=4,
+        grafting_type="sgd",
+        start_preconditioning_step=0,
+        precondition_vectors=True,
+    )
+    params = {"b": jnp.zeros(6)}
+    state = tx.init(params)
+    stats = [np.zeros((4, 4)), np.zeros((2, 2))]
+    for g in grads:
+        u, state = tx.update({"b": jnp.asarray(g, jnp.float32)}, state, params)
+        g = np.asarray(jnp.asarray(g, jnp.float32), np.float64)
+        pre = []
+        for k, piece in enumerate((g[:4], g[4:])):
+            stats[k] = b2 * stats[k] + (1 - b2) * np.outer(piece, piece)
+            pre.append(_inverse_root(stats[k], 2, meps) @ piece)
+        pre = np.concatenate(pre)
+        want = -lr * pre * np.linalg.norm(g) / np.linalg.norm(pre)
+        np.testing.assert_allclose(u["b"], want, rtol=2e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "shape, merge, layout",
+    [((8, 5), 4096, (40,)), ((2, 4, 6), 4096, (48,)), ((3, 3, 4, 5), 40, (36, 5))],
+)
+def test_merged_leaf_runs_as_its_merged_shape(shape, merge, layout):
+    """merge_small_dims is a reshape to the merged layout, and back."""
+    rng = np.random.default_rng(2)
+    grads = rng.standard_normal((5, *shape)).astype(np.float32)
+    options = dict(
+        b1=0.9,
+        start_preconditioning_step=1,
+        matrix_epsilon=0.1,
+        precondition_vectors=True,
+    )
+    merged = gradax.shampoo(0.1, merge_small_dims=merge, **options)
+    plain = gradax.shampoo(0.1, **options)
+    params = {"w": jnp.zeros(shape)}
+    flat = {"w": jnp.zeros(layout)}
+    s1, s2 = merged.init(params), plain.init(flat)
+    for g in grads:
+        u1, s1 = merged.update({"w": jnp.asarray(g)}, s1, params)
+        u2, s2 = plain.update({"w": jnp.asarray(g.reshape(layout))}, s2, flat)
+        np.testing.assert_allclose(
+            u1["w"], np.asarray(u2["w"]).reshape(shape), rtol=1e-6, atol=1e-8
+        )
+
+
+def test_merging_to_rank_three_keeps_the_layout_and_warns():
+    tx = gradax.shampoo(0.1, merge_small_dims=2)
+    with pytest.warns(UserWarning, match=r"\['w'\] \(3, 3, 3\) -> \(3, 3, 3\)"):
+        state = tx.init({"w": jnp.ones((3, 3, 3)), "b": jnp.ones(2)})
+    # "auto": a stack of three 3 x 3 matrices
+    assert [r.shape for r in state[0].roots["w"]] == [(3, 3, 3), (3, 3, 3)]
+
+
+def test_skipped_leaf_takes_the_grafting_direction():
+    tx = gradax.shampoo(
+        0.1,
+        b1=0.0,
+        grafting_type="sgd",
+        start_preconditioning_step=0,
+        skip_preconditioning_dim_size_gt=6,
+    )
+    params = {"long": jnp.zeros((8, 5)), "short": jnp.zeros((5, 5))}
+    state = tx.init(params)
+    assert state[0].stats["long"] is None and state[0].stats["short"] is not None
+    g = jax.tree.map(
+        lambda p: jnp.arange(p.size, dtype=p.dtype).reshape(p.shape), params
+    )
+    u, _ = tx.update(g, state, params)
+    np.testing.assert_allclose(u["long"], -0.1 * g["long"], rtol=1e-6)
+
+
+def test_separate_grafting_momentum():
+    """Before the start both rules step with the grafting momentum; after it
+    "separate" carries a momentum of Shampoo's directions from the first
+    update, "shared" one that took the grafting directions until then."""
+    rng = np.random.default_rng(3)
+    grads = rng.standard_normal((4, 6, 5)).astype(np.float32)
+    runs = {}
+    for rule in ("shared", "separate"):
+        tx = gradax.shampoo(
+            0.1,
+            b1=0.9,
+            matrix_epsilon=0.1,
+            start_preconditioning_step=2,
+            grafting_momentum=rule,
+        )
+        params = {"w": jnp.zeros((6, 5))}
+        state = tx.init(params)
+        assert (state[0].graft_mu is None) == (rule == "shared")
+        out = []
+        for g in grads:
+            u, state = tx.update({"w": jnp.asarray(g)}, state, params)
+            out.append(np.asarray(u["w"]))
+        runs[rule] = out
+    for t in range(2):
+        np.testing.assert_allclose(runs["shared"][t], runs["separate"][t], rtol=1e-6)
+    gap = np.linalg.norm(runs["shared"][2] - runs["separate"][2])
+    assert gap > 1e-2 * np.linalg.norm(runs["shared"][2])
