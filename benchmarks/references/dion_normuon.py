@@ -26,14 +26,11 @@ Its rule against gradax's `normuon`:
 - `momentum="sum"`, `nesterov=False`, `ns_coeffs="polar_express_fixed5"`
   (its five rows, the norm times 1.02), `eps=1e-8`;
 - decoupled weight decay by the unadjusted learning rate, as gradax's;
-- the update times sqrt(fan_out / fan_in) ("spectral_norm"), where
-  `consistent_rms=None` multiplies by sqrt(max(1, fan_out / fan_in)): the
-  same for tall and square matrices; on a wide one the reference's step
-  is sqrt(fan_out / fan_in) times gradax's. No option of `normuon` gives
-  that factor. For one shape, a learning rate times sqrt(fan_out /
-  fan_in) and a weight decay divided by it (the product, the decay, kept)
-  give the reference's rule: the "wide ... rescaled" cases, and the
-  fixture's wide and stacked cases, say so in their options.
+- the update times sqrt(fan_out / fan_in) ("spectral_norm"):
+  `shape_scaling="spectral"` (`consistent_rms=None` alone multiplies by
+  sqrt(max(1, fan_out / fan_in)), the same for tall and square matrices;
+  on a wide one the reference's step is sqrt(fan_out / fan_in) times that:
+  the "without shape_scaling" cases).
 
 "before" is gradax's `normuon` with its defaults (the same learning rate,
 weight decay, beta and beta2).
@@ -41,7 +38,6 @@ weight decay, beta and beta2).
 
 from __future__ import annotations
 
-import math
 import types
 from pathlib import Path
 
@@ -72,6 +68,7 @@ MATCHING = dict(
     nesterov=False,
     ns_coeffs="polar_express_fixed5",
     consistent_rms=None,
+    shape_scaling="spectral",
 )
 
 
@@ -83,11 +80,10 @@ def _float64_torch(torch):
     return proxy
 
 
-def spectral_factor(shape: tuple[int, ...]) -> float:
-    """The reference's sqrt(fan_out / fan_in) over gradax's
-    sqrt(max(1, fan_out / fan_in)): below 1 only for a wide matrix."""
+def is_wide(shape: tuple[int, ...]) -> bool:
+    """fan_out < fan_in (torch's layout): where the shape factors differ."""
     fan_out, fan_in = shape[-2:]
-    return math.sqrt(fan_out / fan_in) / math.sqrt(max(1.0, fan_out / fan_in))
+    return fan_out < fan_in
 
 
 def cases(fetch_dir: Path) -> list[Case]:
@@ -144,7 +140,6 @@ def cases(fetch_dir: Path) -> list[Case]:
     )
     for label, shape in shapes:
         for wd, nesterov in ((0.0, False), (0.1, False), (0.1, True)):
-            factor = spectral_factor(shape)
             name = f"{label} {'x'.join(map(str, shape))}, wd {wd}" + (
                 ", nesterov" if nesterov else ""
             )
@@ -152,24 +147,20 @@ def cases(fetch_dir: Path) -> list[Case]:
                 MATCHING, learning_rate=LR, weight_decay=wd, nesterov=nesterov
             )
             before = ours(learning_rate=LR, weight_decay=wd, beta=MU, beta2=BETA2)
-            if factor != 1.0:
-                # the options alone: off by the shape factor (no fixture)
+            if is_wide(shape):
+                # consistent_rms=None's own factor: off by the shape factor
+                keller = {k: v for k, v in matching.items() if k != "shape_scaling"}
                 out.append(
                     Case(
                         "dion_normuon",
-                        name,
+                        name + ", without shape_scaling",
                         shape,
-                        matching,
+                        keller,
                         reference(wd, nesterov),
-                        ours(**matching),
+                        ours(**keller),
                         before=before,
                         source=(co.repo, co.commit, FILES[0]),
                     )
-                )
-                # the learning rate times the factor, the decay divided by it
-                name += f", lr x {factor:.3f}, wd / {factor:.3f}"
-                matching = dict(
-                    matching, learning_rate=LR * factor, weight_decay=wd / factor
                 )
             out.append(
                 Case(

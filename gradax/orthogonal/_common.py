@@ -70,25 +70,39 @@ def frobenius(x: jax.Array) -> jax.Array:
     return jnp.sqrt(jnp.sum(jnp.abs(x) ** 2, axis=(-2, -1), keepdims=True))
 
 
-def rms_align(y: jax.Array, o: jax.Array, rms: Any) -> jax.Array:
+def rms_align(
+    y: jax.Array, o: jax.Array, rms: Any, rule: str | None = None
+) -> jax.Array:
     """Rescale each matrix of `y` `(..., fan_in, fan_out)` to a fixed size.
 
     With `rms` a number: `||y||_F = rms * sqrt(fan_in * fan_out)` (update
     RMS `rms`, as NorMuon and AdaMuon write it). With `rms=None`: `y`
     gets the Frobenius norm of `o` (the orthogonalized update before the
     adaptive step) times KellerJordan's `sqrt(max(1, fan_out / fan_in))`, as
-    zichongli5/NorMuon `normuon.py` (d45c9a4) does. A zero matrix stays
-    zero.
+    zichongli5/NorMuon `normuon.py` (d45c9a4) does, or another
+    :func:`shape_scale` `rule` ("spectral": microsoft/dion's NorMuon). A
+    zero matrix stays zero.
     """
     fan_in, fan_out = y.shape[-2:]
     norm = frobenius(y)
     if rms is None:
-        target = frobenius(o) * shape_scale(fan_in, fan_out, "keller")
+        target = frobenius(o) * shape_scale(fan_in, fan_out, rule or "keller")
     else:
         target = rms * (fan_in * fan_out) ** 0.5
     positive = norm > 0
     factor = jnp.where(positive, target / jnp.where(positive, norm, 1), 0)
     return y * factor.astype(y.dtype)
+
+
+def check_shape_scaling(tx: Any) -> None:
+    """`shape_scaling` only means something with `consistent_rms=None`."""
+    if tx.shape_scaling is not None and tx.consistent_rms is not None:
+        raise ValueError(
+            f"{type(tx).__name__}: shape_scaling={tx.shape_scaling!r} sets the "
+            "factor on the orthogonalized update's norm, used only with "
+            "consistent_rms=None (a number fixes the update's RMS instead); "
+            f"got consistent_rms={tx.consistent_rms!r}"
+        )
 
 
 def matrix_dims(spec: Any, tree: Any) -> Any:
@@ -142,10 +156,13 @@ class NormalizedMuonBase(GradientTransformation):
     consistent_rms: Any = hyper(
         default=0.2, valid=fields.CONSISTENT_RMS, allow_none=True, kw_only=True
     )
+    # The shape factor with consistent_rms=None (None: "keller").
+    shape_scaling: str | None = fields.shape_scaling(None)
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
 
     def __check_init__(self) -> None:
         self.newton_schulz()  # a table longer than ns_steps fails here
+        check_shape_scaling(self)
 
     def newton_schulz(self) -> NewtonSchulz:
         """How this direction orthogonalizes (its Newton–Schulz options)."""
@@ -252,10 +269,13 @@ class NormalizedMuonAliasBase(MuonGroups):
     consistent_rms: Any = hyper(
         default=0.2, valid=fields.CONSISTENT_RMS, allow_none=True, kw_only=True
     )
+    # The shape factor with consistent_rms=None (None: "keller").
+    shape_scaling: str | None = fields.shape_scaling(None)
 
     def __check_init__(self) -> None:
         # A table longer than ns_steps fails here, not at the first update.
         newton_schulz_table(self.ns_coeffs, self.ns_steps)
+        check_shape_scaling(self)
 
     def shape_rule(self) -> str:
         # The direction is already RMS-aligned: no shape factor.

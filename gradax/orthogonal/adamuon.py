@@ -32,6 +32,9 @@ class scale_by_adamuon(NormalizedMuonBase):
       mu_dtype: dtype of the momentum buffer.
       consistent_rms: target RMS of the update (0.2), >= 0; None keeps the
         orthogonalized update's norm times `sqrt(max(1, fan_out/fan_in))`.
+      shape_scaling: with `consistent_rms=None`, that factor's rule: None
+        or "keller", "spectral" (`sqrt(fan_out / fan_in)`), "rms" (`0.2
+        sqrt(max(fan_in, fan_out))`) or "none".
       weight_dimension_numbers: as in :class:`scale_by_muon`.
       nesterov, momentum, bias_correction: Muon's momentum options, as in
         :class:`scale_by_muon` (bias correction is off, as in the paper;
@@ -61,7 +64,9 @@ class scale_by_adamuon(NormalizedMuonBase):
         nu = view.to_matrices(nu).astype(jnp.abs(o).dtype)
         nu = beta2 * nu + (1 - beta2) * jnp.abs(o) ** 2
         normalized = o / (jnp.sqrt(nu) + self.eps).astype(o.dtype)
-        return rms_align(normalized, o, self.consistent_rms), view.from_matrices(nu)
+        return rms_align(
+            normalized, o, self.consistent_rms, self.shape_scaling
+        ), view.from_matrices(nu)
 
 
 class adamuon(NormalizedMuonAliasBase):
@@ -113,6 +118,8 @@ class adamuon(NormalizedMuonAliasBase):
         whole update agrees to 2.6e-8).
       consistent_rms: the update RMS (0.2); None: see
         :class:`scale_by_adamuon`.
+      shape_scaling: with `consistent_rms=None`, the factor's rule, as in
+        :class:`scale_by_adamuon`; keyword-only.
       preconditioning, momentum, bias_correction, method, precision: as in
         :class:`muon`.
       adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate, adam_eps:
@@ -158,6 +165,7 @@ class adamuon(NormalizedMuonAliasBase):
             momentum=self.momentum,
             bias_correction=self.bias_correction,
             consistent_rms=self.consistent_rms,
+            shape_scaling=self.shape_scaling,
             weight_dimension_numbers=dims,
             sign=self.sign,
         )

@@ -34,6 +34,9 @@ class scale_by_normuon(NormalizedMuonBase):
         orthogonalized update's norm times `sqrt(max(1, fan_out/fan_in))`,
         as the authors' code does (zichongli5/NorMuon `normuon.py`, commit
         d45c9a4; 8.5e-8 from it in float64 over 20 steps).
+      shape_scaling: with `consistent_rms=None`, that factor's rule: None
+        or "keller", "spectral" (`sqrt(fan_out / fan_in)`), "rms" (`0.2
+        sqrt(max(fan_in, fan_out))`) or "none".
       weight_dimension_numbers: as in :class:`scale_by_muon`.
       nesterov, momentum, bias_correction: Muon's momentum options, as in
         :class:`scale_by_muon` (bias correction is off, as in the paper).
@@ -57,7 +60,7 @@ class scale_by_normuon(NormalizedMuonBase):
         beta2 = self.beta2
         nu = beta2 * nu.astype(row_moment.dtype) + (1 - beta2) * row_moment
         normalized = o / (jnp.sqrt(nu)[..., None, :] + self.eps).astype(o.dtype)
-        return rms_align(normalized, o, self.consistent_rms), nu
+        return rms_align(normalized, o, self.consistent_rms, self.shape_scaling), nu
 
 
 class normuon(NormalizedMuonAliasBase):
@@ -101,9 +104,8 @@ class normuon(NormalizedMuonAliasBase):
     multiplies by `sqrt(fan_out / fan_in)` where gradax multiplies by
     `sqrt(max(1, fan_out / fan_in))`: where fan_out < fan_in its step is
     `sqrt(fan_out / fan_in)` times gradax's (0.19 to 0.27 apart over 20
-    steps for (fan_out, fan_in) = (5, 8) and (4, 6)). No option gives
-    that factor; for one shape, a learning rate times it and a weight
-    decay divided by it do.
+    steps for (fan_out, fan_in) = (5, 8) and (4, 6)):
+    `shape_scaling="spectral"` gives that factor.
 
     Args:
       learning_rate: :math:`\eta`, a number or schedule.
@@ -119,6 +121,10 @@ class normuon(NormalizedMuonAliasBase):
       consistent_rms: the update RMS (0.2, the paper's); None: the authors'
         code, see
         :class:`scale_by_normuon`.
+      shape_scaling: with `consistent_rms=None`, the factor on the
+        orthogonalized update's norm: None or "keller" (`sqrt(max(1,
+        fan_out / fan_in))`, the authors'), "spectral" (`sqrt(fan_out /
+        fan_in)`, microsoft/dion's), "rms" or "none"; keyword-only.
       preconditioning, momentum, bias_correction, method, precision: as in
         :class:`muon` (bias correction is off here, as in the paper).
       adam_b1, adam_b2, adam_eps_root, adam_weight_decay, adam_learning_rate, adam_eps:
@@ -161,5 +167,6 @@ class normuon(NormalizedMuonAliasBase):
             momentum=self.momentum,
             bias_correction=self.bias_correction,
             consistent_rms=self.consistent_rms,
+            shape_scaling=self.shape_scaling,
             weight_dimension_numbers=dims,
         )

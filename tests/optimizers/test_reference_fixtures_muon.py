@@ -176,12 +176,10 @@ RUNS = {
     # microsoft/dion's NorMuon: summed momentum, Nesterov off, its Polar
     # Express rows, the norm kept times sqrt(fan_out / fan_in). Run in
     # float64 (its float32 learning-rate tensor included): measured 3.1e-15
-    # over 20 steps. On wide matrices (5x8, stacks of 4x6) the learning rate
-    # is times sqrt(fan_out / fan_in) and the weight decay divided by it,
-    # the options say so: no option of normuon gives that factor, which
-    # consistent_rms=None takes as sqrt(max(1, fan_out / fan_in)); without
-    # the rescaling 0.19 to 0.27 off. The fixture keeps 12 digits (see
-    # Dion2's): 1e-10; gradax's defaults are 0.31 to 0.62 off.
+    # over 20 steps. shape_scaling="spectral" gives its factor (without it,
+    # consistent_rms=None's sqrt(max(1, fan_out / fan_in)) is 0.19 to 0.27
+    # off on the wide 5x8 and the stack of 4x6). The fixture keeps 12
+    # digits (see Dion2's): 1e-10; gradax's defaults are 0.31 to 0.62 off.
     "normuon_dion_microsoft.json": (_muon_like(_stacked(gradax.normuon)), 1e-10),
     # Newton-Schulz of sign(M), of norm sqrt(m n) >= 6.3 here: the
     # reference's 1e-7 against gradax's eps = 1e-8 is 1.4e-8 relative on

@@ -43,10 +43,15 @@ def run(tx, grads, params=None):
 # --------------------------------------------------------------------- NorMuon
 
 
-@pytest.mark.parametrize("rms", [0.2, None])
-def test_normuon_matches_numpy(rms):
+@pytest.mark.parametrize(
+    "rms, rule", [(0.2, None), (None, None), (None, "spectral"), (None, "none")]
+)
+def test_normuon_matches_numpy(rms, rule):
     grads = grads_of((6, 4), steps=3)
-    tx = gradax.scale_by_normuon(beta2=0.9, nesterov=False, consistent_rms=rms)
+    tx = gradax.scale_by_normuon(
+        beta2=0.9, nesterov=False, consistent_rms=rms, shape_scaling=rule
+    )
+    factor = {None: np.sqrt(max(1.0, 4 / 6)), "spectral": np.sqrt(4 / 6), "none": 1}
     updates, state = run(tx, grads)
     assert state.nu.shape == (4,)  # one second moment per output neuron (fan_out)
     m, v = 0.0, 0.0
@@ -56,7 +61,7 @@ def test_normuon_matches_numpy(rms):
         v = 0.9 * v + 0.1 * np.mean(o**2, axis=0)  # mean over fan_in
         oh = o / (np.sqrt(v) + 1e-8)
         if rms is None:
-            target = np.linalg.norm(o) * np.sqrt(max(1.0, 4 / 6))
+            target = np.linalg.norm(o) * factor[rule]
         else:
             target = rms * np.sqrt(6 * 4)
         np.testing.assert_allclose(
@@ -286,6 +291,15 @@ def test_normalized_variants_validate_beta2():
             getattr(gradax, name)(beta2=1.0)
         with pytest.raises(ValueError, match="consistent_rms"):
             getattr(gradax, name)(consistent_rms=-1.0)
+
+
+def test_shape_scaling_needs_consistent_rms_none():
+    for name in ("normuon", "adamuon"):
+        with pytest.raises(ValueError, match="shape_scaling.*consistent_rms"):
+            getattr(gradax, name)(0.1, shape_scaling="spectral")
+        with pytest.raises(ValueError, match="shape_scaling"):
+            getattr(gradax, name)(0.1, consistent_rms=None, shape_scaling="wide")
+        assert getattr(gradax, name)(0.1, consistent_rms=None, shape_scaling="none")
 
 
 def test_normalized_directions_take_consistent_rms_by_keyword_only():
