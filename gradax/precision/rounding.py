@@ -110,21 +110,22 @@ class stochastic_rounding(GradientTransformation):
     parameter costs 2 bytes, plus the inner state.
 
     The key lives in the state (`rng_key`), so a run is reproducible from
-    `seed` and resumes exactly from a checkpoint. It is split at each step
-    (where some update is nonzero, by default), and the step's key, folded
+    `seed` and resumes exactly from a checkpoint. It is split at each step,
+    and the step's key, folded
     with each leaf's position, keys a cheap hash of every element's index
     that gives its random bits (a MurmurHash3 finalizer, two keyed rounds: about
     fifteen integer operations an element, against threefry's twenty
     rounds for 64 bits; the bits do not depend on the sharding). A step
-    whose updates are all zero rounds nothing (:math:`x = p` exactly) and
-    leaves the key as it was, so a step skipped by `apply_if_finite`
-    inside this wrapper leaves no trace. Finding that out takes one more
-    pass over the updates, which `keep_key_on_zero_steps=False` saves: the
-    key is then split at every step (a skipped step still rounds nothing,
-    but later steps draw other bits than a run that never saw it). On a
-    2-core CPU, around 8-bit AdamW, the step took 1.34x to 1.44x the
-    round-to-nearest step with the check and 0.95x to 1.06x without it
-    (`benchmarks/bench_state_memory.py`, two runs).
+    whose updates are all zero (one skipped by `apply_if_finite` inside
+    this wrapper) rounds nothing (:math:`x = p` exactly), but its key is
+    split too, so later steps draw other bits than a run that never saw
+    it (unbiased all the same). `keep_key_on_zero_steps=True` leaves the
+    key as it was after such a step, so that it leaves no trace at all,
+    at the cost of one more pass over the updates to find out. On a
+    2-core CPU, around 8-bit AdamW, the step took 0.95x to 1.06x the
+    round-to-nearest step by default and 1.34x to 1.44x with the check
+    (`benchmarks/bench_state_memory.py`, two runs; issue 35's target for
+    the rounding is 1.2x).
 
     Updates are float32 for 16-bit parameters (:math:`p' - p`, which
     `apply_updates` turns into :math:`p'` exactly under the condition in
@@ -140,9 +141,9 @@ class stochastic_rounding(GradientTransformation):
       seed: an integer seed for the rounding's random bits.
       key: a PRNG key (`jax.random.key` or raw `jax.random.PRNGKey`
         data) instead of `seed`; give one or the other.
-      keep_key_on_zero_steps: leave the key as it was after a step whose
-        updates are all zero (default), at the cost of a pass over the
-        updates; `False` splits it at every step.
+      keep_key_on_zero_steps: `True` leaves the key as it was after a step
+        whose updates are all zero, at the cost of a pass over the updates;
+        `False` (default) splits it at every step.
 
     Returns:
       A transformation whose state is a :class:`StochasticRoundingState`.
@@ -170,7 +171,7 @@ class stochastic_rounding(GradientTransformation):
     tx: TransformationLike = transformation_field()
     seed: int = hyper(default=0, valid=Range(integer=True), static=True, kw_only=True)
     key: Any = None
-    keep_key_on_zero_steps: bool = static_field(default=True, kw_only=True)
+    keep_key_on_zero_steps: bool = static_field(default=False, kw_only=True)
 
     def __check_init__(self):
         if self.key is not None and self.seed != 0:
