@@ -64,8 +64,11 @@ Checkouts
   distributed_shampoo.py, run with ``python -O`` (references/shampoo.py
   says why).
 
-Not covered yet
-  PSGD Kron (tests/optimizers/test_kron.py has its psgd_jax fixture).
+PSGD Kron
+  runs apart, as its problem and probe vectors differ from the quadratic
+  here: ``python benchmarks/references/kron_current.py`` (psgd_jax's
+  newest kron.py, be95524) writes the fixture tests/optimizers/test_kron.py
+  compares against; the 39d4620 fixture beside it is the older kron.py.
 
 Usage::
 
