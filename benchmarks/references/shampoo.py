@@ -262,6 +262,20 @@ def _layout_cases(reference, ours, co) -> list[Case]:
             dict(merge_small_dims=0, precondition_vectors=False),
         ),
         (
+            "conv 3x3x6x8 merged to 9x6x8, a factor per axis, merge 16",
+            (3, 3, 6, 8),
+            dict(precondition_vectors=True, merge_small_dims=16),
+            dict(merge_small_dims_block_size=16),
+            dict(merge_small_dims=0, precondition_vectors=False),
+        ),
+        (
+            "conv 3x3x6x8 merged to 9x6x8 in blocks of 4",
+            (3, 3, 6, 8),
+            dict(precondition_vectors=True, merge_small_dims=16, block_size=4),
+            dict(merge_small_dims_block_size=16, block_size=4),
+            dict(merge_small_dims=0, precondition_vectors=False),
+        ),
+        (
             "tall 8x5, skipped (an axis > 6)",
             (8, 5),
             dict(skip_preconditioning_dim_size_gt=6),
@@ -286,7 +300,7 @@ def _layout_cases(reference, ours, co) -> list[Case]:
                 # full statistics of vectors are rank-deficient for the
                 # first steps: float32 rounding is amplified more there
                 fixture="shampoo_distributed.json"
-                if "blocks of 4" in label or "skipped" in label
+                if any(w in label for w in ("blocks of 4", "skipped", "per axis"))
                 else "shampoo_distributed_merged.json",
                 digits=10,
             )

@@ -11,6 +11,7 @@ own matrices; the factors' batch axes are sharded like the weight's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -47,6 +48,73 @@ class Plan(NamedTuple):
 
 
 _UNFACTORED = Plan(lambda x: x, lambda y: y, (), 0, 0, 0, 0)
+
+
+class TensorPlan(NamedTuple):
+    """A leaf viewed as a tensor of rank >= 3 with a factor on every axis.
+
+    Distributed Shampoo's layout for a leaf whose merged shape keeps three
+    or more axes: each axis is cut into blocks of at most `block_size`
+    (the last one zero-padded), and every block of the tensor has one
+    factor per axis.
+    """
+
+    shape: tuple[int, ...]  # the leaf's
+    merged: tuple[int, ...]  # the tensor's
+    blocks: tuple[int, ...]  # block size along each of the tensor's axes
+    batch_axes: tuple[int, ...] = ()  # none: the whole leaf is gathered
+
+    @property
+    def factored(self) -> bool:
+        return True
+
+    def counts(self) -> tuple[int, ...]:
+        """Blocks along each axis."""
+        return tuple(-(-d // b) for d, b in zip(self.merged, self.blocks, strict=True))
+
+
+def tensor_to_blocks(x: jax.Array, plan: TensorPlan) -> jax.Array:
+    """A tensor of shape `plan.merged` as its blocks, `(n_blocks, *plan.blocks)`."""
+    counts, sizes = plan.counts(), plan.blocks
+    pad = [(0, n * b - d) for d, b, n in zip(plan.merged, sizes, counts, strict=True)]
+    split = [v for n, b in zip(counts, sizes, strict=True) for v in (n, b)]
+    x = jnp.pad(x, pad).reshape(split)
+    k = len(counts)
+    x = x.transpose([2 * i for i in range(k)] + [2 * i + 1 for i in range(k)])
+    return x.reshape((-1, *sizes))
+
+
+def tensor_from_blocks(y: jax.Array, plan: TensorPlan) -> jax.Array:
+    """The inverse of :func:`tensor_to_blocks`."""
+    counts, sizes = plan.counts(), plan.blocks
+    k = len(counts)
+    y = y.reshape((*counts, *sizes))
+    y = y.transpose([v for i in range(k) for v in (i, k + i)])
+    y = y.reshape([n * b for n, b in zip(counts, sizes, strict=True)])
+    return y[tuple(slice(0, d) for d in plan.merged)]
+
+
+_AXES = "abcdefghijklm"
+
+
+def axis_gram(x: jax.Array, axis: int) -> jax.Array:
+    """`(n, b_axis, b_axis)`: the Gram matrix of each block's slices along `axis`.
+
+    `x` is `(n, *blocks)`; `axis` counts the block's axes from 0. Entry
+    `[i, j]` sums `x[..., i, ...] * conj(x[..., j, ...])` over the other axes.
+    """
+    k = x.ndim - 1
+    left = _AXES[:k]
+    right = left[:axis] + "z" + left[axis + 1 :]
+    return mm(f"n{left},n{right}->n{left[axis]}z", x, jnp.conj(x))
+
+
+def apply_on_axis(x: jax.Array, matrix: jax.Array, axis: int) -> jax.Array:
+    """Each block of `x` `(n, *blocks)` times `matrix` `(n, b, b)` along `axis`."""
+    k = x.ndim - 1
+    dims = _AXES[:k]
+    out = dims[:axis] + "z" + dims[axis + 1 :]
+    return mm(f"n{dims[axis]}z,n{dims}->n{out}", matrix, x)
 
 
 def merged_shape(shape: tuple[int, ...], max_dim: int) -> tuple[int, ...]:
@@ -139,9 +207,9 @@ def plans(
     MuonDimensionNumbers, a tree or a function). A side longer than
     `max_dim` gets no factor; one longer than `block_size` is cut into
     blocks. With `vector`, a 1-D leaf is an `(n, 1)` matrix. With
-    `merge_small_dims`, a leaf whose :func:`merged_shape` has rank <= 2 is
-    laid out as that vector or matrix instead (higher ranks keep `spec`'s
-    layout; see :func:`unmergeable`). A leaf with an axis longer than
+    `merge_small_dims`, a leaf is laid out as its :func:`merged_shape`
+    instead: a vector or a matrix, or a :class:`TensorPlan` for rank 3 or
+    more (`max_dim` does not apply to those). A leaf with an axis longer than
     `skip_larger_than` gets no factor at all.
     """
     inf = float("inf")
@@ -157,20 +225,12 @@ def plans(
             merged = merged_shape(shape, merge_small_dims)
             if len(merged) <= 2:
                 return _reshaped_plan(shape, merged, block_size, max_dim, vector)
+            sizes = tuple(int(min(n, block_size)) for n in merged)
+            return TensorPlan(shape, merged, sizes)
         return _plan(shape, d, block_size, max_dim, vector)
 
     out = [plan(d, tuple(x.shape)) for d, x in zip(flat_dims, leaves, strict=True)]
     return out, treedef
-
-
-def unmergeable(tree, merge_small_dims) -> list[str]:
-    """Paths and merged shapes of the leaves `merge_small_dims` leaves at rank > 2."""
-    out = []
-    for path, x in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        merged = merged_shape(tuple(x.shape), merge_small_dims)
-        if len(merged) > 2:
-            out.append(f"{jax.tree_util.keystr(path)} {tuple(x.shape)} -> {merged}")
-    return out
 
 
 def n_blocks(plan: Plan) -> tuple[int, int]:
@@ -266,6 +326,10 @@ def factor_tree(plans: list[Plan], treedef: Any, params: Any) -> Any:
     def factors(plan, p):
         if not plan.factored:
             return None
+        if isinstance(plan, TensorPlan):
+            n = math.prod(plan.counts())
+            dtype = work_dtype(p.dtype)
+            return tuple(jnp.zeros((n, b, b), dtype) for b in plan.blocks)
         return tuple(
             factor_zeros(p, plan, n) if n else None for n in (plan.left, plan.right)
         )

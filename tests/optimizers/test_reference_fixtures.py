@@ -161,7 +161,9 @@ RUNS = {
     # The same cases file also holds a matrix cut into blocks of 4 (the
     # reference's last block is smaller, gradax's zero-padded: 2.0e-7), a
     # leaf skipped for an axis over skip_preconditioning_dim_size_gt
-    # (3.5e-8) and a momentum of each direction before
+    # (3.5e-8), a conv kernel merged to (9, 6, 8) with a factor per axis
+    # (5.2e-8; 2.6e-7 in blocks of 4; gradax's conv layout 0.13 to 0.20
+    # off) and a momentum of each direction before
     # start_preconditioning_step (grafting_momentum="separate": 2.6e-7;
     # "shared" is 0.10 to 0.14 off).
     "shampoo_distributed.json": (_shampoo, 3e-6),

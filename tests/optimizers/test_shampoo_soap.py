@@ -710,12 +710,88 @@ def test_merged_leaf_runs_as_its_merged_shape(shape, merge, layout):
         )
 
 
-def test_merging_to_rank_three_keeps_the_layout_and_warns():
-    tx = gradax.shampoo(0.1, merge_small_dims=2)
-    with pytest.warns(UserWarning, match=r"\['w'\] \(3, 3, 3\) -> \(3, 3, 3\)"):
-        state = tx.init({"w": jnp.ones((3, 3, 3)), "b": jnp.ones(2)})
-    # "auto": a stack of three 3 x 3 matrices
-    assert [r.shape for r in state[0].roots["w"]] == [(3, 3, 3), (3, 3, 3)]
+def _tensor_shampoo_numpy(grads, lr, b2, meps, block):
+    """Per-axis Shampoo of a rank-3 tensor, its blocks uneven (no padding),
+    each block a factor per axis, roots of -1/6: distributed Shampoo's
+    rule, written out; "sgd" grafting, no momentum."""
+    shape = grads[0].shape
+    cuts = [list(range(0, d, block)) for d in shape]
+    stats = {}
+    out = []
+    for g in grads:
+        pre = np.zeros_like(g)
+        for i in cuts[0]:
+            for j in cuts[1]:
+                for k in cuts[2]:
+                    idx = (
+                        slice(i, i + block),
+                        slice(j, j + block),
+                        slice(k, k + block),
+                    )
+                    x = g[idx]
+                    y = x
+                    for axis in range(3):
+                        others = [a for a in range(3) if a != axis]
+                        gram = np.tensordot(x, x, axes=(others, others))
+                        key = (i, j, k, axis)
+                        stats[key] = b2 * stats.get(key, 0) + (1 - b2) * gram
+                        root = _inverse_root(stats[key], 6, meps)
+                        # contract the axis, the new one last (the reference's)
+                        y = np.tensordot(y, root, axes=([0], [0]))
+                    pre[idx] = y
+        out.append(-lr * pre * np.linalg.norm(g) / np.linalg.norm(pre))
+    return out
+
+
+def test_merged_rank_three_leaf_has_a_factor_per_axis():
+    lr, b2, meps = 0.1, 0.9, 0.1
+    rng = np.random.default_rng(4)
+    grads = rng.standard_normal((3, 3, 5, 4)).astype(np.float32)
+    tx = gradax.shampoo(
+        lr,
+        b1=0.0,
+        b2=b2,
+        matrix_epsilon=meps,
+        block_size=3,
+        grafting_type="sgd",
+        start_preconditioning_step=0,
+        merge_small_dims=2,  # (3, 5, 4) stays rank 3
+    )
+    params = {"w": jnp.zeros((3, 5, 4))}
+    state = tx.init(params)
+    # 1 x 2 x 2 blocks of 3 (the last ones zero-padded), a factor per axis
+    assert [r.shape for r in state[0].roots["w"]] == [(4, 3, 3)] * 3
+    want = _tensor_shampoo_numpy(np.asarray(grads, np.float64), lr, b2, meps, 3)
+    for g, w in zip(grads, want, strict=True):
+        u, state = tx.update({"w": jnp.asarray(g)}, state, params)
+        np.testing.assert_allclose(u["w"], w, rtol=2e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("axis_type", axis_type_params("Auto", "Explicit"))
+def test_sharded_tensor_with_a_factor_per_axis(axis_type):
+    """A leaf merged to rank 3 is gathered whole; the same updates sharded."""
+    kind = getattr(jax.sharding.AxisType, axis_type)
+    mesh = jax.make_mesh((4, 2), ("a", "b"), axis_types=(kind, kind))
+    tx = gradax.shampoo(
+        0.05,
+        start_preconditioning_step=0,
+        block_size=4,
+        matrix_epsilon=1e-2,
+        merge_small_dims=4,  # (4, 7, 8) stays rank 3
+    )
+    grads = _sharded_grads()
+    params = {"stack": _sharded_params()["stack"]}
+    grads = [{"stack": jnp.asarray(g["stack"])} for g in grads]
+    single, _ = _updates(tx, params, tx.init(params), grads)
+    sharding = {"stack": jax.NamedSharding(mesh, P("a", None, "b"))}
+    with set_mesh(mesh):
+        sharded = jax.device_put(params, sharding)
+        grads = [jax.device_put(g, sharding) for g in grads]
+        updates, _ = _updates(tx, sharded, jax.jit(tx.init)(sharded), grads)
+    for a, b in zip(single, updates, strict=True):
+        np.testing.assert_allclose(
+            b["stack"], a["stack"], rtol=0, atol=SHARDED_TOL * np.abs(a["stack"]).max()
+        )
 
 
 def test_skipped_leaf_takes_the_grafting_direction():
