@@ -317,7 +317,7 @@ def factor_zeros(param: Any, plan: Plan, size: int, dtype: Any = None) -> jax.Ar
     return jnp.zeros(shape, dtype, out_sharding=jax.NamedSharding(mesh, P(*spec)))
 
 
-def factor_tree(plans: list[Plan], treedef: Any, params: Any) -> Any:
+def factor_tree(plans: list[Plan | TensorPlan], treedef: Any, params: Any) -> Any:
     """Zero factor matrices `(left, right)` for each factored leaf, else None.
 
     A side that is not preconditioned (too long, or a vector's) holds None.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import KW_ONLY
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -325,8 +325,8 @@ class scale_by_shampoo(GradientTransformation):
         )
         roots = self._roots(stats, roots, count)
         pre = blocks
-        for axis, root in enumerate(roots):
-            pre = kron.apply_on_axis(pre, root, axis)
+        for axis, root in enumerate(roots):  # no None: every axis has a factor
+            pre = kron.apply_on_axis(pre, cast(jax.Array, root), axis)
         pre = _grafted(kron.tensor_from_blocks(pre, plan), graft, axes=None)
         graft, pre = (kron.ungather(d.reshape(g.shape), sharding) for d in (graft, pre))
         return graft, pre, new_nu, stats, roots
