@@ -122,9 +122,9 @@ class stochastic_rounding(GradientTransformation):
     it (unbiased all the same). `keep_key_on_zero_steps=True` leaves the
     key as it was after such a step, so that it leaves no trace at all,
     at the cost of one more pass over the updates to find out. On a
-    2-core CPU, around 8-bit AdamW, the step took 0.95x to 1.06x the
-    round-to-nearest step by default and 1.34x to 1.44x with the check
-    (`benchmarks/bench_state_memory.py`, two runs; issue 35's target for
+    2-core CPU, around 8-bit AdamW, the step took 0.95x to 1.07x the
+    round-to-nearest step by default and 1.30x to 1.44x with the check
+    (`benchmarks/bench_state_memory.py`, three runs; issue 35's target for
     the rounding is 1.2x).
 
     Updates are float32 for 16-bit parameters (:math:`p' - p`, which
