@@ -2,7 +2,12 @@
 
 The reference's module function `dion_update` is called directly, one
 matrix at a time, with `qr_method="qr"` (Householder QR; its default
-"rcqr" draws a random sketch) and no process group. Its QR runs in float32
+"rcqr" draws a random sketch) and no process group. It is
+`torch.compile`d; the runner calls it undecorated (`__wrapped__`, the same
+code), as the Dion2 and NorMuon runners do: on one development VM
+(torch 2.13.0+cpu) the compiled function returned different weights for
+the same inputs from call to call, some of them inf or NaN, on wide
+matrices (`transpose=True`). Its QR runs in float32
 whatever the input dtype, so agreement stops near 1e-7. Weights are torch's
 (fan_out, fan_in); gradax's are their transpose.
 """
@@ -37,6 +42,7 @@ def _q0(prob: Problem, shape, fraction, long_side=True):
 def cases(fetch_dir: Path) -> list[Case]:
     co = checkout(fetch_dir, REPO, FILES, "ref_dion")
     module = load("ref_dion", "dion.dion_reference")
+    dion_update = module.dion_update.__wrapped__  # eager: see the docstring
     import torch
 
     def reference(fraction):
@@ -48,7 +54,7 @@ def cases(fetch_dir: Path) -> list[Case]:
             out = []
             for t in range(steps):
                 g = torch.tensor(prob.grad(x.numpy(), t))
-                q = module.dion_update(
+                q = dion_update(
                     X=x,
                     G=g,
                     M=m,
