@@ -59,8 +59,7 @@ class TensorPlan(NamedTuple):
     factor per axis.
     """
 
-    shape: tuple[int, ...]  # the leaf's
-    merged: tuple[int, ...]  # the tensor's
+    merged: tuple[int, ...]  # the tensor's shape
     blocks: tuple[int, ...]  # block size along each of the tensor's axes
     batch_axes: tuple[int, ...] = ()  # none: the whole leaf is gathered
 
@@ -140,11 +139,16 @@ def merged_shape(shape: tuple[int, ...], max_dim: int) -> tuple[int, ...]:
     return tuple(merged)
 
 
+def _side(n, block_size, max_dim) -> int:
+    """A side's factor size: 0 (no factor) for 1 or beyond `max_dim`."""
+    return 0 if not 1 < n <= max_dim else min(n, block_size)
+
+
 def _reshaped_plan(shape, merged, block_size, max_dim, vector) -> Plan:
     """A plan for a leaf viewed as the vector or matrix `merged` (rank <= 2)."""
 
     def side(n):
-        return 0 if not 1 < n <= max_dim else min(n, block_size)
+        return _side(n, block_size, max_dim)
 
     if len(merged) == 2:
         rows, cols = merged
@@ -176,18 +180,14 @@ def _plan(shape, dims, block_size, max_dim, vector) -> Plan:
     used = matrix_axes(dims.reduction_axis, ndim) + matrix_axes(dims.output_axis, ndim)
     batch_axes = tuple(a for a in range(ndim) if a not in used)
     rows, cols = view.fan_in, view.fan_out
-
-    def side(n):
-        return 0 if not 1 < n <= max_dim else min(n, block_size)
-
     return Plan(
         view.to_matrices,
         view.from_matrices,
         batch_axes,
         rows,
         cols,
-        side(rows),
-        side(cols),
+        _side(rows, block_size, max_dim),
+        _side(cols, block_size, max_dim),
     )
 
 
@@ -226,7 +226,7 @@ def plans(
             if len(merged) <= 2:
                 return _reshaped_plan(shape, merged, block_size, max_dim, vector)
             sizes = tuple(int(min(n, block_size)) for n in merged)
-            return TensorPlan(shape, merged, sizes)
+            return TensorPlan(merged, sizes)
         return _plan(shape, d, block_size, max_dim, vector)
 
     out = [plan(d, tuple(x.shape)) for d, x in zip(flat_dims, leaves, strict=True)]

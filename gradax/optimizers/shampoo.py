@@ -120,8 +120,9 @@ class scale_by_shampoo(GradientTransformation):
         into blocks of `block_size`) instead of the grafting direction.
       merge_small_dims: if > 0, lay each leaf out as its shape with adjacent
         axes merged while their product stays <= this (the reference's
-        `merge_small_dims_block_size`), when that leaves a vector or a
-        matrix; 0 keeps `weight_dimension_numbers`' layout.
+        `merge_small_dims_block_size`): a vector, a matrix, or a tensor with
+        a factor per axis (rank k >= 3, roots of exponent 2k); 0 keeps
+        `weight_dimension_numbers`' layout.
       skip_preconditioning_dim_size_gt: a leaf with an axis longer than
         this takes the grafting direction (None: none is skipped).
       grafting_momentum: "shared" (one momentum) or "separate" (a momentum
@@ -198,24 +199,32 @@ class scale_by_shampoo(GradientTransformation):
         graft, pre, nu, stats, roots = new
         use = state.count >= self.start_preconditioning_step
         wd = self.weight_decay
-        if not (isinstance(wd, (int, float)) and wd == 0):
-            if params is None:
-                raise ValueError(
-                    "scale_by_shampoo(weight_decay=...) needs params: "
-                    "pass them to update"
-                )
-            graft, pre = (
-                jax.tree.map(lambda u, p: u + (wd * p).astype(u.dtype), d, params)
-                for d in (graft, pre)
+        decays = not (isinstance(wd, (int, float)) and wd == 0)
+        if decays and params is None:
+            raise ValueError(
+                "scale_by_shampoo(weight_decay=...) needs params: pass them to update"
             )
+
+        def decayed(direction):
+            if not decays:
+                return direction
+            return jax.tree.map(
+                lambda u, p: u + (wd * p).astype(u.dtype), direction, params
+            )
+
+        def pick(shampoo_tree, graft_tree):
+            return jax.tree.map(
+                lambda p, g: jnp.where(use, p, g), shampoo_tree, graft_tree
+            )
+
         if self.grafting_momentum == "shared":
-            direction = jax.tree.map(lambda p, g: jnp.where(use, p, g), pre, graft)
-            out, mu = self._momentum(direction, state.mu, count)
+            out, mu = self._momentum(decayed(pick(pre, graft)), state.mu, count)
             return out, ShampooState(count, mu, nu, stats, roots)
-        pre_out, mu = self._momentum(pre, state.mu, count)
-        graft_out, graft_mu = self._momentum(graft, state.graft_mu, count)
-        out = jax.tree.map(lambda p, g: jnp.where(use, p, g), pre_out, graft_out)
-        return out, ShampooState(count, mu, nu, stats, roots, graft_mu)
+        pre_out, mu = self._momentum(decayed(pre), state.mu, count)
+        graft_out, graft_mu = self._momentum(decayed(graft), state.graft_mu, count)
+        return pick(pre_out, graft_out), ShampooState(
+            count, mu, nu, stats, roots, graft_mu
+        )
 
     def _momentum(self, direction, mu, count):
         """The momentum's output and new state for `direction`."""

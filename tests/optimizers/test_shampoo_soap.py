@@ -653,21 +653,26 @@ def test_merged_shape(shape, most, merged):
     assert merged_shape(shape, most) == merged
 
 
+def _sgd_grafted_shampoo(lr, b2, meps, **options):
+    """Shampoo without momentum, preconditioning from the first update,
+    grafted to the gradient's norm: the rules the numpy checks write out."""
+    return gradax.shampoo(
+        lr,
+        b1=0.0,
+        b2=b2,
+        matrix_epsilon=meps,
+        grafting_type="sgd",
+        start_preconditioning_step=0,
+        **options,
+    )
+
+
 def test_vector_full_statistic_matches_numpy():
     """Blocks of 4 and a short one of 2 (zero-padded here), exponent 2."""
     lr, b2, meps, steps = 0.1, 0.9, 0.1, 4
     rng = np.random.default_rng(1)
     grads = rng.standard_normal((steps, 6))
-    tx = gradax.shampoo(
-        lr,
-        b1=0.0,
-        b2=b2,
-        matrix_epsilon=meps,
-        block_size=4,
-        grafting_type="sgd",
-        start_preconditioning_step=0,
-        precondition_vectors=True,
-    )
+    tx = _sgd_grafted_shampoo(lr, b2, meps, block_size=4, precondition_vectors=True)
     params = {"b": jnp.zeros(6)}
     state = tx.init(params)
     stats = [np.zeros((4, 4)), np.zeros((2, 2))]
@@ -747,16 +752,8 @@ def test_merged_rank_three_leaf_has_a_factor_per_axis():
     lr, b2, meps = 0.1, 0.9, 0.1
     rng = np.random.default_rng(4)
     grads = rng.standard_normal((3, 3, 5, 4)).astype(np.float32)
-    tx = gradax.shampoo(
-        lr,
-        b1=0.0,
-        b2=b2,
-        matrix_epsilon=meps,
-        block_size=3,
-        grafting_type="sgd",
-        start_preconditioning_step=0,
-        merge_small_dims=2,  # (3, 5, 4) stays rank 3
-    )
+    # merge_small_dims=2: (3, 5, 4) stays rank 3
+    tx = _sgd_grafted_shampoo(lr, b2, meps, block_size=3, merge_small_dims=2)
     params = {"w": jnp.zeros((3, 5, 4))}
     state = tx.init(params)
     # 1 x 2 x 2 blocks of 3 (the last ones zero-padded), a factor per axis
