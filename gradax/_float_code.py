@@ -58,10 +58,25 @@ def exponents(values: jax.Array, signed: bool) -> jax.Array:
     maximum is taken over one byte an element, not four (on a CPU, XLA
     writes a reduction's input to memory first).
     """
+    return exponents_of_magnitudes(magnitude_bits(values), signed)
+
+
+def exponents_of_magnitudes(magnitudes: jax.Array, signed: bool) -> jax.Array:
+    """:func:`exponents` of the values whose :func:`magnitude_bits` are given."""
     step = 1 << _shift(signed)
-    bits = jnp.minimum(_bits(values) & 0x7FFFFFFF, _CAP)
+    bits = jnp.minimum(magnitudes, _CAP)
     rounded = (bits + step // 2) & ~(step - 1)  # the nearest code's pattern
     return ((rounded + _EXPONENT_ONE - 1) >> 23).astype(jnp.uint8)
+
+
+def magnitude_bits(values: jax.Array) -> jax.Array:
+    """`|x|`'s float32 bit pattern (int32): ordered as `|x|` is, NaN on top.
+
+    The block maximum of these gives the block's exponent through
+    :func:`exponents` (of the maximum's value), since that map is monotone:
+    one operation an element where the reduction is fused with its input.
+    """
+    return _bits(values) & 0x7FFFFFFF
 
 
 def scales_from_exponents(exponents: jax.Array) -> jax.Array:
@@ -83,28 +98,37 @@ def encode(values: jax.Array, scales: jax.Array, signed: bool) -> jax.Array:
     nonzero value below the lowest rank gets rank 1, never 0 (a second
     moment stored as zero would turn Adam's step into `m / eps`); NaN and
     values above the scale get the top rank. Signed codes are `±rank`;
-    unsigned ones `rank - 128`.
+    unsigned ones `rank - 128`. (Each step is written for few vector
+    operations an element: the loop is compute-bound on a CPU.)
     """
     shift = _shift(signed)
     bits = _bits(values)
     magnitude = bits & 0x7FFFFFFF
-    rank = (magnitude - _base(scales, signed) + (1 << (shift - 1))) >> shift
+    # Rounding half a step up, less the pattern of rank 0: one per block.
+    offset = (1 << (shift - 1)) - _base(scales, signed)
+    rank = (magnitude + offset) >> shift
     rank = jnp.clip(rank, 1, top_rank(signed))
     rank = jnp.where(magnitude > 0, rank, 0)
     if signed:
-        return jnp.where(bits < 0, -rank, rank).astype(jnp.int8)
+        negative = bits >> 31  # -1 or 0: (rank ^ -1) + 1 is -rank
+        return ((rank ^ negative) - negative).astype(jnp.int8)
     return (rank - 128).astype(jnp.int8)
 
 
 def decode(codes: jax.Array, scales: jax.Array, signed: bool) -> jax.Array:
     """float32 values of int8 `codes`, `scales` broadcast to them."""
     codes = codes.astype(jnp.int32)
-    rank = jnp.abs(codes) if signed else codes + 128
+    shift = _shift(signed)
+    if signed:
+        rank = jnp.abs(codes)
+        base = _base(scales, signed)
+    else:
+        rank = codes + 128
+        base = _base(scales, signed) + (128 << shift)  # rank 0 at code -128
     # At least the smallest subnormal: a tiny scale's low ranks would
     # otherwise fall below zero's bit pattern (nonzero stays nonzero).
-    bits = jnp.maximum(_base(scales, signed) + (rank << _shift(signed)), 1)
-    magnitude = lax.bitcast_convert_type(bits, jnp.float32)
-    magnitude = jnp.where(rank > 0, magnitude, 0.0)
+    bits = jnp.maximum(base + ((rank if signed else codes) << shift), 1)
+    bits = jnp.where(rank > 0, bits, 0)
     if signed:
-        return jnp.where(codes < 0, -magnitude, magnitude)
-    return magnitude
+        bits = bits | (codes & jnp.int32(-(2**31)))  # the code's sign bit
+    return lax.bitcast_convert_type(bits, jnp.float32)

@@ -463,9 +463,10 @@ class QuantizedArray:
         return cls(codes, scales, block_size, signed)
 
     @classmethod
-    def _store_float(cls, x, values, block_size, signed) -> QuantizedArray:
-        exponents = _float_code.exponents(values, signed)
-        top = jnp.max(_to_blocks(exponents, block_size), axis=-1)
+    def _store_float(cls, x, values, block_size, signed, top=None) -> QuantizedArray:
+        if top is None:
+            exponents = _float_code.exponents(values, signed)
+            top = jnp.max(_to_blocks(exponents, block_size), axis=-1)
         scales = _float_code.scales_from_exponents(top)
         if explicit_sharding(x) is None:
             codes = encode_with_scales(values, scales, block_size, signed, "float")
@@ -506,6 +507,73 @@ class QuantizedArray:
                 f"state leaf of shape {self.shape}"
             )
         return QuantizedArray.store(x, self.block_size, self.signed, self.code)
+
+
+def store_all(values: list[Any], olds: list[QuantizedArray]) -> list[QuantizedArray]:
+    """Each of `values` stored like the :class:`QuantizedArray` at its index.
+
+    The same codes as `[old.store_like(x) for ...]`. A signed and an
+    unsigned float-code leaf of one shape and block size (in an Adam-like
+    state: a parameter's first and second moment, paired in tree order)
+    take their block maxima in one variadic reduction. XLA:CPU fuses that
+    with the loop computing both moments, which then reads the gradient
+    and both old codes once instead of twice; a single `max` is instead
+    handed to a library call after its input is written out (issue 35, the
+    8-bit AdamW step: see docs/memory.md, "Cost").
+    """
+    stored: list[Any] = [None] * len(values)
+    unpaired: dict[tuple, list[int]] = {}  # (shape, block_size, signed) -> indices
+    for index, (x, old) in enumerate(zip(values, olds, strict=True)):
+        if (
+            old.code != "float"
+            or jnp.shape(x) != old.shape
+            or explicit_sharding(x) is not None
+        ):
+            stored[index] = old.store_like(x)  # (a wrong shape raises there)
+            continue
+        partners = unpaired.get((old.shape, old.block_size, not old.signed))
+        if partners:
+            first = partners.pop(0)
+            stored[first], stored[index] = _store_float_pair(
+                (values[first], values[index]), (olds[first], old)
+            )
+        else:
+            unpaired.setdefault((old.shape, old.block_size, old.signed), []).append(
+                index
+            )
+    return [
+        olds[index].store_like(x) if done is None else done
+        for index, (x, done) in enumerate(zip(values, stored, strict=True))
+    ]
+
+
+def _store_float_pair(values: tuple, olds: tuple) -> tuple:
+    """Two float-code leaves of one blocking, their maxima in one reduction."""
+    floats = [jnp.asarray(x).astype(jnp.float32) for x in values]
+    block_size = olds[0].block_size
+    # The maxima of |x|'s bit patterns, not of each element's exponent
+    # (as a lone leaf's are): fused, the reduction reads no bytes for
+    # them, so the fewer operations an element win.
+    magnitudes = tuple(
+        _to_blocks(_float_code.magnitude_bits(x), block_size) for x in floats
+    )
+    zero = jnp.zeros((), jnp.int32)
+    largest = jax.lax.reduce(
+        magnitudes,
+        (zero, zero),
+        lambda a, b: (jnp.maximum(a[0], b[0]), jnp.maximum(a[1], b[1])),
+        (magnitudes[0].ndim - 1,),
+    )
+    return tuple(
+        QuantizedArray._store_float(
+            x,
+            xf,
+            block_size,
+            old.signed,
+            _float_code.exponents_of_magnitudes(top, old.signed),
+        )
+        for x, xf, old, top in zip(values, floats, olds, largest, strict=True)
+    )
 
 
 def is_quantized(x: Any) -> bool:

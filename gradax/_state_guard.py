@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._quantized import is_quantized
+from ._quantized import is_quantized, store_all
 from ._treecheck import (
     Difference,
     differences,
@@ -75,10 +75,13 @@ def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
     if new_def != old_def:
         message = tree_difference(new_state, old_state, "new state", "old state")
         raise TypeError(f"{owner}.update changed the structure of its state: {message}")
-    out = []
+    out: list[Any] = []
+    to_store: list[int] = []  # indices of leaves stored again quantized
     for (path, new), old in zip(new_leaves, old_leaves, strict=True):
         if is_quantized(old):
-            out.append(new if is_quantized(new) else old.store_like(new))
+            if not is_quantized(new):
+                to_store.append(len(out))
+            out.append(new)
             continue
         want, have = _aval(old), _aval(new)
         if want is None or have is None or want == have:
@@ -90,6 +93,9 @@ def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
                 f"{jax.tree_util.keystr(path)} from {want[0]} to {have[0]}"
             )
         out.append(cast_like(new, old))
+    stored = store_all([out[i] for i in to_store], [old_leaves[i] for i in to_store])
+    for index, quantized in zip(to_store, stored, strict=True):
+        out[index] = quantized
     return jax.tree_util.tree_unflatten(new_def, out)
 
 

@@ -161,3 +161,72 @@ def test_state_types_stable_under_scan_and_cond():
     for a, b in zip(jax.tree.leaves(final), jax.tree.leaves(state), strict=True):
         assert (a.shape, a.dtype) == (b.shape, b.dtype)
     assert float(jnp.abs(final[0].mu["w"].load()).max()) > 0  # it did step
+
+
+def test_paired_store_gives_the_codes_of_separate_stores():
+    # store_all pairs a signed and an unsigned float-code leaf of one shape
+    # and block size into one reduction; every other leaf is stored alone.
+    # Either way each leaf's codes and scales are those store_like gives.
+    keys = jax.random.split(jax.random.PRNGKey(3), 7)
+    shapes = [(8, 256), (8, 256), (8, 256), (3, 200), (8, 256), (3, 200), (600,)]
+    signs = [True, False, True, False, False, True, False]
+    codes = ["float"] * 6 + ["dynamic"]
+    values = [
+        jax.random.normal(k, s) * 10.0 ** jax.random.uniform(k, s, minval=-6, maxval=2)
+        for k, s in zip(keys, shapes, strict=True)
+    ]
+    values = [
+        v if signed else jnp.abs(v) for v, signed in zip(values, signs, strict=True)
+    ]
+    olds = [
+        gradax.int8_blockwise(64, code=code).zeros_like(v, signed=signed)
+        for v, signed, code in zip(values, signs, codes, strict=True)
+    ]
+    from gradax._quantized import store_all
+
+    paired = jax.jit(store_all)(values, olds)
+    for x, old, q in zip(values, olds, paired, strict=True):
+        alone = old.store_like(x)
+        assert (q.signed, q.code, q.block_size) == (
+            old.signed,
+            old.code,
+            old.block_size,
+        )
+        np.testing.assert_array_equal(q.codes, alone.codes)
+        np.testing.assert_array_equal(q.scales, alone.scales)
+    with pytest.raises(TypeError, match=r"shape \(8, 255\)"):
+        store_all([jnp.ones((8, 255))], olds[:1])
+
+
+def test_adamw_float_code_step_matches_the_unpaired_store(monkeypatch):
+    # The 8-bit AdamW step stores mu and nu through the paired reduction;
+    # its state and updates are those of storing each leaf alone.
+    import gradax._state_guard as guard
+
+    spec = gradax.int8_blockwise(code="float")
+    tx = gradax.adamw(1e-2, mu_dtype=spec, nu_dtype=spec)
+    params = {
+        "a": jnp.linspace(-1.0, 1.0, 4096).reshape(16, 256),
+        "b": jnp.ones((300,)),
+    }
+    grads = jax.tree.map(lambda p: jnp.cos(7 * p) + 0.1, params)
+    state = tx.init(params)
+
+    def two_steps(state):
+        u, state = tx.update(grads, state, params)
+        return tx.update(grads, state, params)
+
+    paired = jax.jit(two_steps)(state)
+    monkeypatch.setattr(
+        guard, "store_all", lambda xs, olds: [o.store_like(x) for x, o in zip(xs, olds)]
+    )
+    # A new function: jit(two_steps) again would reuse the first trace.
+    alone = jax.jit(lambda state: two_steps(state))(state)
+    # The state is the same, code for code.
+    for a, b in zip(jax.tree.leaves(paired[1]), jax.tree.leaves(alone[1]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # The updates come from the same float32 moments, but XLA fuses the two
+    # programs differently, and a product-sum may or may not be contracted
+    # into one rounding: a few float32 ulps (2**-23 relative each) apart.
+    for a, b in zip(jax.tree.leaves(paired[0]), jax.tree.leaves(alone[0]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=8 * 2.0**-23, atol=0)
