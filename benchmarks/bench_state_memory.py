@@ -32,8 +32,9 @@ A column and two rows explain the 8-bit ratio on a given machine:
 - the rows ``gradax adamw 8-bit float code`` and its ``float code`` load+store
   rows: the same with ``int8_blockwise(code="float")``, a small float whose
   exponent is relative to a power-of-two scale. Its codes are bit patterns
-  shifted and added, and its block maximum is taken over one byte an element
-  (each element's own scale exponent), not over the float32 values.
+  shifted and added. A parameter's two moments take their block maxima in
+  one fused reduction and, on a CPU, are encoded in one loop
+  (``gradax/_quantized.py``, ``store_all``).
 
 ``--stages`` prints instead the 8-bit step taken apart (issue 35, item 3):
 decoding both moments, the block maximum, encoding with the scales held,
@@ -56,10 +57,14 @@ round-to-nearest around the same inner transformation: the table's last
 lines give those ratios (issue 35's target for the rounding: at most 1.2).
 
 ``--quick`` uses a 1-layer tree and fewer rounds; ``--layers`` picks the depth
-(the ratio depends on whether the state fits in the caches).
+(the ratio depends on whether the state fits in the caches) and ``--d-model``
+the width, 256 by default: leaves of 65K to 262K elements. The 8-bit step
+costs XLA about nine programs a leaf against float32's three (copies of the
+donated codes and scales among them), so on a CPU its ratio falls as the
+leaves grow (``--d-model 1024``: 1M to 4M elements a matrix).
 
-Run: python benchmarks/bench_state_memory.py [--quick] [--layers N] [--stages]
-[--json FILE]
+Run: python benchmarks/bench_state_memory.py [--quick] [--layers N]
+[--d-model D] [--stages] [--json FILE]
 """
 
 from __future__ import annotations
@@ -138,6 +143,7 @@ def precision_candidates(params):
     import jax.numpy as jnp
 
     q8 = gradax.int8_blockwise()
+    f8 = gradax.int8_blockwise(code="float")
     clip = gradax.clip_by_global_norm(1.0)
     _, dims = gradax.muon_labels(params, exclude="embed", print_report=False)
 
@@ -154,6 +160,9 @@ def precision_candidates(params):
     master, rounding = gradax.master_weights, gradax.stochastic_rounding
     return {
         "f32 adamw": (adamw(), jnp.float32),
+        # The whole training step of the first table's 8-bit rows.
+        "f32 + 8-bit adamw": (adamw(mu_dtype=q8, nu_dtype=q8), jnp.float32),
+        "f32 + 8-bit float-code adamw": (adamw(mu_dtype=f8, nu_dtype=f8), jnp.float32),
         "bf16 master + 8-bit adamw": (master(adamw(mu_dtype=q8, nu_dtype=q8)), bf16),
         "bf16 rounding + 8-bit adamw": (
             rounding(adamw(mu_dtype=q8, nu_dtype=q8)),
@@ -204,12 +213,18 @@ def _training_step(tx, grads, params):
     return call
 
 
-def run_precision(quick: bool = False, layers: int | None = None) -> dict:
+def run_precision(
+    quick: bool = False,
+    layers: int | None = None,
+    d_model: int = 256,
+    vocab: int = 512,
+) -> dict:
     """Bytes per parameter of parameters + state, and step time over f32 AdamW."""
     import jax.numpy as jnp
 
     layers = layers or (1 if quick else 6)
-    params32 = gpt_like_params(layers=layers)
+    params32 = gpt_like_params(d_model=d_model, layers=layers, vocab=vocab)
+    load = os.getloadavg()
     n = count_params(params32)
     per_param, fns = {}, {}
     for name, (tx, dtype) in precision_candidates(params32).items():
@@ -224,6 +239,8 @@ def run_precision(quick: bool = False, layers: int | None = None) -> dict:
         "benchmark": "parameters + optimizer state, and training step time",
         "params": n,
         "layers": layers,
+        "d_model": d_model,
+        "load": load,
         "device": str(jax.devices()[0]),
         "bytes_per_param": per_param,
         "seconds": times,
@@ -366,10 +383,11 @@ def run_stages(quick: bool = False, layers: int | None = None) -> dict:
     }
 
 
-def run(quick: bool = False, layers: int | None = None) -> dict:
+def run(quick: bool = False, layers: int | None = None, d_model: int = 256) -> dict:
     optax = optional_optax()
     layers = layers or (1 if quick else 6)
-    params = gpt_like_params(layers=layers)
+    params = gpt_like_params(d_model=d_model, layers=layers)
+    load = os.getloadavg()
     grads = fake_grads(params)
     n = count_params(params)
     fns, per_param, flops = {}, {}, {}
@@ -403,6 +421,8 @@ def run(quick: bool = False, layers: int | None = None) -> dict:
         "benchmark": "optimizer state memory and step time",
         "params": n,
         "layers": layers,
+        "d_model": d_model,
+        "load": load,
         "device": str(jax.devices()[0]),
         "state_bytes_per_param": per_param,
         "flops_per_param": flops,
@@ -415,6 +435,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--layers", type=int, help="depth of the bench tree")
+    parser.add_argument(
+        "--d-model", type=int, default=256, help="width of the bench tree (leaf size)"
+    )
     parser.add_argument("--stages", action="store_true", help="only the stages")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -431,10 +454,11 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps(stages, indent=2))
         return
-    result = run(args.quick, args.layers)
+    result = run(args.quick, args.layers, args.d_model)
     print(
         f"{result['benchmark']} on {result['params']:,} parameters "
-        f"({result['layers']} layers, {result['device']})"
+        f"({result['layers']} layers of width {result['d_model']}, "
+        f"{result['device']}, load {result['load'][0]:.2f})"
     )
     header = ("", "bytes/param", "flops/param", "ms/step", "x f32")
     print("  {:30s} {:>12s} {:>12s} {:>9s} {:>7s}".format(*header))
@@ -444,8 +468,11 @@ def main() -> None:
             f"{result['flops_per_param'][name]:12.1f} "
             f"{seconds * 1e3:9.3f} {result['time_over_gradax_f32'][name]:7.2f}"
         )
-    precision = run_precision(args.quick, args.layers)
-    print(f"\n{precision['benchmark']} ({precision['params']:,} parameters)")
+    precision = run_precision(args.quick, args.layers, args.d_model)
+    print(
+        f"\n{precision['benchmark']} ({precision['params']:,} parameters, "
+        f"load {precision['load'][0]:.2f})"
+    )
     header = ("", "bytes/param", "ms/step", "x f32 adamw")
     print("  {:44s} {:>12s} {:>9s} {:>12s}".format(*header))
     for name, seconds in precision["seconds"].items():

@@ -260,14 +260,9 @@ def run(smoke: bool) -> dict:
     }
     memory = adamw_and_offload(d_model, layers, repeats)
     # The 8-bit / master / rounding table, on a tree of the same width.
-    original = bench_state_memory.gpt_like_params
-    bench_state_memory.gpt_like_params = lambda layers: original(
-        d_model=d_model, layers=layers, vocab=4 * d_model
+    precision = bench_state_memory.run_precision(
+        quick=smoke, layers=layers, d_model=d_model, vocab=4 * d_model
     )
-    try:
-        precision = bench_state_memory.run_precision(quick=smoke, layers=layers)
-    finally:
-        bench_state_memory.gpt_like_params = original
     return {
         "device": str(jax.devices()[0]),
         "smoke": smoke,

@@ -217,9 +217,11 @@ def test_adamw_float_code_step_matches_the_unpaired_store(monkeypatch):
         return tx.update(grads, state, params)
 
     paired = jax.jit(two_steps)(state)
-    monkeypatch.setattr(
-        guard, "store_all", lambda xs, olds: [o.store_like(x) for x, o in zip(xs, olds)]
-    )
+
+    def one_by_one(values, olds):
+        return [old.store_like(x) for x, old in zip(values, olds, strict=True)]
+
+    monkeypatch.setattr(guard, "store_all", one_by_one)
     # A new function: jit(two_steps) again would reuse the first trace.
     alone = jax.jit(lambda state: two_steps(state))(state)
     # The state is the same, code for code.
