@@ -106,6 +106,17 @@ _CANDIDATES = {
         ),
         "adamw with 8-bit blockwise moments",
     ),
+    "adamw8bit-float": Recipe(
+        ADAMW_LR,
+        _plain(
+            "adamw",
+            b2=0.95,
+            weight_decay=0.01,
+            mu_dtype=gradax.int8_blockwise(code="float"),
+            nu_dtype=gradax.int8_blockwise(code="float"),
+        ),
+        "adamw with 8-bit blockwise moments, float code",
+    ),
     "muon8bit": Recipe(
         0.05,
         _with_adamw("muon", mu_dtype=gradax.int8_blockwise()),
@@ -132,7 +143,7 @@ _CANDIDATES = {
 OPTIMIZERS = {
     name: r
     for name, r in _CANDIDATES.items()
-    if hasattr(gradax, name.removesuffix("8bit"))
+    if hasattr(gradax, name.partition("8bit")[0])
 }
 
 
