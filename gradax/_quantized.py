@@ -513,53 +513,44 @@ def store_all(values: list[Any], olds: list[QuantizedArray]) -> list[QuantizedAr
     """Each of `values` stored like the :class:`QuantizedArray` at its index.
 
     The same codes as `[old.store_like(x) for ...]`. A signed and an
-    unsigned float-code leaf of one shape and block size (in an Adam-like
+    unsigned leaf of one code, shape and block size (in an Adam-like
     state: a parameter's first and second moment, paired in tree order)
-    take their block maxima in one variadic reduction. XLA:CPU fuses that
-    with the loop computing both moments, which then reads the gradient
-    and both old codes once instead of twice; a single `max` is instead
-    handed to a library call after its input is written out (issue 35, the
-    8-bit AdamW step: see docs/memory.md, "Cost").
+    are stored together (:func:`_store_pair`); the others alone (issue 35,
+    the 8-bit AdamW step: see docs/memory.md, "Cost").
     """
     stored: list[Any] = [None] * len(values)
-    unpaired: dict[tuple, list[int]] = {}  # (shape, block_size, signed) -> indices
+    unpaired: dict[tuple, list[int]] = {}  # (code, shape, blocks, signed) -> indices
     for index, (x, old) in enumerate(zip(values, olds, strict=True)):
-        if (
-            old.code != "float"
-            or jnp.shape(x) != old.shape
-            or explicit_sharding(x) is not None
-        ):
+        if jnp.shape(x) != old.shape or explicit_sharding(x) is not None:
             stored[index] = old.store_like(x)  # (a wrong shape raises there)
             continue
-        partners = unpaired.get((old.shape, old.block_size, not old.signed))
+        kind = (old.code, old.shape, old.block_size)
+        partners = unpaired.get((*kind, not old.signed))
         if partners:
             first = partners.pop(0)
-            stored[first], stored[index] = _store_float_pair(
+            stored[first], stored[index] = _store_pair(
                 (values[first], values[index]), (olds[first], old)
             )
         else:
-            unpaired.setdefault((old.shape, old.block_size, old.signed), []).append(
-                index
-            )
+            unpaired.setdefault((*kind, old.signed), []).append(index)
     return [
         olds[index].store_like(x) if done is None else done
         for index, (x, done) in enumerate(zip(values, stored, strict=True))
     ]
 
 
-def _store_float_pair(values: tuple, olds: tuple) -> tuple:
-    """Two float-code leaves of one blocking, stored in two loops, not four.
+def _store_pair(values: tuple, olds: tuple) -> tuple:
+    """Two leaves of one code and blocking, stored in two loops, not four.
 
-    Their block maxima come from one reduction. On a CPU their codes then
-    come from one loop with two outputs as well (see
-    :func:`_one_loop_on_cpu`), which reads the gradient and the old codes
-    that both moments are computed from once, not twice.
+    Their block maxima come from one variadic reduction over `|x|`'s bit
+    patterns (ordered as `|x|` is). XLA:CPU fuses it with the loop that
+    computes both moments, which then reads the gradient and both old
+    codes once; a lone `max` it hands to a library call after writing its
+    input out (`|x|` in float32 for the dynamic map). On a CPU their codes
+    then come from one loop as well (see :func:`_one_loop_on_cpu`).
     """
     floats = [jnp.asarray(x).astype(jnp.float32) for x in values]
-    block_size, shape = olds[0].block_size, olds[0].shape
-    # The maxima of |x|'s bit patterns, not of each element's exponent
-    # (as a lone leaf's are): fused, the reduction reads no bytes for
-    # them, so the fewer operations an element win.
+    block_size, code = olds[0].block_size, olds[0].code
     magnitudes = tuple(
         _to_blocks(_float_code.magnitude_bits(x), block_size) for x in floats
     )
@@ -567,19 +558,22 @@ def _store_float_pair(values: tuple, olds: tuple) -> tuple:
     largest = jax.lax.reduce(
         magnitudes, (zero, zero), _pairwise_max, (magnitudes[0].ndim - 1,)
     )
-    scales = [
-        _float_code.scales_from_exponents(
-            _float_code.exponents_of_magnitudes(top, old.signed)
-        )
-        for top, old in zip(largest, olds, strict=True)
-    ]
+    if code == "float":
+        scales = [
+            _float_code.scales_from_exponents(
+                _float_code.exponents_of_magnitudes(top, old.signed)
+            )
+            for top, old in zip(largest, olds, strict=True)
+        ]
+    else:  # the dynamic map's scale: the largest |x| itself
+        scales = [jax.lax.bitcast_convert_type(top, jnp.float32) for top in largest]
     codes = tuple(
-        _float_code.encode(x, _per_element(s, shape, block_size), old.signed)
+        encode_with_scales(x, s, block_size, old.signed, code)
         for x, s, old in zip(floats, scales, olds, strict=True)
     )
     codes = _one_loop_on_cpu(codes)
     return tuple(
-        QuantizedArray(c, s, block_size, old.signed, "float")
+        QuantizedArray(c, s, block_size, old.signed, code)
         for c, s, old in zip(codes, scales, olds, strict=True)
     )
 

@@ -167,10 +167,13 @@ def test_paired_store_gives_the_codes_of_separate_stores():
     # store_all pairs a signed and an unsigned float-code leaf of one shape
     # and block size into one reduction; every other leaf is stored alone.
     # Either way each leaf's codes and scales are those store_like gives.
-    keys = jax.random.split(jax.random.PRNGKey(3), 7)
+    keys = jax.random.split(jax.random.PRNGKey(3), 10)
     shapes = [(8, 256), (8, 256), (8, 256), (3, 200), (8, 256), (3, 200), (600,)]
-    signs = [True, False, True, False, False, True, False]
-    codes = ["float"] * 6 + ["dynamic"]
+    shapes += [(600,), (8, 256), (600,)]
+    signs = [True, False, True, False, False, True, False, True, True, False]
+    # The dynamic leaves: a pair of (600,) (indices 6 and 7; 9 is left over)
+    # and one (8, 256) with no partner of its code.
+    codes = ["float"] * 6 + ["dynamic"] * 4
     values = [
         jax.random.normal(k, s) * 10.0 ** jax.random.uniform(k, s, minval=-6, maxval=2)
         for k, s in zip(keys, shapes, strict=True)
@@ -198,12 +201,13 @@ def test_paired_store_gives_the_codes_of_separate_stores():
         store_all([jnp.ones((8, 255))], olds[:1])
 
 
-def test_adamw_float_code_step_matches_the_unpaired_store(monkeypatch):
+@pytest.mark.parametrize("code", ["float", "dynamic"])
+def test_adamw_step_matches_the_unpaired_store(monkeypatch, code):
     # The 8-bit AdamW step stores mu and nu through the paired reduction;
     # its state and updates are those of storing each leaf alone.
     import gradax._state_guard as guard
 
-    spec = gradax.int8_blockwise(code="float")
+    spec = gradax.int8_blockwise(code=code)
     tx = gradax.adamw(1e-2, mu_dtype=spec, nu_dtype=spec)
     params = {
         "a": jnp.linspace(-1.0, 1.0, 4096).reshape(16, 256),
