@@ -163,9 +163,33 @@ def test_state_types_stable_under_scan_and_cond():
     assert float(jnp.abs(final[0].mu["w"].load()).max()) > 0  # it did step
 
 
+def _assert_stored_alike(q, alone):
+    """The same storage of the same values, whatever XLA fused around it.
+
+    Scales are block maxima (exact) or powers of two taken from them, and
+    the float code's codes are integer operations on the bits: all exact.
+    The dynamic map rounds `|x| / scale * slope + offset` to its nearest
+    rank, and XLA may contract that product and sum into one rounding in
+    one program and not in another: a value within an ulp or so of a tie
+    (about 1e-6 of draws) may then land one code apart. So there, at most
+    one code in a thousand may differ, by one.
+    """
+    assert (q.signed, q.code, q.block_size) == (
+        alone.signed,
+        alone.code,
+        alone.block_size,
+    )
+    np.testing.assert_array_equal(q.scales, alone.scales)
+    if q.code == "float":
+        np.testing.assert_array_equal(q.codes, alone.codes)
+        return
+    apart = np.abs(np.asarray(q.codes, np.int32) - np.asarray(alone.codes, np.int32))
+    assert apart.max() <= 1 and np.count_nonzero(apart) <= apart.size / 1000
+
+
 def test_paired_store_gives_the_codes_of_separate_stores():
-    # store_all pairs a signed and an unsigned float-code leaf of one shape
-    # and block size into one reduction; every other leaf is stored alone.
+    # store_all pairs a signed and an unsigned leaf of one code, shape and
+    # block size into one reduction; every other leaf is stored alone.
     # Either way each leaf's codes and scales are those store_like gives.
     keys = jax.random.split(jax.random.PRNGKey(3), 10)
     shapes = [(8, 256), (8, 256), (8, 256), (3, 200), (8, 256), (3, 200), (600,)]
@@ -189,14 +213,7 @@ def test_paired_store_gives_the_codes_of_separate_stores():
 
     paired = jax.jit(store_all)(values, olds)
     for x, old, q in zip(values, olds, paired, strict=True):
-        alone = old.store_like(x)
-        assert (q.signed, q.code, q.block_size) == (
-            old.signed,
-            old.code,
-            old.block_size,
-        )
-        np.testing.assert_array_equal(q.codes, alone.codes)
-        np.testing.assert_array_equal(q.scales, alone.scales)
+        _assert_stored_alike(q, old.store_like(x))
     with pytest.raises(TypeError, match=r"shape \(8, 255\)"):
         store_all([jnp.ones((8, 255))], olds[:1])
 
@@ -208,12 +225,16 @@ def test_adamw_step_matches_the_unpaired_store(monkeypatch, code):
     import gradax._state_guard as guard
 
     spec = gradax.int8_blockwise(code=code)
-    tx = gradax.adamw(1e-2, mu_dtype=spec, nu_dtype=spec)
+    # Decays of 1/2 and gradients of multiples of 1/64 (below 2 in size):
+    # every product in the moments' update is exact, so the new moments are
+    # the same whether or not XLA contracts a product and a sum (it fuses
+    # the two programs differently), and so is what is stored.
+    tx = gradax.adamw(1e-2, b1=0.5, b2=0.5, mu_dtype=spec, nu_dtype=spec)
     params = {
         "a": jnp.linspace(-1.0, 1.0, 4096).reshape(16, 256),
         "b": jnp.ones((300,)),
     }
-    grads = jax.tree.map(lambda p: jnp.cos(7 * p) + 0.1, params)
+    grads = jax.tree.map(lambda p: jnp.round(64 * jnp.cos(7 * p)) / 64 + 0.125, params)
     state = tx.init(params)
 
     def two_steps(state):
@@ -228,9 +249,17 @@ def test_adamw_step_matches_the_unpaired_store(monkeypatch, code):
     monkeypatch.setattr(guard, "store_all", one_by_one)
     # A new function: jit(two_steps) again would reuse the first trace.
     alone = jax.jit(lambda state: two_steps(state))(state)
-    # The state is the same, code for code.
-    for a, b in zip(jax.tree.leaves(paired[1]), jax.tree.leaves(alone[1]), strict=True):
-        np.testing.assert_array_equal(a, b)
+    # The state is the same, code for code (see _assert_stored_alike).
+    from gradax._quantized import is_quantized
+
+    leaves = [
+        jax.tree.leaves(state, is_leaf=is_quantized) for state in (paired[1], alone[1])
+    ]
+    for a, b in zip(*leaves, strict=True):
+        if is_quantized(a):
+            _assert_stored_alike(a, b)
+        else:
+            np.testing.assert_array_equal(a, b)
     # The updates come from the same float32 moments, but XLA fuses the two
     # programs differently, and a product-sum may or may not be contracted
     # into one rounding: a few float32 ulps (2**-23 relative each) apart.
