@@ -463,10 +463,9 @@ class QuantizedArray:
         return cls(codes, scales, block_size, signed)
 
     @classmethod
-    def _store_float(cls, x, values, block_size, signed, top=None) -> QuantizedArray:
-        if top is None:
-            exponents = _float_code.exponents(values, signed)
-            top = jnp.max(_to_blocks(exponents, block_size), axis=-1)
+    def _store_float(cls, x, values, block_size, signed) -> QuantizedArray:
+        exponents = _float_code.exponents(values, signed)
+        top = jnp.max(_to_blocks(exponents, block_size), axis=-1)
         scales = _float_code.scales_from_exponents(top)
         if explicit_sharding(x) is None:
             codes = encode_with_scales(values, scales, block_size, signed, "float")

@@ -75,6 +75,15 @@ def _with_adamw(name: str, **kwargs) -> Callable[..., Any]:
 
 
 ADAMW_LR = 3e-3
+
+
+def _adamw(moments: Any = None) -> Callable[..., Any]:
+    """The demo's AdamW, both moments stored as `moments` (a dtype or spec)."""
+    return _plain(
+        "adamw", b2=0.95, weight_decay=0.01, mu_dtype=moments, nu_dtype=moments
+    )
+
+
 _CANDIDATES = {
     "adamw": Recipe(
         ADAMW_LR,
@@ -97,24 +106,12 @@ _CANDIDATES = {
     ),
     "adamw8bit": Recipe(
         ADAMW_LR,
-        _plain(
-            "adamw",
-            b2=0.95,
-            weight_decay=0.01,
-            mu_dtype=gradax.int8_blockwise(),
-            nu_dtype=gradax.int8_blockwise(),
-        ),
+        _adamw(gradax.int8_blockwise()),
         "adamw with 8-bit blockwise moments",
     ),
     "adamw8bit-float": Recipe(
         ADAMW_LR,
-        _plain(
-            "adamw",
-            b2=0.95,
-            weight_decay=0.01,
-            mu_dtype=gradax.int8_blockwise(code="float"),
-            nu_dtype=gradax.int8_blockwise(code="float"),
-        ),
+        _adamw(gradax.int8_blockwise(code="float")),
         "adamw with 8-bit blockwise moments, float code",
     ),
     "muon8bit": Recipe(
@@ -150,7 +147,7 @@ OPTIMIZERS = {
 def _bf16_adamw(int8: bool, wrap: Callable[[Any], Any] | None, how: str) -> Recipe:
     q8 = gradax.int8_blockwise()
     dtype = q8 if int8 else jnp.float32
-    build = _plain("adamw", b2=0.95, weight_decay=0.01, mu_dtype=dtype, nu_dtype=dtype)
+    build = _adamw(dtype)
     moments = "8-bit" if int8 else "float32"
     summary = f"adamw, bfloat16 params, {how}, {moments} moments"
     return Recipe(ADAMW_LR, build, summary, jnp.bfloat16, wrap)
