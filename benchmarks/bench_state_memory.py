@@ -55,6 +55,11 @@ Stochastic rounding is also timed around float32 AdamW, and with
 that moved nothing, whose key is then held), each against
 round-to-nearest around the same inner transformation: the table's last
 lines give those ratios (issue 35's target for the rounding: at most 1.2).
+The row ``... scales held (floor)`` is the float-code AdamW training step
+with every block re-encoded with the scale it already has: no block maximum
+is taken at all, so it is a floor for any 8-bit step that XLA:CPU computes
+in the same passes (the update's loop and the encoding's), whatever its
+scales (issue 35, item 3).
 
 ``--quick`` uses a 1-layer tree and fewer rounds; ``--layers`` picks the depth
 (the ratio depends on whether the state fits in the caches) and ``--d-model``
@@ -70,6 +75,7 @@ Run: python benchmarks/bench_state_memory.py [--quick] [--layers N]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -213,6 +219,46 @@ def _training_step(tx, grads, params):
     return call
 
 
+# The floor of any 8-bit step that keeps the update's three passes on
+# XLA:CPU: the same training step with every block encoded with the scale it
+# already has, so no block maximum of the new values is taken at all.
+FLOOR_ROW = "f32 + 8-bit float-code adamw, scales held (floor)"
+
+
+@contextlib.contextmanager
+def _scales_held():
+    """Quantized moments stored again with their old scales (a diagnostic).
+
+    While it is active, steps traced encode each pair of moments (an Adam
+    state's two moments of a parameter, see `gradax._quantized.store_all`)
+    with the scales their blocks already have, in the same one loop as the
+    real store, so the difference to the real step is exactly what taking
+    the new block maxima costs.
+    """
+    from gradax import _quantized
+
+    def held(values, olds):
+        codes = tuple(
+            encode_with_scales(
+                jnp.asarray(x).astype(jnp.float32),
+                old.scales,
+                old.block_size,
+                old.signed,
+                old.code,
+            )
+            for x, old in zip(values, olds, strict=True)
+        )
+        codes = _quantized._one_loop_on_cpu(codes)
+        return tuple(old.with_codes(c) for c, old in zip(codes, olds, strict=True))
+
+    real = _quantized._store_pair
+    _quantized._store_pair = held
+    try:
+        yield
+    finally:
+        _quantized._store_pair = real
+
+
 def run_precision(
     quick: bool = False,
     layers: int | None = None,
@@ -233,6 +279,11 @@ def run_precision(
         grads = fake_grads(params)
         per_param[name] = (_bytes(params) + _bytes(tx.init(params))) / n
         fns[name] = _training_step(tx, grads, params)
+    tx, _ = precision_candidates(params32)["f32 + 8-bit float-code adamw"]
+    params = jax.tree.map(jnp.array, params32)
+    per_param[FLOOR_ROW] = (_bytes(params) + _bytes(tx.init(params))) / n
+    with _scales_held():  # compiled (not only traced) inside
+        fns[FLOOR_ROW] = _training_step(tx, fake_grads(params), params)
     times = time_interleaved(fns, repeats=6 if quick else 20)
     base = times["f32 adamw"]
     return {
@@ -474,15 +525,15 @@ def main() -> None:
         f"load {precision['load'][0]:.2f})"
     )
     header = ("", "bytes/param", "ms/step", "x f32 adamw")
-    print("  {:44s} {:>12s} {:>9s} {:>12s}".format(*header))
+    print("  {:52s} {:>12s} {:>9s} {:>12s}".format(*header))
     for name, seconds in precision["seconds"].items():
         print(
-            f"  {name:44s} {precision['bytes_per_param'][name]:12.3f} "
+            f"  {name:52s} {precision['bytes_per_param'][name]:12.3f} "
             f"{seconds * 1e3:9.3f} {precision['time_over_f32_adamw'][name]:12.2f}"
         )
     print("  stochastic rounding's step over round-to-nearest's:")
     for name, ratio in precision["rounding_over_nearest"].items():
-        print(f"    {name:44s} {ratio:6.2f}")
+        print(f"    {name:52s} {ratio:6.2f}")
     if args.json:
         result["precision"] = precision
         args.json.write_text(json.dumps(result, indent=2))
