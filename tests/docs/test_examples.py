@@ -39,29 +39,59 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 # The pages' figures come from the same scripts with XLA's default options on
 # a CPU, printed to 3 or 4 significant digits: rounding is up to 0.5% (3
 # digits). The other 0.5% is for a CPU or XLA build that sums float32 in
-# another order; that can move a loss after a few hundred steps by more (the
-# suite's fast-compile options moved quickstart's step-100 loss by 1.7%), and
-# then the pages are regenerated with the new jax. atol: losses printed near
-# 1e-5 and below are float32 noise after that many steps.
+# another order. atol: losses printed near 1e-5 and below are float32 noise
+# after that many steps.
 RTOL, ATOL = 1e-2, 1e-5
+# Some figures depend on the summation order itself: a training run that
+# passes through a sensitive stretch amplifies a last-bit difference. Each
+# example also runs with XLA:CPU's vectors at 128 bits instead of its default
+# (another order of the same sums, as another CPU's kernels or another XLA
+# build make). A figure this probe moves by more than a quarter of RTOL
+# depends on rounding; the page shows one machine's value of it, so only its
+# text is compared (the bounds below still check that training worked).
+# Measured on a 2-core AVX2 CPU: the bfloat16 example's final losses moved
+# 0.6% to 2.3%, plain bfloat16's 15% (0.0693 to 0.0587); quickstart's step-499
+# loss 10% at the learning rate 1e-2 it had before (another CPU printed a loss
+# 26% from this one's; at 5e-3 no figure moves past 0.25%). The other
+# examples' printed figures did not move.
+PROBE_XLA_FLAGS = "--xla_cpu_prefer_vector_width=128"
+PROBE_RTOL = RTOL / 4
 
 
-def output_mismatch(shown: str, printed: str) -> str | None:
+def output_mismatch(shown: str, printed: str, probe: str | None = None) -> str | None:
     """Where ``printed`` differs from the ``shown`` output: text must be the
-    same and numbers equal within RTOL/ATOL; None when they agree."""
+    same and numbers equal within RTOL/ATOL; None when they agree.
+
+    ``probe``, the same output under another summation order
+    (``PROBE_XLA_FLAGS``): a number it moves by more than PROBE_RTOL
+    depends on rounding, and only the text around it is compared.
+    """
     shown_lines, printed_lines = (
         shown.strip().splitlines(),
         printed.strip().splitlines(),
     )
     if len(shown_lines) != len(printed_lines):
         return f"{len(printed_lines)} lines printed, the page shows {len(shown_lines)}"
-    for a, b in zip(shown_lines, printed_lines, strict=True):
+    probe_lines = probe.strip().splitlines() if probe is not None else []
+    if len(probe_lines) != len(printed_lines):
+        probe_lines = printed_lines  # no usable probe: every number counts
+    for a, b, c in zip(shown_lines, printed_lines, probe_lines, strict=True):
         if _NUMBER.split(a) != _NUMBER.split(b):
             return f"page: {a!r}\nrun:  {b!r}"
-        for x, y in zip(_NUMBER.findall(a), _NUMBER.findall(b), strict=True):
+        probed = _NUMBER.findall(c) if _NUMBER.split(c) == _NUMBER.split(b) else []
+        numbers = _NUMBER.findall(b)
+        probed = probed or numbers
+        for x, y, z in zip(_NUMBER.findall(a), numbers, probed, strict=True):
+            if depends_on_rounding(float(y), float(z)):
+                continue
             if not math.isclose(float(x), float(y), rel_tol=RTOL, abs_tol=ATOL):
                 return f"page: {a!r}\nrun:  {b!r}"
     return None
+
+
+def depends_on_rounding(value: float, probed: float) -> bool:
+    """Whether another summation order moved ``value`` past PROBE_RTOL."""
+    return not math.isclose(value, probed, rel_tol=PROBE_RTOL, abs_tol=ATOL)
 
 
 def shown_output(example) -> str:
@@ -87,15 +117,18 @@ BOUNDS = [
 ]
 
 
-def run_examples() -> dict:
+def run_examples(xla_flags: str | None = None) -> dict:
     """Every example's output and curves, run as a user runs it.
 
     One subprocess for all of them (one jax import), without the suite's
     XLA options (tests/conftest.py compiles fast, which rounds otherwise: the
     quickstart's loss at step 100 moved by 1.7%) and on one device, so the
     figures are those a reader of the page gets from the script.
+    ``xla_flags``: XLA options instead (the rounding probe's).
     """
     environment = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    if xla_flags is not None:
+        environment["XLA_FLAGS"] = xla_flags
     environment["JAX_PLATFORMS"] = "cpu"
     script = ROOT / "docs" / "hooks" / "gallery.py"
     done = subprocess.run(
@@ -113,7 +146,8 @@ def run_examples() -> dict:
 @pytest.mark.examples
 def test_examples_run_and_their_pages_show_their_output():
     results = run_examples()
-    assert set(results) == set(BY_FILE)
+    probes = run_examples(PROBE_XLA_FLAGS)
+    assert set(results) == set(BY_FILE) == set(probes)
     problems = []
     for file, result in results.items():
         example, curves = BY_FILE[file], result["curves"]
@@ -123,13 +157,15 @@ def test_examples_run_and_their_pages_show_their_output():
         for bounded, name, bound in BOUNDS:
             if bounded == file:
                 assert curves[name][-1] < bound, (file, name, curves[name][-1])
-        problem = output_mismatch(shown_output(example), result["output"])
+        probe = probes[file]["output"]
+        problem = output_mismatch(shown_output(example), result["output"], probe)
         if problem is not None:
             problems.append(f"docs/gallery/{example.stem}.md: {problem}")
         # The rest of the page is what the generator writes (docstring,
         # title, snippet).
         page = (ROOT / "docs" / "gallery" / f"{example.stem}.md").read_text()
-        if output_mismatch(page, gallery.page(example, result["output"])):
+        written = gallery.page(example, result["output"])
+        if output_mismatch(page, written, gallery.page(example, probe)):
             problems.append(f"docs/gallery/{example.stem}.md: text out of date")
     # MuonClip: some heads start above tau = 60; with the final weights every
     # head is at tau or below, up to the last step's Muon update after its
@@ -162,3 +198,20 @@ def test_a_stale_page_is_caught():
     assert output_mismatch(shown, "step   0  loss 0.6931\nstep 100  loss 0.1400")
     assert output_mismatch(shown, "step   0  loss 0.6931\nstep 100  cost 0.1234")
     assert output_mismatch(shown, "step   0  loss 0.6931")
+
+
+def test_only_figures_that_depend_on_rounding_escape_the_comparison():
+    shown = "step   0  loss 0.6931\nstep 100  loss 0.1234"
+    printed = "step   0  loss 0.6931\nstep 100  loss 0.1400"
+    # The probe moved step 100's loss by 5%: that figure is one machine's.
+    moved = "step   0  loss 0.6931\nstep 100  loss 0.1470"
+    assert output_mismatch(shown, printed, moved) is None
+    # A probe that agrees keeps the figure compared; the other figures and
+    # the text are compared whatever the probe says.
+    assert output_mismatch(shown, printed, printed)
+    stale_start = "step   0  loss 0.7500\nstep 100  loss 0.1400"
+    assert output_mismatch(shown, stale_start, stale_start.replace("0.14", "0.147"))
+    assert output_mismatch(shown, "step   0  loss 0.6931\nstep 100  cost 0.1400", moved)
+    # A probe with other text or lines cannot say which figure is which:
+    # every figure is compared.
+    assert output_mismatch(shown, printed, "step 100  loss 0.1470")
