@@ -219,9 +219,9 @@ def _training_step(tx, grads, params):
     return call
 
 
-# The floor of any 8-bit step that keeps the update's three passes on
-# XLA:CPU: the same training step with every block encoded with the scale it
-# already has, so no block maximum of the new values is taken at all.
+# The floor of any 8-bit step that keeps the encoding's loop and the
+# update's on XLA:CPU: the same training step with every block encoded with
+# the scale it already has, so no block maximum of the new values is taken.
 FLOOR_ROW = "f32 + 8-bit float-code adamw, scales held (floor)"
 
 
