@@ -273,13 +273,14 @@ def run_precision(
     load = os.getloadavg()
     n = count_params(params32)
     per_param, fns = {}, {}
-    for name, (tx, dtype) in precision_candidates(params32).items():
+    rows = precision_candidates(params32)
+    for name, (tx, dtype) in rows.items():
         # A copy each: the step donates its parameters.
         params = jax.tree.map(lambda p, d=dtype: jnp.array(p, dtype=d), params32)
         grads = fake_grads(params)
         per_param[name] = (_bytes(params) + _bytes(tx.init(params))) / n
         fns[name] = _training_step(tx, grads, params)
-    tx, _ = precision_candidates(params32)["f32 + 8-bit float-code adamw"]
+    tx, _ = rows["f32 + 8-bit float-code adamw"]
     params = jax.tree.map(jnp.array, params32)
     per_param[FLOOR_ROW] = (_bytes(params) + _bytes(tx.init(params))) / n
     with _scales_held():  # compiled (not only traced) inside

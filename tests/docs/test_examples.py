@@ -78,9 +78,9 @@ def output_mismatch(shown: str, printed: str, probe: str | None = None) -> str |
     for a, b, c in zip(shown_lines, printed_lines, probe_lines, strict=True):
         if _NUMBER.split(a) != _NUMBER.split(b):
             return f"page: {a!r}\nrun:  {b!r}"
-        probed = _NUMBER.findall(c) if _NUMBER.split(c) == _NUMBER.split(b) else []
         numbers = _NUMBER.findall(b)
-        probed = probed or numbers
+        same_text = _NUMBER.split(c) == _NUMBER.split(b)
+        probed = _NUMBER.findall(c) if same_text else numbers
         for x, y, z in zip(_NUMBER.findall(a), numbers, probed, strict=True):
             if depends_on_rounding(float(y), float(z)):
                 continue
