@@ -26,8 +26,12 @@ supported jax and the newest. A chain that leaves the sources'
 reach (an attribute of an instance, of a class with other bases) is reported
 as checked as far as it goes.
 
-Exit status: 0 when every name is found; 1 when one is missing or deprecated;
-2 when the wheel could not be downloaded (the message says why).
+Exit status: 0 when every name is found; 1 when one is missing or removed,
+or deprecated and used outside tests/; 2 when the wheel could not be
+downloaded (the message says why). A deprecated name used only by the tests
+is printed as a WARNING: a new jax release that deprecates a name it still
+ships must not fail CI with no change of ours, and the tests can move off it
+before it is removed (when the check fails on it as missing).
 """
 
 from __future__ import annotations
@@ -494,6 +498,11 @@ def _version_of(root: Path) -> str:
     return match.group(1) if match else "?"
 
 
+def _in_tests(use: str) -> bool:
+    """Whether a use (``file:line``) lies under tests/."""
+    return Path(use.rsplit(":", 1)[0]).parts[:1] == ("tests",)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="*", help=f"default: {' '.join(DEFAULT_PATHS)}")
@@ -525,9 +534,22 @@ def main(argv: list[str] | None = None) -> int:
     failed = {
         n: r for n, r in results.items() if r.status not in ("ok", "partial", "private")
     }
+    # A name a new release deprecates but still ships fails where users meet
+    # it (the package, its command, the examples); used only by the tests it
+    # is a warning, so a jax release alone cannot turn CI red.
+    warned = {
+        n: r
+        for n, r in failed.items()
+        if r.status == "deprecated" and all(_in_tests(u) for u in uses[n])
+    }
+    for name in warned:
+        del failed[name]
     for name, result in results.items():
         if result.status in ("partial", "private"):
             print(f"note: {name}: {result.status}, {result.detail}")
+    for name, result in warned.items():
+        where = ", ".join(uses[name][:3]) + (" ..." if len(uses[name]) > 3 else "")
+        print(f"WARNING: {name}: deprecated ({result.detail}), only in tests: {where}")
     for name, result in failed.items():
         where = ", ".join(uses[name][:3]) + (" ..." if len(uses[name]) > 3 else "")
         print(f"FAIL: {name}: {result.status} ({result.detail}); used at {where}")

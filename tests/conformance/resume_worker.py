@@ -253,7 +253,10 @@ def on_device() -> jax.sharding.Sharding:
     arrays is another program (with sharding annotations) than on
     uncommitted ones; the saving process commits its trees too.
     """
-    return jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    # A one-device mesh rather than SingleDeviceSharding, which jax 0.12.1
+    # deprecates (its replacement, make_single_device_sharding, is new there).
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("device",))
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
 
 def abstract_trees(cases: dict[str, Case]) -> dict[str, Any]:

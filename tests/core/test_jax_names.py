@@ -101,3 +101,40 @@ def test_a_file_that_needs_a_newer_jax_is_left_out_of_an_older_check(tmp_path, c
     assert "left out, it needs jax 99.0" in capsys.readouterr().out
     source.write_text("# jax_names: needs jax 0.1\n" + body)
     assert script.main(["--sources", SITE, str(source)]) == 1
+
+
+def test_a_deprecated_name_fails_in_the_package_and_warns_in_the_tests(
+    tmp_path, capsys, monkeypatch
+):
+    # A release that deprecates a name it still ships (jax 0.12.1's
+    # SingleDeviceSharding) must not turn CI red through a test's use; in the
+    # package, where users meet it, it fails. A missing name fails anywhere.
+    script = _script()
+    fake = tmp_path / "site" / "jax"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "def _old(): pass\n"
+        "def current(): pass\n"
+        "_deprecations = {'old': ('jax.old is deprecated', _old)}\n"
+    )
+    (fake / "version.py").write_text('_version = "9.9.9"\n')
+    monkeypatch.setattr(script, "ROOT", tmp_path)
+    for folder in ("tests", "gradax"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "user.py").write_text("import jax\nx = jax.old\n")
+    sources = ["--sources", str(fake.parent)]
+
+    assert script.main([*sources, str(tmp_path / "tests")]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: jax.old: deprecated" in out and "tests/user.py:2" in out, out
+    assert "FAIL" not in out, out
+
+    assert (
+        script.main([*sources, str(tmp_path / "tests"), str(tmp_path / "gradax")]) == 1
+    )
+    out = capsys.readouterr().out
+    assert "FAIL: jax.old: deprecated" in out and "gradax/user.py:2" in out, out
+
+    (tmp_path / "tests" / "user.py").write_text("import jax\nx = jax.gone\n")
+    assert script.main([*sources, str(tmp_path / "tests")]) == 1
+    assert "FAIL: jax.gone: missing" in capsys.readouterr().out
