@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import operator
+import struct
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
@@ -58,7 +59,7 @@ from ._declare import transformation_field as transformation_field
 from ._half import cast_to, plan_update_dtypes
 from ._hyper import as_hyperparameter, is_schedule, resolve
 from ._numerics import safe_increment
-from ._pytree import Module, ModuleMeta
+from ._pytree import Module, ModuleMeta, StaticValue, building_parts, is_building_parts
 from ._quantized import load_state
 from ._sharding import shard_state_like_params
 from ._state_guard import (
@@ -261,9 +262,12 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
     module's documentation.
 
     Called directly, as optax users do, `GradientTransformation(init_fn,
-    update_fn)` builds a :class:`FunctionTransformation`. A subclass that
-    writes no hook and declares no field is optax's kind instead, a
-    NamedTuple of `(init, update)` (see :class:`NamedTupleTransformation`).
+    update_fn)` builds a :class:`FunctionTransformation`. optax's kind of
+    subclass, a NamedTuple of `(init, update)` with methods of its own,
+    derives from :class:`NamedTupleTransformation`. For optax code that
+    subclasses this class instead, a subclass that writes no hook and
+    declares no field is given that base when it is created (a
+    compatibility path; new code names its base).
 
     Args:
       init: called directly, optax's `init_fn(params) -> state`.
@@ -703,49 +707,210 @@ class FunctionTransformation(GradientTransformation):
         return call_update_fn(self.update_fn, updates, state, params, extra_args)
 
 
+# Where an Alias keeps the parts it holds, and where its fields are in them.
+_PARTS = "_parts"
+_WHERE = "_fields_in_parts"
+
+
+def _own_float(value: float) -> float:
+    """A float object equal to `value` (same bits) that no one else holds."""
+    return struct.unpack("d", struct.pack("d", value))[0]
+
+
+class _FieldsInParts:
+    """Where each numeric field of an alias is among its parts' leaves.
+
+    Part of the alias's tree definition (hashable, compared by content), so
+    an alias unflattened by JAX reads its fields from the leaves it is given.
+    """
+
+    __slots__ = ("_key", "names", "places", "treedef")
+
+    def __init__(
+        self, treedef: Any, places: tuple[tuple[str, tuple[int, ...], Any], ...]
+    ):
+        self.treedef = treedef  # the parts'
+        self.places = places  # (field, first leaf of each copy, field's treedef)
+        self.names = frozenset(name for name, _, _ in places)  # read from parts
+        self._key = (treedef, places)
+
+    def read(self, parts: Any) -> dict[str, Any]:
+        """Each field's value, read from `parts` (from the first copy)."""
+        leaves = self.treedef.flatten_up_to(parts)
+        return {
+            name: sub.unflatten(leaves[starts[0] : starts[0] + sub.num_leaves])
+            for name, starts, sub in self.places
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _FieldsInParts) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+
+def _locate_fields(alias: Alias, built: Any) -> _FieldsInParts | None:
+    """Where `alias`'s numeric fields went in `built`, found by identity.
+
+    A field given to several parts (a learning rate shared by two groups)
+    is found at each; a value that several fields hold (an array given
+    twice, a small int) is told apart by the name of the part's field. None
+    where a field cannot be found, or not told apart: the build computed
+    something from it.
+    """
+    fields = {n: alias.__dict__[n] for n in alias._data_fields}
+    fields = {n: v for n, v in fields.items() if jax.tree_util.tree_leaves(v)}
+    if not fields:
+        return _FieldsInParts(jax.tree_util.tree_structure(built), ())
+    holders: dict[int, list[str]] = {}
+    for name, value in fields.items():
+        holders.setdefault(id(value), []).append(name)
+    entries, _ = jax.tree_util.tree_flatten_with_path(
+        built, is_leaf=lambda x: id(x) in holders
+    )
+    found: dict[int, list[tuple[int, str]]] = {}
+    start = 0
+    for path, entry in entries:
+        if id(entry) in holders:
+            key = path[-1] if path else None
+            name = key.name if isinstance(key, jax.tree_util.GetAttrKey) else ""
+            found.setdefault(id(entry), []).append((start, name))
+        start += jax.tree_util.tree_structure(entry).num_leaves
+    places = []
+    for name, value in fields.items():
+        hits = found.get(id(value), [])
+        if len(holders[id(value)]) > 1 or (type(value) is int and len(hits) > 1):
+            # One object, several fields (or a cached small int): by name.
+            hits = [hit for hit in hits if hit[1] == name]
+        if not hits:
+            return None
+        sub = jax.tree_util.tree_structure(value)
+        places.append((name, tuple(s for s, _ in hits), sub))
+    # The first copy of each field is the one read back: every copy must be
+    # at the same leaves in the whole tree as when found here.
+    whole = jax.tree_util.tree_structure(built)
+    return _FieldsInParts(whole, tuple(places))
+
+
 class Alias(GradientTransformation):
     """A transformation defined as a composition of others (e.g. `adamw`).
 
-    It keeps the user's hyperparameters as its own (declared, validated)
-    fields, so `repr` and equality show them, and builds the composition
-    once per instance (:meth:`parts`). Schedules are passed on to the parts,
-    which resolve them at their own step counts.
+    Its fields are the user's arguments: declared, validated, shown by `repr`
+    and compared by equality. It builds its composition (:meth:`build`) once,
+    when it is constructed, and holds it as its only pytree child. Each
+    numeric field is then read through the part that holds it (`adamw(...).b1`
+    is its `scale_by_adam`'s `b1`, the same leaf), so unflattening it under
+    `jit`, `init`, `update` and a trace build nothing; a changed field
+    (:meth:`replace`) builds the parts again. Schedules are passed on to the
+    parts, which resolve them at their own step counts.
+
+    A field that reaches no part as it is (the build computes something from
+    it) cannot be read through the parts: such an alias keeps its fields as
+    its pytree children instead, and builds its parts again after JAX
+    unflattens it (the registry test lists none).
     """
 
     _resolves_schedules = False
     _checks_update_shapes = False  # the parts check
 
     def build(self) -> GradientTransformation:
-        """The composition this alias stands for."""
+        """The composition this alias stands for, built from its fields."""
         raise NotImplementedError
 
     def parts(self) -> GradientTransformation:
-        """The composition, built at the first call and kept by this instance.
-
-        Kept outside the fields (not a pytree child, not in `repr` or
-        equality). A copy with other fields (`replace`, `_with_fields`, a
-        pytree rebuilt under a trace) is another instance and builds its own.
-        """
+        """The composition this alias holds (built when it was constructed)."""
         built = self.__dict__.get(_PARTS)
         if built is None:
+            # An alias whose fields are its children, unflattened by JAX.
             built = self.build()
             object.__setattr__(self, _PARTS, built)
         return built
 
+    def _finish_init(self) -> None:
+        values = self.__dict__
+        for name in self._data_fields:
+            # A float of its own, so the parts' leaves that are this field's
+            # are found by identity (a literal 0.0 is one object per module).
+            # An alias built as another's part keeps the float it is given,
+            # which the outer alias looks for.
+            if type(values[name]) is float and not is_building_parts():
+                values[name] = _own_float(values[name])
+        super()._finish_init()
+        values.pop(_WHERE, None)
+        with building_parts():
+            built = self.build()
+        values[_PARTS] = built
+        where = _locate_fields(self, built)
+        if where is not None:
+            values[_WHERE] = where
+
     def _with_fields(self, **values: Any) -> Self:
-        obj = super()._with_fields(**values)
-        obj.__dict__.pop(_PARTS, None)  # built from the old fields
+        current = {name: getattr(self, name) for name in self._data_fields}
+        obj = super()._with_fields(**{**current, **values})
+        # The parts were built from the old fields: a copy builds its own.
+        obj.__dict__.pop(_PARTS, None)
+        obj.__dict__.pop(_WHERE, None)
         return obj
+
+    @classmethod
+    def _register_pytree(cls, data: tuple[str, ...], static: tuple[str, ...]) -> None:
+        keys = tuple(jax.tree_util.GetAttrKey(name) for name in data)
+        parts_key = (jax.tree_util.GetAttrKey(_PARTS),)
+
+        def aux_of(obj, where):
+            statics = tuple(StaticValue(getattr(obj, n)) for n in static)
+            if where is None:
+                return (None, statics)
+            # Fields with no leaves (None, a leafless part) are structure.
+            leafless = tuple(
+                (n, StaticValue(obj.__dict__[n])) for n in data if n not in where.names
+            )
+            return (where, statics, leafless)
+
+        def flatten_with_keys(obj):
+            where = obj.__dict__.get(_WHERE)
+            if where is None:
+                children = [
+                    (k, getattr(obj, n)) for k, n in zip(keys, data, strict=True)
+                ]
+            else:
+                children = [(parts_key[0], obj.__dict__[_PARTS])]
+            return children, aux_of(obj, where)
+
+        def flatten(obj):
+            where = obj.__dict__.get(_WHERE)
+            if where is None:
+                children = [getattr(obj, n) for n in data]
+            else:
+                children = [obj.__dict__[_PARTS]]
+            return children, aux_of(obj, where)
+
+        def unflatten(aux, children):
+            obj = object.__new__(cls)
+            values = obj.__dict__
+            where, statics = aux[0], aux[1]
+            for name, wrapped in zip(static, statics, strict=True):
+                values[name] = wrapped.value
+            if where is None:
+                values.update(zip(data, children, strict=True))
+            else:
+                values[_PARTS] = children[0]
+                values[_WHERE] = where
+                values.update((name, wrapped.value) for name, wrapped in aux[2])
+                # Read now: a field with a default is also a class attribute,
+                # which a lazy __getattr__ would never be asked for.
+                values.update(where.read(children[0]))
+            return obj
+
+        jax.tree_util.register_pytree_with_keys(
+            cls, flatten_with_keys, unflatten, flatten
+        )
 
     def init_state(self, params):
         return self.parts().init(params)
 
     def update_state(self, updates, state, params=None, **extra_args):
         return self.parts().update(updates, state, params, **extra_args)
-
-
-# Where an Alias keeps its built parts, in its __dict__ beside the fields.
-_PARTS = "_alias_parts"
 
 
 # ----------------------------------------------------------------------------

@@ -8,10 +8,13 @@ numbers become leaves that `jit` traces and `grad` differentiates.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import inspect
 import sys
 import warnings
+from collections.abc import Iterator
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -106,7 +109,7 @@ def _safe_hash(x: Any) -> int:
         return hash((treedef, tuple(_safe_hash(leaf) for leaf in leaves)))
 
 
-class _Static:
+class StaticValue:
     """Wraps a static value so the tree definition can hash and compare it.
 
     Masks and label trees are dicts (unhashable); wrapping them lets a
@@ -119,7 +122,7 @@ class _Static:
         self.value = value
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Static) and _safe_equal(self.value, other.value)
+        return isinstance(other, StaticValue) and _safe_equal(self.value, other.value)
 
     def __hash__(self) -> int:
         return _safe_hash(self.value)
@@ -183,14 +186,38 @@ def _is_gradax_code(frame: Any) -> bool:
     return generated or module == "gradax" or module.startswith("gradax.")
 
 
+# True while an alias builds the parts it holds (see `Alias` in _protocol):
+# the user was warned about the values when the alias itself was checked.
+_building_parts: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "gradax_building_parts", default=False
+)
+
+
+@contextlib.contextmanager
+def building_parts() -> Iterator[None]:
+    """Silence construction warnings while an alias builds its parts."""
+    token = _building_parts.set(True)
+    try:
+        yield
+    finally:
+        _building_parts.reset(token)
+
+
+def is_building_parts() -> bool:
+    """Whether an alias is building its parts (see :func:`building_parts`)."""
+    return _building_parts.get()
+
+
 def user_stacklevel() -> int | None:
     """The `stacklevel` of the first caller outside gradax, for a warning.
 
-    None while a gradax object's `init` or `update` runs: aliases
-    (`adamw`, `muon`, `inject_hyperparams`) rebuild their parts there,
-    at every step and inside `jit`, from values the user was already warned
-    about when building the alias.
+    None while an alias builds its parts, and while a gradax object's
+    `init` or `update` runs (`muon` builds its groups for the tree it is
+    given, `inject_hyperparams` its optimizer at every step): the user was
+    already warned about those values when building the object.
     """
+    if _building_parts.get():
+        return None
     frame, level = sys._getframe(1), 1
     while frame is not None and _is_gradax_code(frame):
         running = frame.f_code.co_name in ("init", "update")
@@ -333,16 +360,24 @@ class Module(metaclass=ModuleMeta):
             for klass in reversed(cls.__mro__)
             if "__check_init__" in klass.__dict__
         )
+        cls._register_pytree(data, static)
+
+    @classmethod
+    def _register_pytree(cls, data: tuple[str, ...], static: tuple[str, ...]) -> None:
+        """Register the class with JAX: `data` fields are children, `static` aux.
+
+        An alias overrides this: its children are the parts it holds.
+        """
         keys = tuple(jax.tree_util.GetAttrKey(name) for name in data)
 
         def flatten_with_keys(obj):
             children = [(k, getattr(obj, n)) for k, n in zip(keys, data, strict=True)]
-            aux = tuple(_Static(getattr(obj, n)) for n in static)
+            aux = tuple(StaticValue(getattr(obj, n)) for n in static)
             return children, aux
 
         def flatten(obj):
             children = [getattr(obj, n) for n in data]
-            aux = tuple(_Static(getattr(obj, n)) for n in static)
+            aux = tuple(StaticValue(getattr(obj, n)) for n in static)
             return children, aux
 
         def unflatten(aux, children):

@@ -9,6 +9,9 @@ gradients and the same tolerances.
 
 from __future__ import annotations
 
+import collections
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +20,30 @@ from jax_versions import EXPLICIT_AXES_SUPPORTED, enable_x64, explicit_axes
 from registry_base import Entry
 
 import gradax
+from gradax._pytree import ModuleMeta
+
+
+@contextlib.contextmanager
+def counting_constructions():
+    """Count the gradax transformations built inside the block, by class name.
+
+    A transformation holds its parts (built once, at construction): tracing
+    its ``update`` with it as a ``jit`` argument builds none.
+    """
+    made: collections.Counter[str] = collections.Counter()
+    original = ModuleMeta.__call__
+
+    def counted(cls, *args, **kwargs):
+        obj = original(cls, *args, **kwargs)
+        if isinstance(obj, gradax.GradientTransformation):
+            made[type(obj).__name__] += 1
+        return obj
+
+    ModuleMeta.__call__ = counted
+    try:
+        yield made
+    finally:
+        ModuleMeta.__call__ = original
 
 
 def make_params(dtype=jnp.float32):

@@ -95,31 +95,52 @@ class masked(GradientTransformation):
         return self.mask(tree) if is_tree_function(self.mask) else self.mask
 
     def init_state(self, params):
-        if is_params_placeholder(params):
-            # gradax.tree.map_params asks where the params go: the stand-in has
-            # no leaves for the mask to fit, and the inner state holds it whole
-            # (as in optax; the state's masked leaves are empty nodes).
-            return MaskedState(inner_state=self.inner.init(params))
-        masked_params = mask_tree(params, self._mask_for(params))
-        return MaskedState(inner_state=self.inner.init(masked_params))
+        return init_masked(self.inner, self._mask_for(params), params)
 
     def update_state(self, updates, state, params=None, **extra_args):
         mask = self._mask_for(updates)
-        masked_updates = mask_tree(updates, mask)
-        masked_params = None if params is None else mask_tree(params, mask)
         if self.mask_compatible_extra_args:
-            structure = jax.tree.structure(updates)
-            extra_args = {
-                k: mask_tree(v, mask) if jax.tree.structure(v) == structure else v
-                for k, v in extra_args.items()
-            }
-        new_updates, inner_state = self.inner.update(
-            masked_updates, state.inner_state, masked_params, **extra_args
-        )
-        merged = jax.tree.map(
-            lambda m, new, old: new if m else old, mask, new_updates, updates
-        )
-        return merged, MaskedState(inner_state=inner_state)
+            extra_args = mask_extra_args(mask, updates, extra_args)
+        return update_masked(self.inner, mask, updates, state, params, extra_args)
+
+
+def mask_extra_args(mask: Any, updates: Any, extra_args: dict) -> dict:
+    """`extra_args` with those shaped like the updates masked."""
+    structure = jax.tree.structure(updates)
+    return {
+        k: mask_tree(v, mask) if jax.tree.structure(v) == structure else v
+        for k, v in extra_args.items()
+    }
+
+
+def init_masked(inner: GradientTransformation, mask: Any, params: Any) -> MaskedState:
+    """`masked(inner, mask).init(params)`, for a mask already computed."""
+    if is_params_placeholder(params):
+        # gradax.tree.map_params asks where the params go: the stand-in has
+        # no leaves for the mask to fit, and the inner state holds it whole
+        # (as in optax; the state's masked leaves are empty nodes).
+        return MaskedState(inner_state=inner.init(params))
+    return MaskedState(inner_state=inner.init(mask_tree(params, mask)))
+
+
+def update_masked(
+    inner: GradientTransformation,
+    mask: Any,
+    updates: Any,
+    state: MaskedState,
+    params: Any,
+    extra_args: dict,
+) -> tuple[Any, MaskedState]:
+    """`masked(inner, mask).update(...)`'s rule, for a mask already computed
+    (and extra arguments already masked where asked for)."""
+    masked_params = None if params is None else mask_tree(params, mask)
+    new_updates, inner_state = inner.update(
+        mask_tree(updates, mask), state.inner_state, masked_params, **extra_args
+    )
+    merged = jax.tree.map(
+        lambda m, new, old: new if m else old, mask, new_updates, updates
+    )
+    return merged, MaskedState(inner_state=inner_state)
 
 
 class PartitionState(NamedTuple):
@@ -186,31 +207,36 @@ class partition(GradientTransformation):
             )
         return labels
 
-    def _part(self, label: Hashable, labels: Any) -> masked:
-        mask = jax.tree.map(lambda x: x == label, labels)
-        return masked(
-            self.transforms[label],
-            mask,
-            mask_compatible_extra_args=self.mask_compatible_extra_args,
-        )
+    # Each group is `masked(transforms[label], labels == label)`, applied
+    # with the rule of masked directly: the labels are computed once per
+    # call, and no transformation is built in init, update or a trace.
 
     def init_state(self, params):
         labels = self._labels_for(params)
         return PartitionState(
             inner_states={
-                label: self._part(label, labels).init(params)
-                for label in self.transforms
+                label: init_masked(tx, _is_label(labels, label), params)
+                for label, tx in self.transforms.items()
             }
         )
 
     def update_state(self, updates, state, params=None, **extra_args):
         labels = self._labels_for(updates)
         new_states = {}
-        for label in self.transforms:
-            updates, new_states[label] = self._part(label, labels).update(
-                updates, state.inner_states[label], params, **extra_args
+        for label, tx in self.transforms.items():
+            mask = _is_label(labels, label)
+            group_args = extra_args
+            if self.mask_compatible_extra_args:
+                group_args = mask_extra_args(mask, updates, extra_args)
+            updates, new_states[label] = update_masked(
+                tx, mask, updates, state.inner_states[label], params, group_args
             )
         return updates, PartitionState(inner_states=new_states)
+
+
+def _is_label(labels: Any, label: Hashable) -> Any:
+    """The mask of the leaves labelled `label`."""
+    return jax.tree.map(lambda x: x == label, labels)
 
 
 multi_transform = partition

@@ -115,6 +115,11 @@ _GALORE = Shared(
 )
 
 
+# The projected optimizer when none is given: built once, for every instance
+# (base_optimizer=None stays the field's value, as in optax's signature).
+_DEFAULT_BASE = scale_by_adam()
+
+
 class scale_by_galore(GradientTransformation):
     """Runs `base_optimizer` on GaLore projections. See :class:`galore`.
 
@@ -141,7 +146,7 @@ class scale_by_galore(GradientTransformation):
     weight_dimension_numbers: Any = _GALORE.field()
 
     def _base(self) -> GradientTransformation:
-        return scale_by_adam() if self.base_optimizer is None else self.base_optimizer
+        return _DEFAULT_BASE if self.base_optimizer is None else self.base_optimizer
 
     def _views(self, tree: Any) -> tuple[list, list, Any]:
         """Leaves of `tree`, their matrix views (None: not projected), treedef."""

@@ -6,32 +6,10 @@ from typing import Any
 
 import jax
 
-from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, hyper
-from .._hyper import Schedule, is_schedule
+from .._declare import LEARNING_RATE, NONNEGATIVE, hyper
 from .._protocol import Alias, GradientTransformation, WeightDecaySchedule
-from .._pytree import static_field
 from ..combinators.chain import chain
-from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.trust_ratio import scale_by_trust_ratio
-
-
-class _add_scaled_params(GradientTransformation):
-    """Adds `factor * params` to the updates (the factor may be negative).
-
-    `add_decayed_weights` rejects the negative factor Fromage needs.
-    """
-
-    factor: Any = hyper(valid=ANY)  # Fromage's is negative
-
-    # optax builds this stage with add_decayed_weights: a scheduled factor's
-    # count is kept under that transformation's state class.
-    _count_state = WeightDecaySchedule
-
-    def update_state(self, updates, state, params=None, **extra_args):
-        if params is None:
-            raise ValueError("fromage needs params passed to update")
-        factor = self.factor
-        return jax.tree.map(lambda g, p: g + factor * p, updates, params), state
 
 
 def _fromage_factors(learning_rate: Any) -> tuple[Any, Any]:
@@ -46,18 +24,38 @@ def _fromage_factors(learning_rate: Any) -> tuple[Any, Any]:
     return step, shrink
 
 
-class _FromageFactor(Schedule):
-    """One of Fromage's two factors at each step of a learning-rate schedule.
+class _fromage_step(GradientTransformation):
+    """Multiplies updates by `-lr / sqrt(1 + lr^2)`, Fromage's step.
 
-    So that a scheduled Fromage is optax's chain of two scheduled stages (a
-    count in each, as optax keeps), with the user's schedule still a leaf.
+    optax's stage is `scale_by_learning_rate` of that factor; this one holds
+    the learning rate itself (a schedule's count is kept under the same
+    state class), so fromage holds its parts with its own leaf.
     """
 
-    learning_rate: Any
-    which: int = static_field()  # 0: the step, 1: the shrink
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
 
-    def __call__(self, count: Any) -> Any:
-        return _fromage_factors(self.learning_rate(count))[self.which]
+    def update_state(self, updates, state, params=None, **extra_args):
+        step, _ = _fromage_factors(self.learning_rate)
+        return jax.tree.map(lambda g: -step * g, updates), state
+
+
+class _fromage_shrink(GradientTransformation):
+    """Adds `(1 / sqrt(1 + lr^2) - 1) * params` to the updates.
+
+    optax builds this stage with add_decayed_weights of that (negative)
+    factor: a scheduled learning rate's count is kept under that
+    transformation's state class.
+    """
+
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
+
+    _count_state = WeightDecaySchedule
+
+    def update_state(self, updates, state, params=None, **extra_args):
+        if params is None:
+            raise ValueError("fromage needs params passed to update")
+        _, shrink = _fromage_factors(self.learning_rate)
+        return jax.tree.map(lambda g, p: g + shrink * p, updates, params), state
 
 
 class fromage(Alias):
@@ -106,13 +104,8 @@ class fromage(Alias):
     min_norm: Any = hyper(default=1e-6, valid=NONNEGATIVE)
 
     def build(self):
-        if is_schedule(self.learning_rate):
-            step = _FromageFactor(self.learning_rate, 0)
-            shrink = _FromageFactor(self.learning_rate, 1)
-        else:
-            step, shrink = _fromage_factors(self.learning_rate)
         return chain(
             scale_by_trust_ratio(self.min_norm),
-            scale_by_learning_rate(step),
-            _add_scaled_params(shrink),
+            _fromage_step(self.learning_rate),
+            _fromage_shrink(self.learning_rate),
         )

@@ -221,6 +221,11 @@ class MuonGroups(Alias):
         """
         raise NotImplementedError
 
+    def _finish_init(self) -> None:
+        # No parts to hold yet: the routing, which depends on the tree given
+        # to init/update, decides them (_parts_for).
+        GradientTransformation._finish_init(self)
+
     def build(self) -> GradientTransformation:
         # Alias.parts() has no tree to route: the parts come from _parts_for.
         raise TypeError(
