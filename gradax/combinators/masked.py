@@ -113,7 +113,7 @@ def mask_extra_args(mask: Any, updates: Any, extra_args: dict) -> dict:
     }
 
 
-def init_masked(inner: GradientTransformation, mask: Any, params: Any) -> MaskedState:
+def init_masked(inner: TransformationLike, mask: Any, params: Any) -> MaskedState:
     """`masked(inner, mask).init(params)`, for a mask already computed."""
     if is_params_placeholder(params):
         # gradax.tree.map_params asks where the params go: the stand-in has
@@ -124,7 +124,7 @@ def init_masked(inner: GradientTransformation, mask: Any, params: Any) -> Masked
 
 
 def update_masked(
-    inner: GradientTransformation,
+    inner: TransformationLike,
     mask: Any,
     updates: Any,
     state: MaskedState,
