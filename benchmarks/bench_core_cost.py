@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import optax
 
 import gradax
-from gradax._pytree import ModuleMeta
+from gradax._core.pytree import ModuleMeta
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_overhead import _cases, _transformer_params  # noqa: E402

@@ -74,7 +74,7 @@ def _transformer_params(layers: int = 48, width: int = 16) -> dict[str, Any]:
 
 def count_entries(make: Callable[[], Any], params: Any) -> dict[str, int]:
     """Per traced step: ``update`` entries, and those that ran the tree checks."""
-    from gradax import _protocol
+    from gradax._core import protocol as _protocol
 
     counts = {"update": 0, "checked": 0}
     update = _protocol.GradientTransformation.update

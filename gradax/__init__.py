@@ -8,52 +8,51 @@ from . import declare as declare
 from . import microbatching as microbatching
 from . import tree as tree
 from . import tree_utils as tree_utils
-from ._declare import HyperparameterError as HyperparameterError
-from ._distributions import multi_normal as multi_normal
-from ._hyper import FunctionSchedule as FunctionSchedule
-from ._hyper import Schedule as Schedule
-from ._hyper import StatefulSchedule as StatefulSchedule
-from ._numerics import safe_increment as safe_increment
-from ._numerics import safe_int32_increment as safe_int32_increment
-from ._numerics import safe_norm as safe_norm
-from ._numerics import safe_root_mean_squares as safe_root_mean_squares
-from ._protocol import Alias as Alias
-from ._protocol import EmptyState as EmptyState
-from ._protocol import FunctionTransformation as FunctionTransformation
-from ._protocol import GradientTransformation as GradientTransformation
-from ._protocol import (
+from ._core.declarations import HyperparameterError as HyperparameterError
+from ._core.hyper import FunctionSchedule as FunctionSchedule
+from ._core.hyper import Schedule as Schedule
+from ._core.hyper import StatefulSchedule as StatefulSchedule
+from ._core.numerics import safe_increment as safe_increment
+from ._core.numerics import safe_int32_increment as safe_int32_increment
+from ._core.numerics import safe_norm as safe_norm
+from ._core.numerics import safe_root_mean_squares as safe_root_mean_squares
+from ._core.protocol import Alias as Alias
+from ._core.protocol import EmptyState as EmptyState
+from ._core.protocol import FunctionTransformation as FunctionTransformation
+from ._core.protocol import GradientTransformation as GradientTransformation
+from ._core.protocol import (
     GradientTransformationExtraArgs as GradientTransformationExtraArgs,
 )
-from ._protocol import NamedTupleTransformation as NamedTupleTransformation
-from ._protocol import OptState as OptState
-from ._protocol import Params as Params
-from ._protocol import ScheduleState as ScheduleState
-from ._protocol import Updates as Updates
-from ._protocol import WeightDecaySchedule as WeightDecaySchedule
-from ._protocol import with_extra_args_support as with_extra_args_support
-from ._pytree import Module as Module
-from ._pytree import static_field as static_field
-from ._quantized import QuantizedArray as QuantizedArray
-from ._quantized import dynamic_code_map as dynamic_code_map
-from ._quantized import int8_blockwise as int8_blockwise
-from ._simple import identity as identity
-from ._simple import set_to_zero as set_to_zero
-from ._simple import stateless as stateless
-from ._simple import stateless_with_tree_map as stateless_with_tree_map
-from ._state_guard import UpdateError as UpdateError
-from ._types import AddDecayedWeightsState as AddDecayedWeightsState
-from ._types import MaskOrFn as MaskOrFn
-from ._types import MultiTransformState as MultiTransformState
-from ._types import ScalarOrSchedule as ScalarOrSchedule
-from ._types import ScaleByScheduleState as ScaleByScheduleState
-from ._types import ScaleState as ScaleState
-from ._types import TransformInitFn as TransformInitFn
-from ._types import TransformUpdateExtraArgsFn as TransformUpdateExtraArgsFn
-from ._types import TransformUpdateFn as TransformUpdateFn
-from ._types import init_empty_state as init_empty_state
-from ._updates import apply_updates as apply_updates
-from ._updates import incremental_update as incremental_update
-from ._updates import periodic_update as periodic_update
+from ._core.protocol import NamedTupleTransformation as NamedTupleTransformation
+from ._core.protocol import OptState as OptState
+from ._core.protocol import Params as Params
+from ._core.protocol import ScheduleState as ScheduleState
+from ._core.protocol import Updates as Updates
+from ._core.protocol import WeightDecaySchedule as WeightDecaySchedule
+from ._core.protocol import with_extra_args_support as with_extra_args_support
+from ._core.pytree import Module as Module
+from ._core.pytree import static_field as static_field
+from ._core.quantized import QuantizedArray as QuantizedArray
+from ._core.quantized import dynamic_code_map as dynamic_code_map
+from ._core.quantized import int8_blockwise as int8_blockwise
+from ._core.simple import identity as identity
+from ._core.simple import set_to_zero as set_to_zero
+from ._core.simple import stateless as stateless
+from ._core.simple import stateless_with_tree_map as stateless_with_tree_map
+from ._core.state_guard import UpdateError as UpdateError
+from ._core.updates import apply_updates as apply_updates
+from ._core.updates import incremental_update as incremental_update
+from ._core.updates import periodic_update as periodic_update
+from ._optax.types import AddDecayedWeightsState as AddDecayedWeightsState
+from ._optax.types import MaskOrFn as MaskOrFn
+from ._optax.types import MultiTransformState as MultiTransformState
+from ._optax.types import ScalarOrSchedule as ScalarOrSchedule
+from ._optax.types import ScaleByScheduleState as ScaleByScheduleState
+from ._optax.types import ScaleState as ScaleState
+from ._optax.types import TransformInitFn as TransformInitFn
+from ._optax.types import TransformUpdateExtraArgsFn as TransformUpdateExtraArgsFn
+from ._optax.types import TransformUpdateFn as TransformUpdateFn
+from ._optax.types import init_empty_state as init_empty_state
 from .combinators.chain import chain as chain
 from .combinators.chain import named_chain as named_chain
 from .combinators.conditional import ApplyIfFiniteState as ApplyIfFiniteState
@@ -293,6 +292,7 @@ from .orthogonal.scion import scion_lmos as scion_lmos
 from .orthogonal.via_newton_schulz import (
     orthogonalize_via_newton_schulz as orthogonalize_via_newton_schulz,
 )
+from .perturbations.distributions import multi_normal as multi_normal
 from .precision.master import MasterWeightsState as MasterWeightsState
 from .precision.master import master_weights as master_weights
 from .precision.rounding import StochasticRoundingState as StochasticRoundingState
@@ -461,7 +461,7 @@ def __getattr__(name: str) -> object:
 
 
 # optax's private module paths (``optax.contrib._muon``, ...): a finder that
-# builds each compatibility module on first import (gradax/_optax_paths.py).
-from ._optax_paths import install as _install_optax_paths  # noqa: E402
+# builds each compatibility module on first import (gradax/_optax/paths.py).
+from ._optax.paths import install as _install_optax_paths  # noqa: E402
 
 _install_optax_paths()

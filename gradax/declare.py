@@ -19,20 +19,20 @@ Example:
   decay must be in [0, 1) (a number, an array, a schedule), got 1.5
 """
 
-from ._declare import ANY as ANY
-from ._declare import DECAY as DECAY
-from ._declare import LEARNING_RATE as LEARNING_RATE
-from ._declare import NONNEGATIVE as NONNEGATIVE
-from ._declare import NONNEGATIVE_INT as NONNEGATIVE_INT
-from ._declare import POSITIVE as POSITIVE
-from ._declare import POSITIVE_INT as POSITIVE_INT
-from ._declare import UNIT as UNIT
-from ._declare import HyperparameterError as HyperparameterError
-from ._declare import HyperparameterWarning as HyperparameterWarning
-from ._declare import OneOf as OneOf
-from ._declare import Range as Range
-from ._declare import hyper as hyper
-from ._declare import static_field as static_field
+from ._core.declarations import ANY as ANY
+from ._core.declarations import DECAY as DECAY
+from ._core.declarations import LEARNING_RATE as LEARNING_RATE
+from ._core.declarations import NONNEGATIVE as NONNEGATIVE
+from ._core.declarations import NONNEGATIVE_INT as NONNEGATIVE_INT
+from ._core.declarations import POSITIVE as POSITIVE
+from ._core.declarations import POSITIVE_INT as POSITIVE_INT
+from ._core.declarations import UNIT as UNIT
+from ._core.declarations import HyperparameterError as HyperparameterError
+from ._core.declarations import HyperparameterWarning as HyperparameterWarning
+from ._core.declarations import OneOf as OneOf
+from ._core.declarations import Range as Range
+from ._core.declarations import hyper as hyper
+from ._core.declarations import static_field as static_field
 
 __all__ = [
     "ANY",

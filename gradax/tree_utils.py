@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ._pytree import user_stacklevel
+from ._core.pytree import user_stacklevel
 from .tree import NamedTupleKey as NamedTupleKey
 from .tree import add as tree_add
 from .tree import add_scale as tree_add_scale

@@ -20,7 +20,7 @@ from jax_versions import EXPLICIT_AXES_SUPPORTED, enable_x64, explicit_axes
 from registry_base import Entry
 
 import gradax
-from gradax._pytree import ModuleMeta
+from gradax._core.pytree import ModuleMeta
 
 
 @contextlib.contextmanager

@@ -4,7 +4,7 @@ Each entry gets every check in ``conformance/test_conformance.py`` (and the
 other suites in ``conformance/``). The entries live with their package's
 tests: ``tests/<package>/registry_<package>.py`` holds the entries of the
 transformations whose class is defined in ``gradax/<package>/`` (the
-top-level ``gradax/_*.py`` modules are ``core``), each as one module-level
+``gradax/_core/`` modules are ``core``), each as one module-level
 ``ENTRIES: list[Entry] = [...]``. Adding a transformation to gradax means
 adding one entry there; the constants and helpers the files share are in
 ``registry_base.py``.

@@ -15,4 +15,4 @@ from gradax import safe_increment as safe_increment
 from gradax import safe_int32_increment as safe_int32_increment
 from gradax import safe_norm as safe_norm
 from gradax import safe_root_mean_squares as safe_root_mean_squares
-from gradax._numerics import abs_sq as abs_sq
+from gradax._core.numerics import abs_sq as abs_sq

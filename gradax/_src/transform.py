@@ -76,4 +76,4 @@ from gradax import scale_by_yogi as scale_by_yogi
 from gradax import trace as trace
 
 # optax's module has it by import from numerics; code reaches it from here too.
-from gradax._numerics import abs_sq as abs_sq
+from gradax._core.numerics import abs_sq as abs_sq

@@ -19,9 +19,9 @@ from gradax import multi_normal as multi_normal
 from gradax import safe_int32_increment as safe_int32_increment
 from gradax import safe_norm as safe_norm
 from gradax import scale_gradient as scale_gradient
-from gradax._distributions import (
-    MultiNormalDiagFromLogScale as MultiNormalDiagFromLogScale,
-)
-from gradax._numerics import (  # noqa: F401 - optax's name
+from gradax._core.numerics import (  # noqa: F401 - optax's name
     canonical_dtype as canonicalize_dtype,
+)
+from gradax.perturbations.distributions import (
+    MultiNormalDiagFromLogScale as MultiNormalDiagFromLogScale,
 )

@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from .._compat import zeros
-from .._protocol import TransformationLike
-from .._state_guard import match_state
+from .._core.protocol import TransformationLike
+from .._core.state_guard import match_state
 
 
 def _zeros_like_shapes(shapes: Any) -> Any:

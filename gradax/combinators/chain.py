@@ -6,8 +6,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from .._protocol import GradientTransformation, TransformationLike, as_transformation
-from .._pytree import field, static_field
+from .._core.protocol import (
+    GradientTransformation,
+    TransformationLike,
+    as_transformation,
+)
+from .._core.pytree import field, static_field
 
 
 def _transformations(value: Any, name: str) -> tuple:

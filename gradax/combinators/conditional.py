@@ -8,15 +8,15 @@ from typing import Any, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
-from .._declare import Range, hyper
-from .._numerics import safe_increment
-from .._protocol import (
+from .._core.declarations import Range, hyper
+from .._core.numerics import safe_increment
+from .._core.protocol import (
     GradientTransformation,
     TransformationLike,
     transformation_field,
     zero_count,
 )
-from .._pytree import static_field
+from .._core.pytree import static_field
 from ._wrapping import all_finite, cond_update
 
 

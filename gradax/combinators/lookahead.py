@@ -8,15 +8,15 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import POSITIVE_INT, UNIT, hyper
-from .._protocol import (
+from .._core.declarations import POSITIVE_INT, UNIT, hyper
+from .._core.protocol import (
     GradientTransformation,
     TransformationLike,
     transformation_field,
     zero_count,
 )
-from .._pytree import static_field
-from .._treecheck import check_same_structure
+from .._core.pytree import static_field
+from .._core.treecheck import check_same_structure
 
 _logger = logging.getLogger("gradax")
 

@@ -7,14 +7,14 @@ from typing import Any, NamedTuple
 
 import jax
 
-from .._params_placeholder import is_params_placeholder
-from .._protocol import (
+from .._core.protocol import (
     GradientTransformation,
     TransformationLike,
     as_transformation,
     transformation_field,
 )
-from .._pytree import field, is_tree_function, static_field
+from .._core.pytree import field, is_tree_function, static_field
+from ..tree.params_placeholder import is_params_placeholder
 
 
 class MaskedNode(NamedTuple):

@@ -9,16 +9,16 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import PERIOD, hyper
-from .._hyper import resolve
-from .._numerics import abs_sq, safe_increment
-from .._protocol import (
+from .._core.declarations import PERIOD, hyper
+from .._core.hyper import resolve
+from .._core.numerics import abs_sq, safe_increment
+from .._core.protocol import (
     GradientTransformation,
     TransformationLike,
     transformation_field,
     zero_count,
 )
-from .._pytree import static_field
+from .._core.pytree import static_field
 from ._wrapping import cond_update
 
 

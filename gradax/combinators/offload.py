@@ -7,8 +7,8 @@ from typing import Any, NamedTuple
 import jax
 
 from .._compat import memory_space
-from .._declare import OneOf, hyper
-from .._protocol import (
+from .._core.declarations import OneOf, hyper
+from .._core.protocol import (
     GradientTransformation,
     TransformationLike,
     read_through_to_inner,

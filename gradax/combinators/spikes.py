@@ -7,9 +7,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import DECAY, NONNEGATIVE, NONNEGATIVE_INT, hyper
-from .._numerics import safe_increment
-from .._protocol import (
+from .._core.declarations import DECAY, NONNEGATIVE, NONNEGATIVE_INT, hyper
+from .._core.numerics import safe_increment
+from .._core.protocol import (
     GradientTransformation,
     TransformationLike,
     transformation_field,

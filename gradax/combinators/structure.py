@@ -10,18 +10,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import PERIOD, hyper
-from .._numerics import safe_increment
-from .._protocol import (
+from .._core.axes import ravel, reshape_like
+from .._core.declarations import PERIOD, hyper
+from .._core.numerics import safe_increment
+from .._core.protocol import (
     Alias,
     GradientTransformation,
     TransformationLike,
     transformation_field,
     zero_count,
 )
-from .._pytree import is_tree_function, static_field
-from .._sharding import ravel, reshape_like
-from .._simple import set_to_zero
+from .._core.pytree import is_tree_function, static_field
+from .._core.simple import set_to_zero
 from .masked import masked, partition
 
 

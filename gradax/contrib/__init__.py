@@ -4,7 +4,7 @@ Every name here is also exported at the top level (`gradax.prodigy` is
 `gradax.contrib.prodigy`).
 """
 
-from .._optax_paths import package_getattr
+from .._optax.paths import package_getattr
 from ..optimizers.adam import ScaleByAdamState as ScaleByAdamState
 from ..orthogonal.dimensions import MuonDimensionNumbers as MuonDimensionNumbers
 from ..orthogonal.muon import MuonState as MuonState

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import LEARNING_RATE, NONNEGATIVE, POSITIVE, Shared, hyper
-from .._protocol import Alias, GradientTransformation
-from .._pytree import static_field
-from .._treecheck import require_params
+from .._core.declarations import LEARNING_RATE, NONNEGATIVE, POSITIVE, Shared, hyper
+from .._core.protocol import Alias, GradientTransformation
+from .._core.pytree import static_field
+from .._core.treecheck import require_params
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights

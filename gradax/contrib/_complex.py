@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._protocol import (
+from .._core.protocol import (
     GradientTransformation,
     TransformationLike,
     transformation_field,

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import LEARNING_RATE, NONNEGATIVE, POSITIVE, hyper
-from .._numerics import real_dtype, safe_increment
-from .._protocol import GradientTransformation, zero_count
-from .._treecheck import require_params
+from .._core.declarations import LEARNING_RATE, NONNEGATIVE, POSITIVE, hyper
+from .._core.numerics import real_dtype, safe_increment
+from .._core.protocol import GradientTransformation, zero_count
+from .._core.treecheck import require_params
 from ._util import DECAY_PAIR
 
 

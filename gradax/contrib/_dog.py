@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import (
+from .._core.declarations import (
     LEARNING_RATE,
     NONNEGATIVE,
     POSITIVE,
@@ -17,11 +17,11 @@ from .._declare import (
     Shared,
     hyper,
 )
-from .._numerics import real_dtype
-from .._protocol import Alias, GradientTransformation
-from .._pytree import Module, field, static_field
-from .._simple import identity
-from .._treecheck import require_params
+from .._core.numerics import real_dtype
+from .._core.protocol import Alias, GradientTransformation
+from .._core.pytree import Module, field, static_field
+from .._core.simple import identity
+from .._core.treecheck import require_params
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights

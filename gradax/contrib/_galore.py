@@ -11,15 +11,22 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from .._compat import reshard
-from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, POSITIVE_INT, Shared, hyper
-from .._matrices import matrix_axes
-from .._null_space import drop_null_lines, frobenius
-from .._numerics import safe_increment
-from .._protocol import Alias, GradientTransformation, zero_count
-from .._pytree import static_field
-from .._sharding import explicit_sharding
+from .._core.axes import explicit_sharding
+from .._core.declarations import (
+    ANY,
+    LEARNING_RATE,
+    NONNEGATIVE,
+    POSITIVE_INT,
+    Shared,
+    hyper,
+)
+from .._core.numerics import safe_increment
+from .._core.protocol import Alias, GradientTransformation, zero_count
+from .._core.pytree import static_field
 from ..combinators.chain import chain
 from ..combinators.masked import MaskedNode
+from ..linalg.matrices import matrix_axes
+from ..linalg.null_space import drop_null_lines, frobenius
 from ..optimizers.adam import scale_by_adam
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
@@ -203,7 +210,7 @@ class scale_by_galore(GradientTransformation):
             # are chosen by rounding, and so are the rows (columns) of the
             # projection along them: noise that an Adam-like base optimizer
             # would scale up to O(1) steps in arbitrary directions. They are
-            # set to exactly zero (see gradax/_null_space.py).
+            # set to exactly zero (see gradax/linalg/null_space.py).
             # Only the projector's side: the other axis is the gradient's own.
             n, side = (view.rows, (-1,)) if view.left else (view.cols, (-2,))
             low_rank.append(drop_null_lines(projected, frobenius(g2), n, side))

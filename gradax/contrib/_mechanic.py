@@ -8,15 +8,15 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, POSITIVE, POSITIVE_INT, hyper
-from .._numerics import real_dtype, safe_increment
-from .._protocol import (
+from .._core.declarations import NONNEGATIVE, POSITIVE, POSITIVE_INT, hyper
+from .._core.numerics import real_dtype, safe_increment
+from .._core.protocol import (
     GradientTransformation,
     TransformationLike,
     transformation_field,
     zero_count,
 )
-from .._treecheck import require_params
+from .._core.treecheck import require_params
 
 
 class MechanicState(NamedTuple):

@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import ANY, DECAY, LEARNING_RATE, NONNEGATIVE, hyper
-from .._numerics import real_dtype, safe_increment
-from .._protocol import GradientTransformation, zero_count
-from .._pytree import static_field
-from .._treecheck import require_params
+from .._core.declarations import ANY, DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._core.numerics import real_dtype, safe_increment
+from .._core.protocol import GradientTransformation, zero_count
+from .._core.pytree import static_field
+from .._core.treecheck import require_params
 from ._util import require_value
 
 # Below this squared norm of the momentum the step is zero (float64's eps, as

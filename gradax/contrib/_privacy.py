@@ -7,10 +7,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Range, hyper
-from .._protocol import Alias, GradientTransformation
-from .._pytree import static_field
-from .._simple import identity
+from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Range, hyper
+from .._core.protocol import Alias, GradientTransformation
+from .._core.pytree import static_field
+from .._core.simple import identity
 from ..combinators.chain import chain
 from ..transforms.clipping import per_example_global_norm_clip
 from ..transforms.momentum import trace

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import (
+from .._core.declarations import (
     NONNEGATIVE,
     NONNEGATIVE_INT,
     POSITIVE_INT,
@@ -17,9 +17,9 @@ from .._declare import (
     Range,
     hyper,
 )
-from .._numerics import real_dtype, safe_increment
-from .._protocol import GradientTransformation
-from .._state_guard import match_state
+from .._core.numerics import real_dtype, safe_increment
+from .._core.protocol import GradientTransformation
+from .._core.state_guard import match_state
 from ._util import require_value
 
 

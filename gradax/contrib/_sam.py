@@ -9,15 +9,15 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import POSITIVE_INT, hyper
-from .._protocol import (
+from .._core.declarations import POSITIVE_INT, hyper
+from .._core.protocol import (
     EmptyState,
     GradientTransformation,
     TransformationLike,
     transformation_field,
 )
-from .._pytree import static_field
-from .._updates import apply_updates
+from .._core.pytree import static_field
+from .._core.updates import apply_updates
 
 NormalizeState = EmptyState
 

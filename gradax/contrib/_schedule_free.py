@@ -8,18 +8,25 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, NONNEGATIVE_INT, Range, hyper
-from .._hyper import resolve
-from .._numerics import canonical_dtype, real_dtype, safe_increment
-from .._protocol import (
+from .._core.declarations import (
+    DECAY,
+    LEARNING_RATE,
+    NONNEGATIVE,
+    NONNEGATIVE_INT,
+    Range,
+    hyper,
+)
+from .._core.hyper import resolve
+from .._core.numerics import canonical_dtype, real_dtype, safe_increment
+from .._core.protocol import (
     Alias,
     GradientTransformation,
     TransformationLike,
     transformation_field,
     zero_count,
 )
-from .._pytree import static_field
-from .._treecheck import require_params
+from .._core.pytree import static_field
+from .._core.treecheck import require_params
 from ..combinators.chain import chain
 from ..optimizers.sgd import sgd
 from ..schedules import warmup_constant_schedule

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import (
+from .._core.declarations import (
     DECAY,
     LEARNING_RATE,
     NONNEGATIVE,
@@ -20,17 +20,17 @@ from .._declare import (
     Shared,
     hyper,
 )
-from .._numerics import canonical_dtype, safe_increment
-from .._protocol import (
+from .._core.numerics import canonical_dtype, safe_increment
+from .._core.protocol import (
     Alias,
     GradientTransformation,
     TransformationLike,
     transformation_field,
     zero_count,
 )
-from .._pytree import static_field
-from .._state_guard import match_state
-from .._treecheck import require_params
+from .._core.pytree import static_field
+from .._core.state_guard import match_state
+from .._core.treecheck import require_params
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights

@@ -7,7 +7,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._declare import DECAY, OneOf
+from .._core.declarations import DECAY, OneOf
 
 
 def _is_decay(value: Any) -> bool:

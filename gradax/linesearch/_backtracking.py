@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, NONNEGATIVE_INT, Range, hyper
-from .._protocol import GradientTransformation
-from .._pytree import static_field
+from .._core.declarations import NONNEGATIVE, NONNEGATIVE_INT, Range, hyper
+from .._core.protocol import GradientTransformation
+from .._core.pytree import static_field
 from . import _common as common
 
 # A growth factor or a largest step: > 0, and inf for "no bound".

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._numerics import real_dtype
+from .._core.numerics import real_dtype
 
 
 def state_dtype(params: Any) -> Any:

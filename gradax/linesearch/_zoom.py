@@ -8,9 +8,16 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, OneOf, Range, hyper
-from .._protocol import GradientTransformation
-from .._pytree import static_field
+from .._core.declarations import (
+    NONNEGATIVE,
+    NONNEGATIVE_INT,
+    POSITIVE,
+    OneOf,
+    Range,
+    hyper,
+)
+from .._core.protocol import GradientTransformation
+from .._core.pytree import static_field
 from . import _common as common
 from ._backtracking import POSITIVE_OR_INF
 

@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import LEARNING_RATE, POSITIVE_INT, hyper
-from .._numerics import safe_increment
-from .._protocol import Alias, GradientTransformation
-from .._pytree import static_field
-from .._simple import identity
+from .._core.declarations import LEARNING_RATE, POSITIVE_INT, hyper
+from .._core.numerics import safe_increment
+from .._core.protocol import Alias, GradientTransformation
+from .._core.pytree import static_field
+from .._core.simple import identity
 from ..combinators.chain import chain
 from ..transforms.scaling import scale, scale_by_learning_rate
 from . import _common as common

@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import Range, Spec, validate
-from .._updates import apply_updates
+from .._core.declarations import Range, Spec, validate
+from .._core.updates import apply_updates
 from . import _common as common
 from .lbfgs import lbfgs
 

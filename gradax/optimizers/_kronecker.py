@@ -19,14 +19,14 @@ import jax
 import jax.numpy as jnp
 
 from .._compat import reshard, shard_map
-from .._matrices import (
+from .._core.axes import explicit_sharding, restore
+from .._core.numerics import work_dtype
+from ..linalg.matrices import (
     full_dimension_numbers,
     is_spec_leaf,
     matrix_axes,
     matrix_view,
 )
-from .._numerics import work_dtype
-from .._sharding import explicit_sharding, restore
 
 P = jax.sharding.PartitionSpec
 

@@ -8,10 +8,10 @@ from typing import Any, NamedTuple
 import jax
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
-from .._numerics import safe_increment
-from .._protocol import Alias, GradientTransformation, zero_count
-from .._pytree import static_field
+from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.numerics import safe_increment
+from .._core.protocol import Alias, GradientTransformation, zero_count
+from .._core.pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate

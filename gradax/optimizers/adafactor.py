@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._declare import (
+from .._core.declarations import (
     ANY,
     LEARNING_RATE,
     NONNEGATIVE,
@@ -17,9 +17,9 @@ from .._declare import (
     UNIT,
     hyper,
 )
-from .._numerics import abs_sq, safe_increment
-from .._protocol import Alias, GradientTransformation, zero_count
-from .._pytree import static_field
+from .._core.numerics import abs_sq, safe_increment
+from .._core.protocol import Alias, GradientTransformation, zero_count
+from .._core.pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.clipping import clip_by_block_rms
 from ..transforms.momentum import ema

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import LEARNING_RATE, NONNEGATIVE, hyper
-from .._protocol import Alias
+from .._core.declarations import LEARNING_RATE, NONNEGATIVE, hyper
+from .._core.protocol import Alias
 from ..combinators.chain import chain
 from ..transforms.rms import scale_by_rss
 from ..transforms.scaling import scale_by_learning_rate

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
-from .._numerics import safe_increment
-from .._protocol import Alias, GradientTransformation, zero_count
-from .._pytree import static_field
+from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.numerics import safe_increment
+from .._core.protocol import Alias, GradientTransformation, zero_count
+from .._core.pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights

@@ -7,9 +7,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import ANY, NONNEGATIVE, POSITIVE, hyper
-from .._protocol import GradientTransformation
-from .._pytree import static_field
+from .._core.declarations import ANY, NONNEGATIVE, POSITIVE, hyper
+from .._core.protocol import GradientTransformation
+from .._core.pytree import static_field
 
 
 class ScaleByDistanceOverGradientsState(NamedTuple):

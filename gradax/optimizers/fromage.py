@@ -6,8 +6,8 @@ from typing import Any
 
 import jax
 
-from .._declare import LEARNING_RATE, NONNEGATIVE, hyper
-from .._protocol import Alias, GradientTransformation, WeightDecaySchedule
+from .._core.declarations import LEARNING_RATE, NONNEGATIVE, hyper
+from .._core.protocol import Alias, GradientTransformation, WeightDecaySchedule
 from ..combinators.chain import chain
 from ..transforms.trust_ratio import scale_by_trust_ratio
 

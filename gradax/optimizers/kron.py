@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import (
+from .._core.axes import replicate, restore
+from .._core.declarations import (
     DECAY,
     LEARNING_RATE,
     NONNEGATIVE,
@@ -23,11 +24,10 @@ from .._declare import (
     Shared,
     hyper,
 )
-from .._hyper import resolve
-from .._numerics import canonical_dtype, safe_increment, work_dtype
-from .._protocol import Alias, GradientTransformation, zero_count
-from .._pytree import static_field
-from .._sharding import replicate, restore
+from .._core.hyper import resolve
+from .._core.numerics import canonical_dtype, safe_increment, work_dtype
+from .._core.protocol import Alias, GradientTransformation, zero_count
+from .._core.pytree import static_field
 from ..combinators.chain import chain
 from ..schedules.psgd import precond_update_prob_schedule
 from ..transforms.scaling import scale_by_learning_rate

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
-from .._protocol import Alias
-from .._pytree import static_field
+from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._core.protocol import Alias
+from .._core.pytree import static_field
 from ..combinators.chain import chain
 from ..combinators.masked import masked
 from ..transforms.momentum import trace

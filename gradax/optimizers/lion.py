@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import LEARNING_RATE, NONNEGATIVE, UNIT, OneOf, Shared, hyper
-from .._numerics import canonical_dtype, safe_increment
-from .._protocol import Alias, GradientTransformation, zero_count
-from .._pytree import static_field
+from .._core.declarations import LEARNING_RATE, NONNEGATIVE, UNIT, OneOf, Shared, hyper
+from .._core.numerics import canonical_dtype, safe_increment
+from .._core.protocol import Alias, GradientTransformation, zero_count
+from .._core.pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import MASK_SCALE, caution, decayed_weights
 from ..transforms.scaling import scale_by_learning_rate

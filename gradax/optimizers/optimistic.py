@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, hyper
-from .._protocol import Alias, GradientTransformation
+from .._core.declarations import ANY, LEARNING_RATE, NONNEGATIVE, hyper
+from .._core.protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from .adam import _ADAM, scale_by_adam

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import KW_ONLY
 from typing import Any
 
-from .._declare import ANY, LEARNING_RATE, hyper
-from .._protocol import Alias
+from .._core.declarations import ANY, LEARNING_RATE, hyper
+from .._core.protocol import Alias
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from .adam import _ADAM, scale_by_adam

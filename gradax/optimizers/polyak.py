@@ -8,8 +8,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import ANY, LEARNING_RATE, NONNEGATIVE, OneOf, Range, Shared, hyper
-from .._protocol import Alias, GradientTransformation
+from .._core.declarations import (
+    ANY,
+    LEARNING_RATE,
+    NONNEGATIVE,
+    OneOf,
+    Range,
+    Shared,
+    hyper,
+)
+from .._core.protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from .sgd import sgd
 

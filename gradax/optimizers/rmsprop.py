@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, UNIT, hyper
-from .._protocol import Alias
-from .._pytree import static_field
-from .._simple import identity
+from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, UNIT, hyper
+from .._core.protocol import Alias
+from .._core.pytree import static_field
+from .._core.simple import identity
 from ..combinators.chain import chain
 from ..transforms.momentum import trace
 from ..transforms.rms import check_rms_decay, scale_by_rms, scale_by_stddev

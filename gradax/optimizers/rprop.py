@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, Range, Shared, hyper
-from .._protocol import Alias, GradientTransformation
+from .._core.declarations import NONNEGATIVE, Range, Shared, hyper
+from .._core.protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from ..transforms.scaling import scale
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import LEARNING_RATE, UNIT, hyper
-from .._protocol import Alias
-from .._pytree import static_field
-from .._simple import identity
+from .._core.declarations import LEARNING_RATE, UNIT, hyper
+from .._core.protocol import Alias
+from .._core.pytree import static_field
+from .._core.simple import identity
 from ..combinators.chain import chain
 from ..transforms.momentum import trace
 from ..transforms.scaling import scale_by_learning_rate

@@ -8,7 +8,8 @@ from typing import Any, NamedTuple, cast
 import jax
 import jax.numpy as jnp
 
-from .._declare import (
+from .._core.axes import match_sharding
+from .._core.declarations import (
     DECAY,
     LEARNING_RATE,
     NONNEGATIVE,
@@ -19,10 +20,9 @@ from .._declare import (
     Shared,
     hyper,
 )
-from .._numerics import real_dtype, safe_increment, work_dtype
-from .._protocol import Alias, GradientTransformation, zero_count
-from .._pytree import static_field
-from .._sharding import match_sharding
+from .._core.numerics import real_dtype, safe_increment, work_dtype
+from .._core.protocol import Alias, GradientTransformation, zero_count
+from .._core.pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import LEARNING_RATE, UNIT, hyper
-from .._protocol import Alias
-from .._pytree import static_field
+from .._core.declarations import LEARNING_RATE, UNIT, hyper
+from .._core.protocol import Alias
+from .._core.pytree import static_field
 from ..combinators.chain import chain
 from ..transforms.direction import scale_by_sign
 from ..transforms.momentum import ema

@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, UNIT, hyper
-from .._numerics import abs_sq
-from .._protocol import Alias, GradientTransformation
+from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, UNIT, hyper
+from .._core.numerics import abs_sq
+from .._core.protocol import Alias, GradientTransformation
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 

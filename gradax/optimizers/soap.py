@@ -8,7 +8,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import (
+from .._core.axes import match_sharding
+from .._core.declarations import (
     DECAY,
     LEARNING_RATE,
     NONNEGATIVE,
@@ -17,12 +18,11 @@ from .._declare import (
     Shared,
     hyper,
 )
-from .._null_space import drop_null_lines, frobenius
-from .._numerics import real_dtype, safe_increment, work_dtype
-from .._protocol import Alias, GradientTransformation, zero_count
-from .._pytree import static_field
-from .._sharding import match_sharding
+from .._core.numerics import real_dtype, safe_increment, work_dtype
+from .._core.protocol import Alias, GradientTransformation, zero_count
+from .._core.pytree import static_field
 from ..combinators.chain import chain
+from ..linalg.null_space import drop_null_lines, frobenius
 from ..transforms.scaling import scale_by_learning_rate
 from . import _kronecker as kron
 
@@ -156,7 +156,7 @@ class scale_by_soap(GradientTransformation):
             # Along eigenvectors that rounding chose (a rank-deficient L or
             # R), the rotated rows and columns are rounding noise that Adam's
             # division would turn into O(1) steps in arbitrary directions:
-            # they are set to exactly zero instead (see gradax/_null_space.py).
+            # they are set to exactly zero instead (see gradax/linalg/null_space.py).
             n = max(plan.rows, plan.cols)
             rotated = drop_null_lines(rotated, frobenius(gm), n)
             numerator = drop_null_lines(numerator, frobenius(new_mu), n)

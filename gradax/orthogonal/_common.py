@@ -16,11 +16,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import DECAY, hyper, static_field
-from .._matrices import full_dimension_numbers, is_spec_leaf
-from .._numerics import safe_increment, work_dtype
-from .._protocol import GradientTransformation, zero_count
-from .._sharding import match_sharding
+from .._core.axes import match_sharding
+from .._core.declarations import DECAY, hyper, static_field
+from .._core.numerics import safe_increment, work_dtype
+from .._core.protocol import GradientTransformation, zero_count
+from ..linalg.matrices import full_dimension_numbers, is_spec_leaf
 from . import _fields as fields
 from ._steps import NewtonSchulz, momentum_step
 from .blocks import block_view

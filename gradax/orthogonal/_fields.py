@@ -6,7 +6,7 @@ from here, so an option means the same thing in every member while its
 signature puts it where optax (or the paper) puts it: NorMuon's `beta2`
 comes between `beta` and `eps`.
 
-- The positional options are one :class:`gradax._declare.Shared`,
+- The positional options are one :class:`gradax._core.declarations.Shared`,
   :data:`MUON`: `ns_coeffs: Any = fields.MUON.field()`, or
   `fields.MUON.field(default="polar_express_fixed5")` for a member's own
   default.
@@ -28,7 +28,7 @@ from typing import Any
 
 import jax
 
-from .._declare import (
+from .._core.declarations import (
     DECAY,
     NONNEGATIVE,
     POSITIVE_INT,

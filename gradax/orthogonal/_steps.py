@@ -18,10 +18,10 @@ import jax
 
 from .. import tree as gtree
 from .._compat import reshard
-from .._matrices import MuonDimensionNumbers, is_spec_leaf
-from .._numerics import safe_increment
-from .._pytree import Module, static_field
-from .._sharding import explicit_sharding
+from .._core.axes import explicit_sharding
+from .._core.numerics import safe_increment
+from .._core.pytree import Module, static_field
+from ..linalg.matrices import MuonDimensionNumbers, is_spec_leaf
 from ..sharding.distributed import current_mesh, orthogonalize_many
 from . import _fields as fields
 from ._grouped import orthogonalize_grouped

@@ -7,8 +7,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import static_field
-from .._numerics import plain_dtype, real_dtype
+from .._core.declarations import static_field
+from .._core.numerics import plain_dtype, real_dtype
 from ._common import NormalizedMuonAliasBase, NormalizedMuonBase, rms_align
 
 

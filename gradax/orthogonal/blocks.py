@@ -5,7 +5,7 @@ cuts one axis of a matrix into blocks (microsoft/dion's options of the same
 names). Blocks of one size become a batch axis next to the cut axis, so each
 size is one stack of matrices and one batched Newton–Schulz call: H equal
 heads are a reshape; a fused `[q | k | v]` with `dk == dv != dq` gives
-two stacks. Without a split this is :func:`gradax._matrices.matrix_view`.
+two stacks. Without a split this is :func:`gradax.linalg.matrices.matrix_view`.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._matrices import (
+from ..linalg.matrices import (
     MatrixView,
     MuonDimensionNumbers,
     has_split,
     matrix_axes,
     matrix_view,
 )
-from .._matrices import MuonSplit as MuonSplit
+from ..linalg.matrices import MuonSplit as MuonSplit
 
 
 class Blocks(NamedTuple):

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._declare import OneOf
+from .._core.declarations import OneOf
 
 # Keller Jordan's coefficients, used at every step (KellerJordan/Muon,
 # torch.optim.Muon, optax's default).

@@ -1,6 +1,6 @@
 """Which axes of a weight form the matrix that Muon orthogonalizes.
 
-The dimension numbers and matrix views live in `gradax._matrices` (Shampoo
+The dimension numbers and matrix views live in `gradax.linalg.matrices` (Shampoo
 and SOAP use them too); Muon's shape factor is here.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._declare import OneOf
-from .._matrices import MatrixView as MatrixView
-from .._matrices import MuonDimensionNumbers as MuonDimensionNumbers
-from .._matrices import is_dimension_numbers as is_dimension_numbers
-from .._matrices import matrix_view as matrix_view
+from .._core.declarations import OneOf
+from ..linalg.matrices import MatrixView as MatrixView
+from ..linalg.matrices import MuonDimensionNumbers as MuonDimensionNumbers
+from ..linalg.matrices import is_dimension_numbers as is_dimension_numbers
+from ..linalg.matrices import matrix_view as matrix_view
 
 # The rules of :func:`shape_scale`, by name, and the declaration's valid values.
 SHAPE_SCALINGS = ("keller", "rms", "spectral", "none")

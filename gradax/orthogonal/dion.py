@@ -10,12 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import DECAY, OneOf, Range, hyper, static_field
-from .._matrices import is_spec_leaf, matrix_view
-from .._null_space import frobenius, kept_lines
-from .._numerics import plain_dtype, work_dtype
-from .._protocol import GradientTransformation
-from .._sharding import match_sharding, replicate, restore
+from .._core.axes import match_sharding, replicate, restore
+from .._core.declarations import DECAY, OneOf, Range, hyper, static_field
+from .._core.numerics import plain_dtype, work_dtype
+from .._core.protocol import GradientTransformation
+from ..linalg.matrices import is_spec_leaf, matrix_view
+from ..linalg.null_space import frobenius, kept_lines
 from . import _fields as fields
 from ._common import batch_shape, map_matrices, matrix_dims, pick
 from .dimensions import SHAPE_SCALING
@@ -151,7 +151,7 @@ class scale_by_dion(GradientTransformation):
             # that rounding picks, and their R columns are rounding noise;
             # normalized, they would add an O(1) term pointing wherever the
             # compiler's order of operations sent it. Such columns (norm at
-            # the noise floor of the product, see gradax/_null_space.py) take
+            # the noise floor of the product, see gradax/linalg/null_space.py) take
             # no part in the update or the error feedback, and keep their old
             # Q column: exactly, so Q stays a full-rank start for the next
             # power iteration and an all-zero B leaves the state unchanged.

@@ -9,17 +9,17 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import (
+from .._core.axes import replicate, restore
+from .._core.declarations import (
     UNIT,
     OneOf,
     Range,
     hyper,
     static_field,
 )
-from .._matrices import MuonDimensionNumbers, matrix_view
-from .._numerics import work_dtype
-from .._protocol import GradientTransformation
-from .._sharding import replicate, restore
+from .._core.numerics import work_dtype
+from .._core.protocol import GradientTransformation
+from ..linalg.matrices import MuonDimensionNumbers, matrix_view
 from . import _fields as fields
 from ._common import map_matrices, matrix_dims, pick
 from ._steps import NewtonSchulz

@@ -18,17 +18,17 @@ import jax
 import numpy as np
 
 from .._compat import Self
-from .._declare import DECAY, LEARNING_RATE, NONNEGATIVE, hyper, static_field
-from .._matrices import full_dimension_numbers, is_routing_function, is_spec_leaf
-from .._protocol import (
+from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, hyper, static_field
+from .._core.protocol import (
     Alias,
     GradientTransformation,
     TransformationLike,
     as_transformation,
 )
-from .._pytree import field
+from .._core.pytree import field
 from ..combinators.chain import chain
 from ..combinators.masked import partition
+from ..linalg.matrices import full_dimension_numbers, is_routing_function, is_spec_leaf
 from ..optimizers.adam import adamw
 from ..transforms.cautious import decayed_weights
 from ..transforms.scaling import scale_by_learning_rate

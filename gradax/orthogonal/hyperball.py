@@ -22,10 +22,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._declare import DECAY, POSITIVE, hyper, static_field
-from .._matrices import full_dimension_numbers, is_spec_leaf
-from .._protocol import GradientTransformation
+from .._core.declarations import DECAY, POSITIVE, hyper, static_field
+from .._core.protocol import GradientTransformation
 from ..combinators.chain import chain
+from ..linalg.matrices import full_dimension_numbers, is_spec_leaf
 from ..optimizers.adam import scale_by_adam
 from ..transforms.scaling import scale_by_learning_rate
 from . import _fields as fields

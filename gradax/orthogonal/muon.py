@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import hyper, static_field
-from .._matrices import full_dimension_numbers, is_spec_leaf
-from .._numerics import safe_increment
-from .._protocol import GradientTransformation, zero_count
+from .._core.declarations import hyper, static_field
+from .._core.numerics import safe_increment
+from .._core.protocol import GradientTransformation, zero_count
+from ..linalg.matrices import full_dimension_numbers, is_spec_leaf
 from . import _fields as fields
 from ._steps import NewtonSchulz, momentum_step
 from .blocks import matrix_blocks

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._numerics import plain_dtype, real_dtype
+from .._core.numerics import plain_dtype, real_dtype
 from ._common import NormalizedMuonAliasBase, NormalizedMuonBase, batch_shape, rms_align
 from .blocks import block_view
 

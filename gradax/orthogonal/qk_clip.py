@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._declare import Range, Spec, validate
+from .._core.declarations import Range, Spec, validate
 
 # tau caps the logits: a cap of 0 would zero every clipped head's weights.
 # inf (never clip) is allowed; a traced tau is not checked.

@@ -11,9 +11,9 @@ from typing import Any
 
 import jax
 
-from .._matrices import full_dimension_numbers, is_dimension_numbers, is_spec_leaf
-from .._pytree import caller_stacklevel
-from .._state_guard import initializing_for_shapes
+from .._core.pytree import caller_stacklevel
+from .._core.state_guard import initializing_for_shapes
+from ..linalg.matrices import full_dimension_numbers, is_dimension_numbers, is_spec_leaf
 from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALINGS, shape_scale
 

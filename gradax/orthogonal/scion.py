@@ -11,13 +11,13 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import LEARNING_RATE, NONNEGATIVE, Shared, hyper
-from .._matrices import full_dimension_numbers, is_spec_leaf, matrix_view
-from .._numerics import safe_increment, work_dtype
-from .._protocol import Alias, GradientTransformation, zero_count
-from .._pytree import static_field
-from .._sharding import replicate, restore
+from .._core.axes import replicate, restore
+from .._core.declarations import LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.numerics import safe_increment, work_dtype
+from .._core.protocol import Alias, GradientTransformation, zero_count
+from .._core.pytree import static_field
 from ..combinators.chain import chain
+from ..linalg.matrices import full_dimension_numbers, is_spec_leaf, matrix_view
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
 from . import _fields as fields

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
-from .._matrices import MuonDimensionNumbers, is_dimension_numbers
+from ..linalg.matrices import MuonDimensionNumbers, is_dimension_numbers
 from ._fields import PRECONDITIONING
 from ._steps import FIRST_STEP_EPS
 from .blocks import matrix_blocks

@@ -7,7 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._pytree import Module
+from .._core.pytree import Module
 
 
 class Normal(Module):

@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._half import HALF_DTYPES as HALF_DTYPES
-from .._half import is_half as is_half
-from .._half import widen as widen
+from .._core.half import HALF_DTYPES as HALF_DTYPES
+from .._core.half import is_half as is_half
+from .._core.half import widen as widen
 from ..combinators.masked import MaskedNode
 
 

@@ -7,15 +7,15 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import Range, hyper, static_field
-from .._protocol import (
+from .._core.declarations import Range, hyper, static_field
+from .._core.protocol import (
     GradientTransformation,
     TransformationLike,
     read_through_to_inner,
     transformation_field,
 )
-from .._treecheck import require_params
-from .._updates import apply_updates
+from .._core.treecheck import require_params
+from .._core.updates import apply_updates
 from ._common import (
     bits_to_float,
     float_to_bits,
@@ -165,7 +165,7 @@ class stochastic_rounding(GradientTransformation):
       Training", arXiv:2010.06192.
     """
 
-    # Updates of 16-bit params come back float32 (gradax/_half.py).
+    # Updates of 16-bit params come back float32 (gradax/_core/half.py).
     _update_dtypes = "widen_half"
 
     tx: TransformationLike = transformation_field()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .._declare import OneOf, hyper
-from .._protocol import (
+from .._core.declarations import OneOf, hyper
+from .._core.protocol import (
     GradientTransformation,
     TransformationLike,
     transformation_field,

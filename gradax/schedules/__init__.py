@@ -5,9 +5,9 @@ argument and `grad` can differentiate through it), while the steps where it
 changes are static.
 """
 
-from .._hyper import Schedule as Schedule
-from .._hyper import StatefulSchedule as StatefulSchedule
-from .._optax_paths import package_getattr
+from .._core.hyper import Schedule as Schedule
+from .._core.hyper import StatefulSchedule as StatefulSchedule
+from .._optax.paths import package_getattr
 from ._basic import constant_schedule as constant_schedule
 from ._basic import exponential_decay as exponential_decay
 from ._basic import linear_schedule as linear_schedule

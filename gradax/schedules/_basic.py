@@ -8,7 +8,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .._declare import (
+from .._core.declarations import (
     ANY,
     NONNEGATIVE,
     OneOf,
@@ -16,7 +16,7 @@ from .._declare import (
     hyper,
     validate,
 )
-from .._pytree import field, static_field
+from .._core.pytree import field, static_field
 from ._util import (
     DECAY_RATE,
     POWER,

@@ -7,8 +7,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .._declare import ANY, hyper
-from .._pytree import field
+from .._core.declarations import ANY, hyper
+from .._core.pytree import field
 from ._basic import polynomial_bounds, polynomial_value
 from ._util import (
     PERIOD_STEPS,

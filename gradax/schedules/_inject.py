@@ -12,11 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._hyper import Schedule, StatefulSchedule, as_hyperparameter
-from .._numerics import real_dtype, safe_increment
-from .._protocol import GradientTransformation, as_transformation, zero_count
-from .._pytree import Module, caller_stacklevel, static_field
-from .._state_guard import is_weakly_typed
+from .._core.hyper import Schedule, StatefulSchedule, as_hyperparameter
+from .._core.numerics import real_dtype, safe_increment
+from .._core.protocol import GradientTransformation, as_transformation, zero_count
+from .._core.pytree import Module, caller_stacklevel, static_field
+from .._core.state_guard import is_weakly_typed
 from .wrapped import WrappedSchedule, WrappedScheduleState
 
 

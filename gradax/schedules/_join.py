@@ -8,9 +8,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._declare import ANY, hyper
-from .._hyper import Schedule, as_hyperparameter
-from .._pytree import field, static_field
+from .._core.declarations import ANY, hyper
+from .._core.hyper import Schedule, as_hyperparameter
+from .._core.pytree import field, static_field
 from ._basic import (
     exponential_bounds,
     exponential_value,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._declare import ANY, POSITIVE, hyper
+from .._core.declarations import ANY, POSITIVE, hyper
 from ._basic import piecewise_interpolate_bounds, piecewise_interpolate_value
 from ._util import FRACTION, PERIOD_STEPS, ScheduleBase, known_numbers
 

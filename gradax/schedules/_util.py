@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._declare import Range, is_static, spec_of
-from .._hyper import Schedule
+from .._core.declarations import Range, is_static, spec_of
+from .._core.hyper import Schedule
 
 logger = logging.getLogger("gradax.schedules")
 

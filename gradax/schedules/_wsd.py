@@ -6,7 +6,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .._declare import ANY, NONNEGATIVE_INT, POSITIVE_INT, UNIT, OneOf, hyper
+from .._core.declarations import ANY, NONNEGATIVE_INT, POSITIVE_INT, UNIT, OneOf, hyper
 from ._util import ScheduleBase, hull, known_numbers
 
 DECAY_TYPES = ("linear", "cosine", "1-sqrt")

@@ -6,7 +6,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .._declare import NONNEGATIVE, NONNEGATIVE_INT, UNIT, hyper
+from .._core.declarations import NONNEGATIVE, NONNEGATIVE_INT, UNIT, hyper
 from ._util import ScheduleBase
 
 

@@ -7,10 +7,10 @@ from typing import Any, NamedTuple
 
 import jax
 
-from .._hyper import StatefulSchedule
-from .._numerics import safe_increment
-from .._protocol import zero_count
-from .._pytree import static_field
+from .._core.hyper import StatefulSchedule
+from .._core.numerics import safe_increment
+from .._core.protocol import zero_count
+from .._core.pytree import static_field
 
 
 class WrappedScheduleState(NamedTuple):

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from .._compat import reshard
-from .._sharding import explicit_sharding
+from .._core.axes import explicit_sharding
 
 P = jax.sharding.PartitionSpec
 

@@ -18,9 +18,9 @@ import jax
 import numpy as np
 
 from .._compat import reshard
-from .._protocol import GradientTransformation, as_transformation
-from .._pytree import static_field
-from .._sharding import explicit_sharding
+from .._core.axes import explicit_sharding
+from .._core.protocol import GradientTransformation, as_transformation
+from .._core.pytree import static_field
 
 P = jax.sharding.PartitionSpec
 

@@ -6,7 +6,7 @@ code keeps working after `import gradax as optax`; the combinators among them
 and imported here.
 """
 
-from .._optax_paths import package_getattr
+from .._optax.paths import package_getattr
 from ..combinators.chain import chain as chain
 from ..combinators.chain import named_chain as named_chain
 from ..combinators.conditional import ApplyIfFiniteState as ApplyIfFiniteState

@@ -39,9 +39,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._declare import NONNEGATIVE, OneOf, hyper
-from .._protocol import Alias, GradientTransformation
-from .._pytree import static_field
+from .._core.declarations import NONNEGATIVE, OneOf, hyper
+from .._core.protocol import Alias, GradientTransformation
+from .._core.pytree import static_field
 from ..combinators.masked import masked
 from .weight_decay import add_decayed_weights
 

@@ -14,10 +14,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, Range, Spec, hyper, validate
-from .._numerics import abs_sq
-from .._protocol import EmptyState, GradientTransformation
-from .._pytree import static_field
+from .._core.declarations import NONNEGATIVE, Range, Spec, hyper, validate
+from .._core.numerics import abs_sq
+from .._core.protocol import EmptyState, GradientTransformation
+from .._core.pytree import static_field
 
 ClipState = EmptyState
 ClipByGlobalNormState = EmptyState

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import ANY, NONNEGATIVE, hyper
-from .._protocol import GradientTransformation
+from .._core.declarations import ANY, NONNEGATIVE, hyper
+from .._core.protocol import GradientTransformation
 
 
 class scale_by_sign(GradientTransformation):

@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, Range, hyper
-from .._numerics import safe_increment
-from .._protocol import EmptyState, GradientTransformation, zero_count
+from .._core.declarations import NONNEGATIVE, Range, hyper
+from .._core.numerics import safe_increment
+from .._core.protocol import EmptyState, GradientTransformation, zero_count
 
 NonNegativeParamsState = EmptyState
 

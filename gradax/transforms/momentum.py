@@ -7,10 +7,10 @@ from typing import Any, NamedTuple
 import jax
 
 from .. import tree as gtree
-from .._declare import UNIT, hyper
-from .._numerics import canonical_dtype, safe_increment
-from .._protocol import GradientTransformation, zero_count
-from .._pytree import static_field
+from .._core.declarations import UNIT, hyper
+from .._core.numerics import canonical_dtype, safe_increment
+from .._core.protocol import GradientTransformation, zero_count
+from .._core.pytree import static_field
 
 
 class TraceState(NamedTuple):

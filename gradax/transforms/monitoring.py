@@ -13,9 +13,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._declare import UNIT, hyper
-from .._protocol import Alias, GradientTransformation, as_transformation
-from .._pytree import field, static_field
+from .._core.declarations import UNIT, hyper
+from .._core.protocol import Alias, GradientTransformation, as_transformation
+from .._core.pytree import field, static_field
 from ..combinators.chain import chain
 from .momentum import ema
 

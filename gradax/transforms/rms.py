@@ -13,11 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._declare import NONNEGATIVE, UNIT, hyper
-from .._hyper import Schedule
-from .._numerics import abs_sq, safe_increment
-from .._protocol import GradientTransformation, zero_count
-from .._pytree import static_field
+from .._core.declarations import NONNEGATIVE, UNIT, hyper
+from .._core.hyper import Schedule
+from .._core.numerics import abs_sq, safe_increment
+from .._core.protocol import GradientTransformation, zero_count
+from .._core.pytree import static_field
 
 
 class ScaleByRssState(NamedTuple):

@@ -6,9 +6,9 @@ from typing import Any
 
 import jax
 
-from .._declare import ANY, LEARNING_RATE, hyper
-from .._protocol import GradientTransformation
-from .._pytree import static_field
+from .._core.declarations import ANY, LEARNING_RATE, hyper
+from .._core.protocol import GradientTransformation
+from .._core.pytree import static_field
 
 
 def _scale_tree(updates: Any, factor: Any) -> Any:

@@ -15,9 +15,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .._declare import NONNEGATIVE, hyper
-from .._numerics import abs_sq
-from .._protocol import EmptyState, GradientTransformation
+from .._core.declarations import NONNEGATIVE, hyper
+from .._core.numerics import abs_sq
+from .._core.protocol import EmptyState, GradientTransformation
 
 ScaleByTrustRatioState = EmptyState
 

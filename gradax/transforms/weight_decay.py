@@ -6,9 +6,9 @@ from typing import Any
 
 import jax
 
-from .._declare import NONNEGATIVE, hyper
-from .._protocol import Alias, GradientTransformation, WeightDecaySchedule
-from .._pytree import static_field
+from .._core.declarations import NONNEGATIVE, hyper
+from .._core.protocol import Alias, GradientTransformation, WeightDecaySchedule
+from .._core.pytree import static_field
 from ..combinators.masked import masked
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import jax
 
-from .._params_placeholder import ParamsPlaceholder
+from .params_placeholder import ParamsPlaceholder
 
 KeyPath = tuple[Any, ...]
 """A leaf's path in a tree, as ``jax.tree_util`` key entries."""

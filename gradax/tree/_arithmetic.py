@@ -211,7 +211,7 @@ def min(tree: Any) -> Any:
 def _abs_sq(x: Any) -> Any:
     """`|x|**2` for real or complex `x`, in the real dtype of `x`.
 
-    Not `gradax._numerics.abs_sq`: for complex `x` this is optax's formula
+    Not `gradax._core.numerics.abs_sq`: for complex `x` this is optax's formula
     for `tree.norm`, `re**2 + im**2`, which eager XLA rounds differently
     from `(conj(x) * x).real` in the last bit; norms keep optax's numbers.
     """

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._treecheck import children, is_leaf
+from .._core.treecheck import children, is_leaf
 
 _Key = tuple[Any, ...]  # canonical path: positions as int, names as str
 
@@ -492,7 +492,7 @@ def carry_state(
     # (and init's side effects, such as muon_labels' report, are skipped).
     # Imported here: gradax.tree is loadable on its own (test_tree checks
     # that loading it creates no device arrays), without the package.
-    from .._state_guard import state_shapes
+    from .._core.state_guard import state_shapes
 
     template = state_shapes(init, params)
     new_leaves = _leaves(template)

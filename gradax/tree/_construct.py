@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 if TYPE_CHECKING:
-    from .._quantized import int8_blockwise
+    from .._core.quantized import int8_blockwise
 
 T = TypeVar("T")
 
@@ -23,7 +23,7 @@ def _is_storage_spec(dtype: Any) -> TypeGuard[int8_blockwise]:
     """
     if dtype is None:
         return False
-    from .._quantized import is_storage_spec
+    from .._core.quantized import is_storage_spec
 
     return is_storage_spec(dtype)
 

@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._protocol import as_transformation
-from .._updates import apply_updates
+from .._core.protocol import as_transformation
+from .._core.updates import apply_updates
 
 
 @dataclasses.dataclass(frozen=True)

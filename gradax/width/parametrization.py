@@ -50,8 +50,12 @@ from typing import Any
 
 import jax
 
-from .._protocol import GradientTransformation, TransformationLike, transformation_field
-from .._pytree import static_field
+from .._core.protocol import (
+    GradientTransformation,
+    TransformationLike,
+    transformation_field,
+)
+from .._core.pytree import static_field
 from ..orthogonal.blocks import matrix_blocks
 from ..orthogonal.dimensions import MuonDimensionNumbers, shape_scale
 from ..orthogonal.groups import MuonGroups

@@ -15,7 +15,7 @@ older jax it alone is skipped.
 Tolerances. The rank-1 input has one nonzero singular value separated from
 the rest by ``s``, so its singular pair, and every update built from it, is
 perturbed by rounding by about ``eps`` relative (condition number 1). The
-floor of ``gradax/_null_space.py``, ``4 sqrt(n) eps`` with ``n = 8``, bounds
+floor of ``gradax/linalg/null_space.py``, ``4 sqrt(n) eps`` with ``n = 8``, bounds
 each path's error; two paths differ by at most twice that (``TOL``, 2.7e-5
 of the update's largest entry). Shampoo alone keeps rounding noise along
 the null space, scaled by the damped inverse root there: its factor

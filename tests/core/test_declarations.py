@@ -24,7 +24,7 @@ from conformance_base import make_params
 from registry import ENTRIES
 
 import gradax
-from gradax._declare import OneOf, Range, spec_of
+from gradax._core.declarations import OneOf, Range, spec_of
 from gradax.declare import HyperparameterWarning
 from gradax.orthogonal.groups import _ADAM_OPTIONS
 

@@ -11,7 +11,7 @@ import optax
 import pytest
 
 import gradax
-from gradax._pytree import Module
+from gradax._core.pytree import Module
 from gradax.declare import NONNEGATIVE, hyper
 
 

@@ -19,7 +19,7 @@ import types
 import pytest
 
 import gradax
-from gradax import _optax_paths
+from gradax._optax import paths as _optax_paths
 
 PACKAGES = ("contrib", "transforms", "schedules", "tree_utils", "losses")
 

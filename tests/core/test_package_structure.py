@@ -163,9 +163,11 @@ def test_no_private_name_is_imported_across_packages():
 def _private_module_of(target: str) -> str | None:
     """The subpackage whose private module ``target`` is, or None.
 
-    ``gradax.tree._access`` is private to ``gradax.tree``. The top-level
-    ``gradax._*`` modules are the shared internals every package builds on
-    (docs/writing-a-transformation.md, "Modules"), so they are not counted.
+    ``gradax.tree._access`` is private to ``gradax.tree``. The private
+    packages and modules at the top level (``gradax._core``, the kernel;
+    ``gradax._optax``; ``gradax._compat``) are the shared internals every
+    package builds on (docs/writing-a-transformation.md, "Modules"), so
+    they are not counted.
     """
     parts = target.split(".")
     for i, part in enumerate(parts[2:], start=2):
@@ -322,3 +324,17 @@ def test_a_class_is_abstract_or_final():
         and not base.__dict__.get("_abstract", False)
     )
     assert not subclassed, "\n".join(subclassed)
+
+
+def test_the_root_shows_the_architecture():
+    # The root holds the public modules, __init__ and __main__, at most three
+    # private files (the shims CI reads by path), and packages; the kernel
+    # lives in gradax/_core/. No two names differ only by an underscore
+    # (declare/_declare, sharding/_sharding were such twins).
+    files = sorted(p.name for p in PACKAGE.glob("*.py"))
+    private = [f for f in files if f.startswith("_") and not f.startswith("__")]
+    assert private == ["_compat.py", "_requirements.py"], private
+    names = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()}
+    names = {n for n in names if not n.startswith("__") and n != "py"}
+    twins = sorted(n for n in names if n.startswith("_") and n[1:] in names)
+    assert not twins, twins

@@ -209,7 +209,7 @@ def test_paired_store_gives_the_codes_of_separate_stores():
         gradax.int8_blockwise(64, code=code).zeros_like(v, signed=signed)
         for v, signed, code in zip(values, signs, codes, strict=True)
     ]
-    from gradax._quantized import store_all
+    from gradax._core.quantized import store_all
 
     paired = jax.jit(store_all)(values, olds)
     for x, old, q in zip(values, olds, paired, strict=True):
@@ -222,7 +222,7 @@ def test_paired_store_gives_the_codes_of_separate_stores():
 def test_adamw_step_matches_the_unpaired_store(monkeypatch, code):
     # The 8-bit AdamW step stores mu and nu through the paired reduction;
     # its state and updates are those of storing each leaf alone.
-    import gradax._state_guard as guard
+    import gradax._core.state_guard as guard
 
     spec = gradax.int8_blockwise(code=code)
     # Decays of 1/2 and gradients of multiples of 1/64 (below 2 in size):
@@ -250,7 +250,7 @@ def test_adamw_step_matches_the_unpaired_store(monkeypatch, code):
     # A new function: jit(two_steps) again would reuse the first trace.
     alone = jax.jit(lambda state: two_steps(state))(state)
     # The state is the same, code for code (see _assert_stored_alike).
-    from gradax._quantized import is_quantized
+    from gradax._core.quantized import is_quantized
 
     leaves = [
         jax.tree.leaves(state, is_leaf=is_quantized) for state in (paired[1], alone[1])

@@ -1,8 +1,8 @@
 """Shared declarations, Alias.part, and the tree-difference engine.
 
 A direction and the optimizers that build it declare their common options
-once (`gradax._declare.Shared`) and pass them on by name (`Alias.part`);
-every comparison of two trees goes through `gradax._treecheck.differences`.
+once (`gradax._core.declarations.Shared`) and pass them on by name (`Alias.part`);
+every comparison of two trees goes through `gradax._core.treecheck.differences`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import gradax
-from gradax._declare import (
+from gradax._core.declarations import (
     DECAY,
     NONNEGATIVE,
     HyperparameterError,
@@ -25,8 +25,8 @@ from gradax._declare import (
     hyper,
     static_field,
 )
-from gradax._protocol import Alias, EmptyState, GradientTransformation
-from gradax._treecheck import differences, shape_differences, tree_difference
+from gradax._core.protocol import Alias, EmptyState, GradientTransformation
+from gradax._core.treecheck import differences, shape_differences, tree_difference
 
 _OPTIONS = Shared(
     beta=hyper(default=0.5, valid=DECAY),

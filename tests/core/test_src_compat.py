@@ -80,9 +80,11 @@ TYPING_HELPERS = {
 
 # Mapped names that are not in gradax's top-level namespace.
 NOT_TOP_LEVEL = {
-    "abs_sq": "gradax._numerics.abs_sq",
-    "canonicalize_dtype": "gradax._numerics.canonical_dtype",
-    "MultiNormalDiagFromLogScale": "gradax._distributions.MultiNormalDiagFromLogScale",
+    "abs_sq": "gradax._core.numerics.abs_sq",
+    "canonicalize_dtype": "gradax._core.numerics.canonical_dtype",
+    "MultiNormalDiagFromLogScale": (
+        "gradax.perturbations.distributions.MultiNormalDiagFromLogScale"
+    ),
     # optax's annotation-only aliases.
     "PyTree": "typing.Any",
     "ArrayTree": "typing.Any",

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import gradax
-from gradax._declare import is_static, spec_of
+from gradax._core.declarations import is_static, spec_of
 from gradax.orthogonal import _fields as fields
 from gradax.orthogonal import _steps, newton_schulz
 from gradax.orthogonal.coefficients import newton_schulz_table

@@ -15,7 +15,7 @@ import pytest
 from jax_versions import set_mesh
 
 import gradax
-from gradax._sharding import shard_state_like_params
+from gradax._core.axes import shard_state_like_params
 
 P = jax.sharding.PartitionSpec
 

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from ... import tree as gtree
-from ..._declare import POSITIVE_INT, hyper, static_field
-from ..._protocol import EmptyState, GradientTransformation, zero_count
+from ..._core.declarations import POSITIVE_INT, hyper, static_field
+from ..._core.protocol import EmptyState, GradientTransformation, zero_count
 from ...combinators.chain import chain
 from ._base import Aggregator, MaybeAxis, canonical_axis
 

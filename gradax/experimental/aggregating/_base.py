@@ -8,8 +8,8 @@ from typing import Any, Protocol
 import jax
 
 from ... import tree as gtree
-from ..._declare import static_field
-from ..._protocol import FunctionTransformation, GradientTransformation
+from ..._core.declarations import static_field
+from ..._core.protocol import FunctionTransformation, GradientTransformation
 
 PerElementUpdates = Any
 """A pytree of per-element updates: each leaf ``[*batch_shape, *param_shape]``."""

@@ -10,10 +10,10 @@ import jax
 import jax.numpy as jnp
 
 from ... import tree as gtree
-from ..._declare import DECAY, POSITIVE_INT, hyper, static_field
-from ..._numerics import safe_increment
-from ..._protocol import EmptyState, GradientTransformation, zero_count
-from ..._simple import identity
+from ..._core.declarations import DECAY, POSITIVE_INT, hyper, static_field
+from ..._core.numerics import safe_increment
+from ..._core.protocol import EmptyState, GradientTransformation, zero_count
+from ..._core.simple import identity
 from ...combinators.chain import chain
 from ._base import Aggregator, canonical_axis, process
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import jax
 
-from ._compat import explicit_meshes_supported, require_explicit_meshes, reshard
+from .._compat import explicit_meshes_supported, require_explicit_meshes, reshard
 
 
 def explicit_sharding(x: Any) -> jax.sharding.NamedSharding | None:

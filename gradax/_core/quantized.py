@@ -13,7 +13,7 @@ return the way `init` made it (`_state_guard.match_state` calls
 :meth:`QuantizedArray.store_like`). An optimizer never sees a code.
 
 `int8_blockwise(code="float")` stores each element as a small float
-relative to a power-of-two scale instead (gradax/_float_code.py): cheaper to
+relative to a power-of-two scale instead (gradax/_core/_float_code.py): cheaper to
 encode and decode, the same state tree and size.
 
 Blocks: a leaf of shape `(..., n)` with `n >= block_size` is blocked along
@@ -34,9 +34,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._compat import reshard
 from . import _float_code
-from ._compat import reshard
-from ._sharding import explicit_sharding
+from .axes import explicit_sharding
 
 _DECADES = 7  # exponents 10^0 .. 10^-6 (10^-7 too for the unsigned map)
 CODES = ("dynamic", "float")  # the values of `int8_blockwise(code=...)`

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Union
 
-from . import _declare, _protocol
-from ._protocol import EmptyState, OptState, Params, Updates
-from .combinators.masked import PartitionState
+from .._core import declarations as _declare
+from .._core import protocol as _protocol
+from .._core.protocol import EmptyState, OptState, Params, Updates
+from ..combinators.masked import PartitionState
 
 MaskOrFn = Union[Any, Callable[[Params], Any], None]  # noqa: UP007 - a runtime alias
 """A mask: a tree of booleans like the params, a function of the params

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from ._declare import static_field
-from ._protocol import GradientTransformation, Params, Updates
+from .declarations import static_field
+from .protocol import GradientTransformation, Params, Updates
 
 
 class identity(GradientTransformation):

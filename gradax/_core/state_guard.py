@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._quantized import is_quantized, store_all
-from ._treecheck import (
+from .quantized import is_quantized, store_all
+from .treecheck import (
     Difference,
     differences,
     field_names,

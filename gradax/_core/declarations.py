@@ -378,7 +378,7 @@ def transformation_field(*, default: Any = dataclasses.MISSING, **kwargs: Any) -
     return field(default=default, converter=_as_transformation, **kwargs)
 
 
-# Set by gradax._protocol, which builds on this module: the conversion of a
+# Set by gradax._core.protocol, which builds on this module: the conversion of a
 # value given for a transformation field (optax ones are wrapped).
 _transformation_converter: list[Converter] = []
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._pytree import Module, static_field
+from .pytree import Module, static_field
 
 
 class Schedule(Module):

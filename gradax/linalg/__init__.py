@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from . import tree as gtree
+from .. import tree as gtree
 
 
 def _normalized(v: Any) -> Any:

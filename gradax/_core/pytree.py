@@ -25,8 +25,8 @@ from typing import (
 import jax
 import numpy as np
 
-from ._compat import Self, dataclass_transform
-from ._declare import (
+from .._compat import Self, dataclass_transform
+from .declarations import (
     HyperparameterWarning,
     converter_of,
     field,

@@ -49,20 +49,20 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
-from ._compat import Self
-from ._declare import (
+from .._compat import Self
+from .axes import shard_state_like_params
+from .declarations import (
     is_static,
     register_transformation_converter,
     static_field,
 )
-from ._declare import transformation_field as transformation_field
-from ._half import cast_to, plan_update_dtypes
-from ._hyper import as_hyperparameter, is_schedule, resolve
-from ._numerics import safe_increment
-from ._pytree import Module, ModuleMeta, StaticValue, building_parts, is_building_parts
-from ._quantized import load_state
-from ._sharding import shard_state_like_params
-from ._state_guard import (
+from .declarations import transformation_field as transformation_field
+from .half import cast_to, plan_update_dtypes
+from .hyper import as_hyperparameter, is_schedule, resolve
+from .numerics import safe_increment
+from .pytree import Module, ModuleMeta, StaticValue, building_parts, is_building_parts
+from .quantized import load_state
+from .state_guard import (
     UpdateError,
     check_state,
     check_update_dtypes,
@@ -70,7 +70,7 @@ from ._state_guard import (
     match_dtypes,
     match_state,
 )
-from ._treecheck import require_params, shape_differences, tree_difference
+from .treecheck import require_params, shape_differences, tree_difference
 
 Params = Any
 """A pytree of parameters (arrays at the leaves)."""
@@ -435,7 +435,7 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
         return self._checked_update(updates, state, params, extra_args)
 
     def update_dtypes(self) -> str:
-        """This transformation's update-dtype policy (see `gradax/_half.py`).
+        """This transformation's update-dtype policy (see `gradax/_core/half.py`).
 
         "grads" (the default): the updates keep the gradients' dtypes.
         A wrapper whose policy depends on a field (`cast_updates(to=...)`)

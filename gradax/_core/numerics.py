@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ._quantized import int8_blockwise
+from .quantized import int8_blockwise
 
 
 def abs_sq(x: jax.Array) -> jax.Array:

@@ -7,9 +7,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ._protocol import Params, Updates
-from ._state_guard import cast_like
-from ._treecheck import check_same_structure
+from .protocol import Params, Updates
+from .state_guard import cast_like
+from .treecheck import check_same_structure
 
 
 def apply_updates(params: Params, updates: Updates) -> Params:

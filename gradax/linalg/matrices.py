@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from ._pytree import is_tree_function
+from .._core.pytree import is_tree_function
 
 
 class MuonDimensionNumbers(NamedTuple):
