@@ -43,6 +43,7 @@ from ._core.state_guard import UpdateError as UpdateError
 from ._core.updates import apply_updates as apply_updates
 from ._core.updates import incremental_update as incremental_update
 from ._core.updates import periodic_update as periodic_update
+from ._optax.distributions import multi_normal as multi_normal
 from ._optax.types import AddDecayedWeightsState as AddDecayedWeightsState
 from ._optax.types import MaskOrFn as MaskOrFn
 from ._optax.types import MultiTransformState as MultiTransformState
@@ -292,7 +293,6 @@ from .orthogonal.scion import scion_lmos as scion_lmos
 from .orthogonal.via_newton_schulz import (
     orthogonalize_via_newton_schulz as orthogonalize_via_newton_schulz,
 )
-from .perturbations.distributions import multi_normal as multi_normal
 from .precision.master import MasterWeightsState as MasterWeightsState
 from .precision.master import master_weights as master_weights
 from .precision.rounding import StochasticRoundingState as StochasticRoundingState

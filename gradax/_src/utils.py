@@ -22,6 +22,6 @@ from gradax import scale_gradient as scale_gradient
 from gradax._core.numerics import (  # noqa: F401 - optax's name
     canonical_dtype as canonicalize_dtype,
 )
-from gradax.perturbations.distributions import (
+from gradax._optax.distributions import (
     MultiNormalDiagFromLogScale as MultiNormalDiagFromLogScale,
 )

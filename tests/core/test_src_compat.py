@@ -83,7 +83,7 @@ NOT_TOP_LEVEL = {
     "abs_sq": "gradax._core.numerics.abs_sq",
     "canonicalize_dtype": "gradax._core.numerics.canonical_dtype",
     "MultiNormalDiagFromLogScale": (
-        "gradax.perturbations.distributions.MultiNormalDiagFromLogScale"
+        "gradax._optax.distributions.MultiNormalDiagFromLogScale"
     ),
     # optax's annotation-only aliases.
     "PyTree": "typing.Any",
