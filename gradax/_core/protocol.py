@@ -758,7 +758,8 @@ def _locate_fields(alias: Alias, built: Any) -> _FieldsInParts | None:
     where a field cannot be found, or not told apart: the build computed
     something from it.
     """
-    fields = {n: alias.__dict__[n] for n in alias._data_fields}
+    unused = alias.unused_fields()
+    fields = {n: alias.__dict__[n] for n in alias._data_fields if n not in unused}
     fields = {n: v for n, v in fields.items() if jax.tree_util.tree_leaves(v)}
     if not fields:
         return _FieldsInParts(jax.tree_util.tree_structure(built), ())
@@ -807,7 +808,9 @@ class Alias(GradientTransformation):
     A field that reaches no part as it is (the build computes something from
     it) cannot be read through the parts: such an alias keeps its fields as
     its pytree children instead, and builds its parts again after JAX
-    unflattens it (the registry test lists none).
+    unflattens it (no registry entry does; the registry's protocol check
+    fails for one). A field the build does not read at all is named by
+    :meth:`unused_fields`.
     """
 
     _resolves_schedules = False
@@ -816,6 +819,14 @@ class Alias(GradientTransformation):
     def build(self) -> GradientTransformation:
         """The composition this alias stands for, built from its fields."""
         raise NotImplementedError
+
+    def unused_fields(self) -> tuple[str, ...]:
+        """Fields this configuration's build does not read (none by default).
+
+        They stay structure, not leaves: no part holds them. (The Muon
+        family's `adam_*` options, when `adam=` replaces their group.)
+        """
+        return ()
 
     def parts(self) -> GradientTransformation:
         """The composition this alias holds (built when it was constructed)."""

@@ -28,7 +28,12 @@ from .._core.protocol import (
 from .._core.pytree import field
 from ..combinators.chain import chain
 from ..combinators.masked import partition
-from ..linalg.matrices import full_dimension_numbers, is_routing_function, is_spec_leaf
+from ..linalg.matrices import (
+    full_dimension_numbers,
+    is_dimension_numbers,
+    is_routing_function,
+    is_spec_leaf,
+)
 from ..optimizers.adam import adamw
 from ..transforms.cautious import decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
@@ -127,6 +132,40 @@ _ADAM_OPTIONS = (
 _PARTS_BY_ROUTING = "_parts_by_routing"
 
 
+def routes_each_leaf(spec: Any) -> bool:
+    """Whether a routing decides each leaf from the leaf alone.
+
+    None (2-D leaves), "auto" and one :class:`MuonDimensionNumbers` do: a
+    group given part of the tree resolves them as on the whole tree, so the
+    groups are built once. A tree of them or a function of the params needs
+    the whole tree.
+    """
+    return spec is None or isinstance(spec, str) or is_dimension_numbers(spec)
+
+
+class RoutingLabels:
+    """`param_labels` of the two groups: "muon" where the routing finds a
+    matrix, "adam" elsewhere. Compared by its routing (static structure)."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: Any):
+        self.spec = spec
+
+    def __call__(self, tree: Any) -> Any:
+        dims = full_dimension_numbers(self.spec, tree, default_2d_only=True)
+        return MuonGroups._labels(dims, tree)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RoutingLabels) and self.spec == other.spec
+
+    def __hash__(self) -> int:
+        return hash(self.spec)
+
+    def __repr__(self) -> str:
+        return f"RoutingLabels({self.spec!r})"
+
+
 def _is_default(module: Any, name: str, defaults: dict[str, Any]) -> bool:
     value, default = getattr(module, name), defaults[name]
     if value is default:
@@ -207,6 +246,11 @@ class MuonGroups(Alias):
                 "adam instead"
             )
 
+    def unused_fields(self) -> tuple[str, ...]:
+        # A transformation given as adam= replaces the default AdamW group
+        # (and __check_init__ refuses adam_* options set beside it).
+        return _ADAM_OPTIONS if self.adam is not None else ()
+
     def shape_rule(self) -> str:
         """The rule of the matrices' shape factor: 'keller', 'rms',
         'spectral' or 'none' (see :func:`gradax.orthogonal.dimensions.shape_scale`).
@@ -222,16 +266,24 @@ class MuonGroups(Alias):
         raise NotImplementedError
 
     def _finish_init(self) -> None:
-        # No parts to hold yet: the routing, which depends on the tree given
-        # to init/update, decides them (_parts_for).
-        GradientTransformation._finish_init(self)
+        if routes_each_leaf(self.muon_weight_dimension_numbers):
+            # The groups are built once and held (Alias): each resolves the
+            # routing on the leaves it is given.
+            Alias._finish_init(self)
+        else:
+            # A tree or a function of the params: the routing of the whole
+            # tree decides the parts (_parts_for).
+            GradientTransformation._finish_init(self)
 
     def build(self) -> GradientTransformation:
-        # Alias.parts() has no tree to route: the parts come from _parts_for.
-        raise TypeError(
-            f"{self._public_name()} builds its parts for the tree it is given "
-            "(its routing depends on the params): call init or update"
-        )
+        spec = self.muon_weight_dimension_numbers
+        if not routes_each_leaf(spec):
+            raise TypeError(
+                f"{self._public_name()} builds its parts for the tree it is "
+                "given (its routing is a tree or a function of the params): "
+                "call init or update"
+            )
+        return self._build_groups(spec, RoutingLabels(spec))
 
     def _two_groups(
         self, labels: Any, matrices: Any, *, eps: Any, mu_dtype: Any, nesterov: bool
@@ -279,7 +331,16 @@ class MuonGroups(Alias):
         return dims
 
     def _parts_for(self, tree: Any, *, quiet: bool) -> GradientTransformation:
-        """The parts for `tree`: its routing resolved, the parts kept by it."""
+        """The parts for `tree`: its routing resolved, the parts kept by it.
+
+        With a routing that decides each leaf by itself, the parts held since
+        construction; the routing is resolved only to warn and report (at
+        init, not at each update).
+        """
+        if routes_each_leaf(self.muon_weight_dimension_numbers):
+            if not quiet:
+                self._routing(tree, quiet=False)
+            return self.parts()
         dims = self._routing(tree, quiet=quiet)
         flat, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
         key = (treedef, tuple(flat))

@@ -32,6 +32,7 @@ from jax_versions import set_mesh
 from registry import ENTRIES, Entry, entry_id, is_variant
 
 import gradax
+from gradax.orthogonal.groups import MuonGroups, routes_each_leaf
 
 # GRADAX_TEST_SAMPLE=N checks every Nth registry entry only: CI's quick runs
 # on the oldest and the newest supported jax (.ci/run). The default is all.
@@ -41,20 +42,17 @@ SAMPLED = ENTRIES[::SAMPLE]
 
 SLOW = pytest.mark.slow
 
-# Transformations whose parts depend on what a call is given (see
-# test_protocol), so they are built in init and update.
-BUILDS_PARTS_PER_CALL = {
-    # The routing depends on the params' tree (gradax/orthogonal/groups.py).
-    "muon",
-    "normuon",
-    "adamuon",
-    "dion",
-    "dion2",
-    "muonh",
-    "adamh",
-    # optax's contract: the factory is called with each step's hyperparameters.
-    "inject_hyperparams",
-}
+
+def builds_parts_per_call(entry: Entry, tx) -> bool:
+    """Whether `tx`'s parts depend on what a call is given (see test_protocol):
+    inject_hyperparams' on the hyperparameters (optax's contract: the factory
+    is called with each step's values), a Muon optimizer's on the tree when
+    its routing is a tree or a function of the params."""
+    if entry.name == "inject_hyperparams":
+        return True
+    return isinstance(tx, MuonGroups) and not routes_each_leaf(
+        tx.muon_weight_dimension_numbers
+    )
 
 
 def over(entries, *, variants_in_ci: bool):
@@ -274,10 +272,9 @@ def test_protocol(entry: Entry):
             _, state = step(t, state, quadratic_grads(params, float(i)), params)
     assert len(traces) == 1, "the step recompiled"
     # The transformation holds its parts: the trace (the transformation an
-    # argument, unflattened by JAX) builds none. Not so, by design, where
-    # the parts depend on a call: the Muon family's on the tree's routing,
-    # and inject_hyperparams' on the hyperparameters (as optax's factory).
-    if entry.name not in BUILDS_PARTS_PER_CALL:
+    # argument, unflattened by JAX) builds none, unless they depend on what
+    # a call is given.
+    if not builds_parts_per_call(entry, fresh):
         assert not made, f"built while tracing update: {dict(made)}"
 
 
