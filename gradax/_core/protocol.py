@@ -305,6 +305,9 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
     # its policy here or in update_dtypes, and the base applies it; no
     # wrapper overrides update.
     _update_dtypes: ClassVar[str] = "grads"
+    # True where the state is exactly the parts' states (an alias's, a
+    # chain's), each kept stable by its part's own update: not checked again.
+    _state_is_parts: ClassVar[bool] = False
 
     if not TYPE_CHECKING:
         # Hidden from static tools, which would otherwise stop at this
@@ -548,8 +551,11 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
             )
         tx = self if count is None else self.at_step(count)
         # Quantized state leaves are read as float32 and stored again by
-        # match_state, so the hooks never see a code (see _quantized.py).
-        loaded = load_state(inner)
+        # match_state, so the hooks never see a code (see quantized.py). A
+        # state that is its parts' is handed on as it is: each part loads
+        # and stores its own.
+        parts_keep_state = self._state_is_parts and rewrap is None
+        loaded = inner if parts_keep_state else load_state(inner)
         depth = _update_depth.set(_update_depth.get() + 1)
         try:
             new_updates, new_inner = tx.update_state(
@@ -568,7 +574,8 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
             ) from error
         finally:
             _update_depth.reset(depth)
-        new_inner = match_state(new_inner, inner, self._public_name())
+        if not parts_keep_state:
+            new_inner = match_state(new_inner, inner, self._public_name())
         if rewrap is ScheduleState:
             new_state = ScheduleState(safe_increment(count), new_inner)
         elif rewrap is not None:
@@ -815,6 +822,7 @@ class Alias(GradientTransformation):
 
     _resolves_schedules = False
     _checks_update_shapes = False  # the parts check
+    _state_is_parts = True  # the parts keep it stable
 
     def build(self) -> GradientTransformation:
         """The composition this alias stands for, built from its fields."""

@@ -611,10 +611,51 @@ def _stops_loading(x: Any) -> bool:
     return is_quantized(x) or getattr(type(x), "_loads_itself", False) is True
 
 
+# Whether a state holds quantized leaves is a property of its tree definition
+# (QuantizedArray is a pytree node, a self-loading state a NamedTuple type):
+# read once per structure, not by a Python call per node at every update.
+_STRUCTURES_SEEN = 1024  # a training run has a few; a bound all the same
+_holds_any: dict[Any, bool] = {}
+_loads_any: dict[Any, bool] = {}
+
+
+def _by_structure(cache: dict[Any, bool], state: Any, compute: Any) -> bool:
+    treedef = jax.tree_util.tree_structure(state)
+    try:
+        known = cache.get(treedef)
+    except TypeError:  # a node whose static data cannot be hashed
+        return compute(state)
+    if known is None:
+        known = compute(state)
+        if len(cache) < _STRUCTURES_SEEN:
+            cache[treedef] = known
+    return known
+
+
+def holds_quantized(state: Any) -> bool:
+    """Whether `state` has a :class:`QuantizedArray` anywhere in it."""
+
+    def compute(tree: Any) -> bool:
+        leaves = jax.tree_util.tree_leaves(tree, is_leaf=is_quantized)
+        return any(is_quantized(leaf) for leaf in leaves)
+
+    return _by_structure(_holds_any, state, compute)
+
+
+def _loads_quantized(state: Any) -> bool:
+    """Whether :func:`load_state` has a leaf to load in `state` (a quantized
+    one not inside a self-loading node)."""
+
+    def compute(tree: Any) -> bool:
+        leaves = jax.tree_util.tree_leaves(tree, is_leaf=_stops_loading)
+        return any(is_quantized(leaf) for leaf in leaves)
+
+    return _by_structure(_loads_any, state, compute)
+
+
 def load_state(state: Any) -> Any:
     """`state` with every :class:`QuantizedArray` replaced by its float32 values."""
-    leaves = jax.tree_util.tree_leaves(state, is_leaf=_stops_loading)
-    if not any(is_quantized(leaf) for leaf in leaves):
+    if not _loads_quantized(state):
         return state
     return jax.tree.map(
         lambda x: x.load() if is_quantized(x) else x, state, is_leaf=_stops_loading

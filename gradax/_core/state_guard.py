@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .quantized import is_quantized, store_all
+from .quantized import holds_quantized, is_quantized, store_all
 from .treecheck import (
     Difference,
     differences,
@@ -68,17 +68,20 @@ def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
     A leaf stored quantized in the old state (a `QuantizedArray`, which the
     hooks read as a float32 array) is stored again the same way.
     """
+    # No quantized leaf in the old state (read once per structure): JAX's
+    # own flatten, without a Python call per node.
+    leaf_test = is_quantized if holds_quantized(old_state) else None
     new_leaves, new_def = jax.tree_util.tree_flatten_with_path(
-        new_state, is_leaf=is_quantized
+        new_state, is_leaf=leaf_test
     )
-    old_leaves, old_def = jax.tree_util.tree_flatten(old_state, is_leaf=is_quantized)
+    old_leaves, old_def = jax.tree_util.tree_flatten(old_state, is_leaf=leaf_test)
     if new_def != old_def:
         message = tree_difference(new_state, old_state, "new state", "old state")
         raise TypeError(f"{owner}.update changed the structure of its state: {message}")
     out: list[Any] = []
     to_store: list[int] = []  # indices of leaves stored again quantized
     for (path, new), old in zip(new_leaves, old_leaves, strict=True):
-        if is_quantized(old):
+        if leaf_test is not None and is_quantized(old):
             if not is_quantized(new):
                 to_store.append(len(out))
             out.append(new)

@@ -35,6 +35,7 @@ class chain(GradientTransformation):
 
     transforms: tuple[TransformationLike, ...] = field(converter=_transformations)
     _checks_update_shapes = False  # each part checks what it receives
+    _state_is_parts = True  # a tuple of the parts' states, each kept stable
 
     def __init__(self, *transforms: TransformationLike):
         # The field's converter wraps optax transformations (here and in replace).
