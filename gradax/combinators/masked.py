@@ -95,7 +95,10 @@ class masked(GradientTransformation):
         return self.mask(tree) if is_tree_function(self.mask) else self.mask
 
     def init_state(self, params):
-        return init_masked(self.inner, self._mask_for(params), params)
+        # The stand-in of gradax.tree.map_params is never given to a mask
+        # function (init_masked does not read the mask for it).
+        mask = None if is_params_placeholder(params) else self._mask_for(params)
+        return init_masked(self.inner, mask, params)
 
     def update_state(self, updates, state, params=None, **extra_args):
         mask = self._mask_for(updates)
