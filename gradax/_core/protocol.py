@@ -171,21 +171,46 @@ def _shapes_checked_at_edge(tx: Any) -> bool:
     return all(_shapes_checked_at_edge(p) for p in _parts(tx))
 
 
+def _holds_user_functions(tx: Any) -> bool:
+    """Whether a part of `tx` is the user's functions or another library's."""
+    return any(
+        isinstance(p, (FunctionTransformation, Foreign)) or _holds_user_functions(p)
+        for p in _parts(tx)
+    )
+
+
+def _holds_own_parts(tx: Any) -> bool:
+    """Whether `tx` or a part of it is a gradax update rule (not a user's)."""
+    if isinstance(tx, (FunctionTransformation, Foreign)):
+        return False
+    parts = _parts(tx)
+    return not parts or any(_holds_own_parts(p) for p in parts)
+
+
 def zero_count() -> jax.Array:
     """A fresh int32 step counter."""
     return jnp.zeros([], jnp.int32)
 
 
-def _accepts(fn: Callable) -> tuple[bool, bool]:
-    """Whether `fn` takes a third positional argument (params), and **kwargs."""
+def _accepts(fn: Callable) -> tuple[bool, bool | frozenset[str]]:
+    """Whether `fn` takes a third positional argument (params), and which
+    keyword arguments after it: True for `**kwargs`, else their names."""
     try:
-        parameters = inspect.signature(fn).parameters.values()
+        parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return True, True
-    kinds = [p.kind for p in parameters]
     P = inspect.Parameter
+    kinds = [p.kind for p in parameters]
     positional = sum(k in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD) for k in kinds)
-    return P.VAR_POSITIONAL in kinds or positional >= 3, P.VAR_KEYWORD in kinds
+    if P.VAR_KEYWORD in kinds:
+        return P.VAR_POSITIONAL in kinds or positional >= 3, True
+    # Named keywords past (updates, state, params): `update(u, s, p, value=None)`.
+    named = frozenset(
+        p.name
+        for i, p in enumerate(parameters)
+        if p.kind is P.KEYWORD_ONLY or (p.kind is P.POSITIONAL_OR_KEYWORD and i >= 3)
+    )
+    return P.VAR_POSITIONAL in kinds or positional >= 3, named
 
 
 def call_update_fn(
@@ -193,13 +218,14 @@ def call_update_fn(
 ) -> Any:
     """Call an optax-style `update` function with what it accepts.
 
-    Extra keyword arguments are dropped for a function without `**kwargs`
-    (gradax passes them to every transformation; optax's plain ones ignore
-    them), and `params` for a function that takes only two arguments.
+    Extra keyword arguments the function does not name are dropped when it
+    takes no `**kwargs` (gradax passes them to every transformation; optax's
+    plain ones ignore them), and `params` for a function that takes only two
+    arguments. What it accepts, it gets exactly as given.
     """
-    takes_params, takes_extra_args = _accepts(fn)
-    if extra_args and not takes_extra_args:
-        extra_args = {}
+    takes_params, keywords = _accepts(fn)
+    if extra_args and keywords is not True:
+        extra_args = {k: v for k, v in extra_args.items() if k in keywords}
     if not takes_params:
         return fn(updates, state, **extra_args)
     return fn(updates, state, params, **extra_args)
@@ -458,6 +484,11 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
                 + ", ".join(f"{n}=..." for n in missing)
                 + ")"
             )
+        if isinstance(self, (FunctionTransformation, Foreign)):
+            # The user's own functions (or another library's object) get
+            # their arguments exactly as given, as optax hands them on: a
+            # sharpness-aware trainer passes `(grad_fn, params)` as params.
+            return self._transform(updates, state, params, extra_args)
         outermost = _update_depth.get() == 0
         if not outermost and _shapes_checked.get():
             # Inside another gradax update, which checked what the user gave
@@ -465,11 +496,20 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
             return self._transform(updates, state, params, extra_args)
         name = self._public_name()
         if outermost:
-            check_update_dtypes(updates, name)
+            try:
+                check_update_dtypes(updates, name)
+            except UpdateError:
+                if _holds_own_parts(self):
+                    raise
         checked = False
         if params is not None and updates is not None:  # None: an empty tree
             like = self._params_like_updates(params)
             difference = tree_difference(updates, like, "updates", "params")
+            if difference is not None and _holds_user_functions(self):
+                # What optax's combinator would hand its parts: the params as
+                # given (a sharpness-aware trainer's `(grad_fn, params)`), to
+                # the user's functions and to every part, unchecked.
+                difference, like, checked = None, None, True
             if difference is not None:
                 raise UpdateError(
                     f"{name}.update: Tree mismatch: the updates must have the "
@@ -478,8 +518,9 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
             # The edge checks every part's shapes at once, unless a part
             # takes per-example gradients (a leading batch axis the params
             # lack): then the part after it checks what it receives.
-            if self._checks_update_shapes or (
-                outermost and _shapes_checked_at_edge(self)
+            if like is not None and (
+                self._checks_update_shapes
+                or (outermost and _shapes_checked_at_edge(self))
             ):
                 differences = shape_differences(updates, like)
                 if differences:
@@ -676,8 +717,12 @@ class FunctionTransformation(GradientTransformation):
     """A transformation from an `init` and an `update` function.
 
     What `gradax.GradientTransformation(init_fn, update_fn)` builds, as in
-    optax. The functions are static (part of the tree definition); the
-    guarantees of :class:`GradientTransformation` apply to what they return.
+    optax. The functions are static (part of the tree definition). As in
+    optax, `update` hands its arguments to the function exactly as given:
+    no tree, shape or dtype check of `params` or the updates (a
+    sharpness-aware trainer passes `(grad_fn, params)` as params), and every
+    extra keyword argument the function names or takes as `**kwargs`. The
+    guarantees of :class:`GradientTransformation` apply to what it returns.
 
     Args:
       init: `init(params) -> state`.
