@@ -1,6 +1,9 @@
 """Test configuration: 8 simulated CPU devices and deterministic hypothesis."""
 
 import os
+import sys
+
+from subprocess_env import DEVICE_COUNT_FLAG, SUITE_DEVICE_COUNT, with_device_count
 
 
 def _add_xla_flag(flag: str) -> None:
@@ -11,9 +14,25 @@ def _add_xla_flag(flag: str) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
 
 
-# 8 devices unless the caller chose a count (a run with another count is one
-# way to change the compiled code paths; sharded tests then need >= 8).
-_add_xla_flag("--xla_force_host_platform_device_count=8")
+def _jax_backends_started() -> bool:
+    """Whether JAX has made its backends in this process already: it reads
+    XLA_FLAGS then, once (a process that used JAX before pytest loaded this
+    file, or a plugin that did). Never starts them itself."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+    except ImportError:  # a private module: where it moved, the check is
+        return False  # left to the tests' own assertions
+    return bool(getattr(xla_bridge, "_backends", None))
+
+
+# 8 CPU devices, whatever XLA_FLAGS held: the sharded tests need 8, and a
+# count the caller set for their own programs (a common
+# ``--xla_force_host_platform_device_count=1``) is replaced; the caller's
+# other flags are kept as written (tests/subprocess_env.py).
+_STARTED_BEFORE_CONFTEST = _jax_backends_started()
+os.environ["XLA_FLAGS"] = with_device_count(os.environ.get("XLA_FLAGS", ""))
 
 # Compile fast. The suite compiles thousands of tiny programs, and XLA's CPU
 # fusion emitters and LLVM's optimization passes cost far more than those
@@ -100,6 +119,28 @@ collect_ignore = [
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+
+
+def pytest_configure(config):
+    """Stop at once, saying what to do, where JAX started before this file
+    could set the device count, with another count."""
+    if not _STARTED_BEFORE_CONFTEST:
+        return
+    try:
+        count = len(jax.devices("cpu"))
+    except RuntimeError:  # JAX_PLATFORMS left the CPU out
+        count = 0
+    if count != SUITE_DEVICE_COUNT:
+        raise pytest.UsageError(
+            f"JAX started with {count} CPU device(s) before tests/conftest.py "
+            f"could set {DEVICE_COUNT_FLAG}={SUITE_DEVICE_COUNT} in XLA_FLAGS "
+            "(XLA reads it once, when JAX first makes its backends); the suite "
+            f"needs {SUITE_DEVICE_COUNT}. Run pytest in a fresh process "
+            "(python -m pytest ...), not from one that has already used JAX, "
+            "or put "
+            f"{DEVICE_COUNT_FLAG}={SUITE_DEVICE_COUNT} in XLA_FLAGS before it "
+            "starts."
+        )
 
 
 def pytest_collection_modifyitems(items):

@@ -154,12 +154,17 @@ class muonh(HyperballGroups):
       learning_rate: :math:`\eta`, the angular step (the update's norm over
         the weight's), a number or schedule.
       radius: None (each matrix's own norm) or the sphere's radius, > 0.
-      ns_coeffs, ns_steps, beta, eps, mu_dtype, nesterov, momentum,
-        bias_correction, preconditioning, method, precision, distributed:
-        Muon's direction, as in :class:`muon`.
-      adam_b1, adam_b2, adam_eps_root, adam_weight_decay,
-        adam_learning_rate, adam_eps, adam, muon_weight_dimension_numbers:
-        the other group and the routing, as in :class:`muon`.
+      ns_coeffs, ns_steps, beta, eps, mu_dtype: Muon's direction, as in
+        :class:`muon`.
+      nesterov, momentum, bias_correction: Muon's momentum, as in
+        :class:`muon`.
+      preconditioning, method, precision, distributed: Muon's
+        orthogonalization, as in :class:`muon`.
+      adam_b1, adam_b2, adam_eps_root, adam_weight_decay: the other group's
+        AdamW, as in :class:`muon`.
+      adam_learning_rate, adam_eps, adam: the other group, as in
+        :class:`muon`.
+      muon_weight_dimension_numbers: the routing, as in :class:`muon`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -260,9 +265,11 @@ class adamh(HyperballGroups):
       radius: None (each matrix's own norm) or the sphere's radius, > 0.
       mu_dtype: dtype of the first moments.
       nesterov: Nesterov momentum (both groups).
-      adam_b1, adam_b2, adam_eps_root, adam_weight_decay,
-        adam_learning_rate, adam_eps, adam, muon_weight_dimension_numbers:
-        the other group and the routing, as in :class:`muon`.
+      adam_b1, adam_b2, adam_eps_root, adam_weight_decay: the other group's
+        AdamW, as in :class:`muon`.
+      adam_learning_rate, adam_eps, adam: the other group, as in
+        :class:`muon`.
+      muon_weight_dimension_numbers: the routing, as in :class:`muon`.
 
     Example:
       >>> import jax.numpy as jnp, gradax
