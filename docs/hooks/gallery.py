@@ -63,6 +63,10 @@ GALLERY_EXAMPLES = [
     Example("bf16_training.py", "16-bit training"),
     Example("lbfgs.py", "L-BFGS", ylabel="objective"),
     Example("checkpoints.py", "Checkpoints and carry_state"),
+    Example("nnx_checkpoint.py", "flax nnx: checkpoint and restore"),
+    Example("change_learning_rate.py", "Change the learning rate on resuming"),
+    Example("muon_schedule_mask.py", "Muon with a schedule and a weight-decay mask"),
+    Example("width_transfer.py", "Width transfer", ylabel="RMS change of the output"),
 ]
 
 

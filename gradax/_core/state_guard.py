@@ -28,6 +28,7 @@ from .treecheck import (
     Difference,
     differences,
     field_names,
+    is_leaf,
     is_terminal,
     tree_difference,
 )
@@ -246,12 +247,12 @@ class _Problem(NamedTuple):
 def _describe(x: Any) -> str:
     if x is None:
         return "None"
-    if is_terminal(x):
+    fields = field_names(x)
+    if is_terminal(x) and fields is None:  # an EmptyState() reads as below
         shape = getattr(x, "shape", None)
         if shape is None:
             return f"a {type(x).__name__} ({x!r})"
         return f"an array of shape {tuple(shape)}"
-    fields = field_names(x)
     if fields is not None:
         return f"{type(x).__name__}({', '.join(fields)})"
     if isinstance(x, dict):
@@ -289,7 +290,11 @@ def _hint_kind(d: Difference) -> str:
     if d.kind == "shape":
         return "shape"
     if d.kind == "leaf":
-        return "keys" if isinstance(given, dict) else "other"
+        # A dict where the params have an array: another params tree. State
+        # where init makes none (an EmptyState given a restored schedule's
+        # {'count': ...}), or none where init makes some: another
+        # configuration, not other params.
+        return "keys" if isinstance(given, dict) and is_leaf(expected) else "other"
     fields, given_fields = field_names(expected), field_names(given)
     if fields is not None:
         if given_fields == fields:
@@ -332,6 +337,18 @@ _HINTS = {
         "args=ocp.args.StandardRestore(tx.init(params))), or convert the "
         "restored tree with state, report = gradax.tree.carry_state(restored, "
         "tx, params)."
+    ),
+    # Restored without a template, and saved by another configuration: a
+    # template tx.init(params) does not fit the checkpoint either.
+    "plain_other": (
+        "This looks like a state restored without a template (orbax without a "
+        "target gives plain dicts and lists in place of the state's classes), "
+        "saved by another configuration of this transformation or by another "
+        "one (a schedule added or removed, a wrapper): the template "
+        "tx.init(params) would not fit the checkpoint either. Carry it over "
+        "with state, report = gradax.tree.carry_state(restored, tx, params), "
+        "or restore it with the template of the transformation that saved it "
+        "and carry that over."
     ),
     "other": (
         "This state was made by another transformation, or another "
@@ -451,7 +468,11 @@ def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> A
     if len(problems) > len(shown):
         lines.append(f"  ... and {len(problems) - len(shown)} more")
     kinds = {p.kind for p in problems}
-    hints = [_HINTS[k] for k in ("library", "plain", "other") if k in kinds]
+    order = ("library", "plain", "other")
+    if {"plain", "other"} <= kinds:  # one cause: a restore of another config
+        kinds = (kinds - {"plain", "other"}) | {"plain_other"}
+        order = ("library", "plain_other")
+    hints = [_HINTS[k] for k in order if k in kinds]
     cast = _made_for_other_dtypes(tx, like, state, problems, side.split()[-1])
     if cast is not None:
         hints = [cast]  # the one cause that explains every difference

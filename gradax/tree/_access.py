@@ -184,7 +184,13 @@ def get(
         The matching value, or `default` if there is none.
 
     Raises:
-        KeyError: if more than one value matches.
+        KeyError: if more than one value matches. A common case: a state with
+            a schedule has two counts, Adam's and the schedule's
+            (`ScaleByAdamState.count`, `ScaleByScheduleState.count`). The
+            message names them and how to pick one: `filtering` on the last
+            path entry (`str(path[-1]) == "ScaleByAdamState.count"`), or
+            the state that holds it, by its class name
+            (`get(state, "ScaleByAdamState").count`).
 
     Example:
         >>> get({"opt": {"count": 3}, "other": 1}, "count")
@@ -193,8 +199,27 @@ def get(
     found = get_all_with_path(tree, key, filtering)
     if len(found) > 1:
         paths = ", ".join(jax.tree_util.keystr(path) for path, _ in found)
-        raise KeyError(f"Found {len(found)} values for {key!r}, at {paths}.")
+        raise KeyError(
+            f"Found {len(found)} values for {key!r}, at {paths}. "
+            + _how_to_pick(found[0][0])
+        )
     return found[0][1] if found else default
+
+
+def _how_to_pick(path: KeyPath) -> str:
+    """How to ask `get` for the value at `path` alone."""
+    last = path[-1] if path else None
+    if isinstance(last, NamedTupleKey):
+        return (
+            "Pick one with filtering=lambda path, _: str(path[-1]) == "
+            f"{str(last)!r}, or get the state that holds it: "
+            f"get(tree, {last.tuple_name!r}).{last.name}; get_all_with_path "
+            "lists them all."
+        )
+    return (
+        "Pick one with filtering=lambda path, _: jax.tree_util.keystr(path) == "
+        f"{jax.tree_util.keystr(path)!r}; get_all_with_path lists them all."
+    )
 
 
 def _replace(

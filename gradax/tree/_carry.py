@@ -6,8 +6,11 @@ builds the new transformation's state and fills it, leaf by leaf, from the old
 state, matching leaves by their paths; what it cannot match it takes from the
 new `init` and reports.
 
-Matching is structural: it reads paths, shapes and dtypes, never values, so it
-runs under `jit` and `eval_shape`.
+Matching is structural: it reads paths, shapes and dtypes, so it runs under
+`jit` and `eval_shape`. Values are read for one thing only: several old
+leaves that fit a new one equally well and all hold the same value (two
+counts of the same steps) are no real choice, so the first is taken. A
+traced value cannot be read, and such a tie stays ambiguous.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._core.treecheck import children, is_leaf
 
@@ -114,6 +118,40 @@ def _aval(value: Any) -> tuple[tuple[int, ...], Any] | None:
     return tuple(aval.shape), aval.dtype
 
 
+def _readable(value: Any) -> np.ndarray | None:
+    """The value on the host, or None where it cannot be read here.
+
+    Traced values (inside `jit`, `eval_shape`), abstract ones and arrays
+    spread over several hosts have no value this process can read; a
+    transfer guard may forbid the read.
+    """
+    if isinstance(value, jax.core.Tracer):
+        return None
+    if isinstance(value, jax.Array):
+        if not value.is_fully_addressable:
+            return None
+    elif not isinstance(value, (np.ndarray, np.generic, bool, int, float, complex)):
+        return None
+    try:
+        return np.asarray(value)
+    except RuntimeError:  # jax.transfer_guard("disallow")
+        return None
+
+
+def _one_value(leaves: list[_Leaf]) -> bool | None:
+    """Whether the leaves hold one value (the same shape, dtype and entries).
+
+    None when some value cannot be read (traced): nobody can tell.
+    """
+    avals = {_aval(leaf.value) for leaf in leaves}
+    if len(avals) != 1 or None in avals:
+        return False
+    values = [_readable(leaf.value) for leaf in leaves]
+    if any(value is None for value in values):
+        return None
+    return all(np.array_equal(values[0], value) for value in values[1:])
+
+
 def _show(aval: tuple[tuple[int, ...], Any] | None) -> str:
     if aval is None:
         return "not an array"
@@ -178,13 +216,16 @@ class CarryReport:
         filled: `(new path, why)` for each leaf of the new state taken from
             the new transformation's `init`.
         dropped: `(old path, why)` for each leaf of the old state that went
-            nowhere.
+            nowhere. (Of equally close old leaves that hold one value, those
+            not taken are not dropped: their value was carried.)
         replaced: old hyperparameter values (below an `inject_hyperparams`
             state's `hyperparams`); the new transformation's own values are
             used instead.
         ambiguous: `(new path, candidate old paths)` for each leaf that
-            several old leaves fitted equally well; it was filled (and is in
-            `filled` too).
+            several old leaves of different values (or of values that could
+            not be read: traced) fitted equally well; it was filled (and is
+            in `filled` too). Equally close old leaves that all hold the same
+            value are no choice: the first is carried.
     """
 
     carried: tuple[tuple[str, str, str], ...]
@@ -210,7 +251,10 @@ class _Plan:
 
     `taken[i]` is `(old leaf, how)` for a new leaf `i` carried over,
     `fill_reason[i]` the reason a new leaf comes from `init`, `tied[i]`
-    the equally close old leaves of an ambiguous one (also filled).
+    the equally close old leaves of an ambiguous one (also filled),
+    `traced` the ambiguous ones whose candidates' values could not be read,
+    and `represented` the old leaves of a tie of one value that were not
+    taken (their value was: they are not dropped).
     """
 
     def __init__(
@@ -225,6 +269,9 @@ class _Plan:
         self.taken: dict[int, tuple[_Leaf, str]] = {}
         self.fill_reason: dict[int, str] = {}
         self.tied: dict[int, list[_Leaf]] = {}
+        self.traced: set[int] = set()
+        # New leaf -> the old leaves of its tie of one value it did not take.
+        self._same_value: dict[int, list[_Leaf]] = {}
         # Why an old leaf went unused: a definite reason, or the closer leaf
         # that a new leaf took instead of it.
         self._unused: dict[str, str] = {}
@@ -248,10 +295,19 @@ class _Plan:
                 self.fill_reason[i] = "hyperparameter: the new transformation's value"
             else:
                 self._match(i, new, pool.candidates(new.names))
-        self._counts_follow_their_state()
+        # Ties settle by their state first (a count goes with its moments),
+        # then by value: candidates that all hold one value are no choice.
+        self._settle_ties_of_one_value(counts=False)
+        self._counts_go_with_their_moments()
+        self._settle_ties_of_one_value(counts=True)
+        self._counts_start_with_their_moments()
         for i, tied in self.tied.items():
             paths = ", ".join(old.path for old in tied)
-            self.fill_reason[i] = f"ambiguous: {paths} fit equally; see sources="
+            unread = " (traced: their values cannot be compared)"
+            unread = unread if i in self.traced else ""
+            self.fill_reason[i] = (
+                f"ambiguous: {paths} fit equally{unread}; see sources="
+            )
             for old in tied:
                 self._unused.setdefault(old.path, f"ambiguous for {self.new[i].path}")
 
@@ -322,12 +378,44 @@ class _Plan:
             if j != i and not (self.new[j].is_count or self.hyper(self.new[j]))
         ]
 
-    def _counts_follow_their_state(self) -> None:
-        # A count goes with the moments of its state. A tie between old counts
-        # goes to the count of the old state those moments came from, when
-        # that is one state; a count whose moments all start from ``init``
-        # starts from ``init`` too (Adam's zero moments with a late count
-        # would skip the bias correction's warm-up).
+    def _settle_ties_of_one_value(self, counts: bool) -> None:
+        """Carry the first of equally close old leaves that hold one value.
+
+        Only the ties of counts (`counts=True`) or of other leaves. A tie
+        whose values cannot be read (traced) stays, marked in `traced`.
+        """
+        for i in list(self.tied):
+            if self.new[i].is_count != counts:
+                continue
+            tied = self.tied[i]
+            same = _one_value(tied)
+            if same is None:
+                self.traced.add(i)
+            if not same:
+                continue
+            del self.tied[i]
+            self.traced.discard(i)
+            first, others = tied[0], ", ".join(old.path for old in tied[1:])
+            holds = "holds" if len(tied) == 2 else "hold"
+            how = f"equally close to {others}, which {holds} the same value"
+            self._take(i, first, how)
+            self._same_value[i] = tied[1:]
+
+    @property
+    def represented(self) -> set[str]:
+        """Old leaves not taken whose value a new leaf carries from an equal
+        one (a tie of one value): no loss, so not dropped."""
+        return {
+            other.path
+            for i, others in self._same_value.items()
+            if i in self.taken
+            for other in others
+        }
+
+    def _counts_go_with_their_moments(self) -> None:
+        # A count goes with the moments of its state: a tie between old
+        # counts goes to the count of the old state those moments came from,
+        # when that is one state.
         for i in list(self.tied):
             if not self.new[i].is_count:
                 continue
@@ -338,6 +426,11 @@ class _Plan:
             if len(owners) == 1:
                 del self.tied[i]
                 self._take(i, owners[0], "count of the state its moments came from")
+
+    def _counts_start_with_their_moments(self) -> None:
+        # A count whose moments all start from ``init`` starts from ``init``
+        # too (Adam's zero moments with a late count would skip the bias
+        # correction's warm-up).
         for i, new in enumerate(self.new):
             if (
                 i not in self.taken
@@ -349,7 +442,8 @@ class _Plan:
             if moments and not any(j in self.taken for j in moments):
                 old, _ = self.taken.pop(i)
                 self.fill_reason[i] = "its state's other leaves start from init"
-                self._unused.setdefault(old.path, f"{new.path} starts from init")
+                for unused in [old, *self._same_value.get(i, [])]:
+                    self._unused.setdefault(unused.path, f"{new.path} starts from init")
 
 
 def _refuse_fresh(
@@ -414,7 +508,7 @@ def carry_state(
     training progress: it builds `tx`'s state for `params` and takes each
     leaf from the old state where one matches, else from `tx.init`.
 
-    Matching reads paths, shapes and dtypes only, never values:
+    Matching reads paths, shapes and dtypes; values only to settle a tie:
 
     - A leaf's *names* are the field names and dict keys on its path, without
       positions (a clip shifting the chain moves no names) and without the
@@ -424,7 +518,10 @@ def carry_state(
       `inner_opt_state`).
     - Of the candidates, the closest wins: the same state class (when the old
       state has its classes), then the same names, the same path, the longest
-      common end of the paths. Several equally close candidates are
+      common end of the paths. Several equally close candidates that all
+      hold the same value (two counts of the same steps) are no choice: the
+      first is carried, and the report says which others held the value.
+      Otherwise, or when their values are traced (under `jit`), they are
       *ambiguous*: the leaf is filled and the report says so; `sources`
       settles it.
     - A carried leaf must have the new leaf's shape and dtype; otherwise the
@@ -447,7 +544,8 @@ def carry_state(
         tx: the new transformation (gradax or optax), or its init function.
         params: the parameters, as `tx.init` takes them.
         strict: raise if a leaf of the old state is dropped or a match is
-            ambiguous (replaced hyperparameters are not losses).
+            ambiguous (replaced hyperparameters are not losses; equally
+            close leaves of one value are no ambiguity).
         keep_hyperparams: carry the old hyperparameter values like any leaf,
             for a state whose values were set by hand.
         sources: overrides, `{new path: old path}` as the report writes them;
@@ -523,6 +621,7 @@ def carry_state(
         jax.tree_util.tree_structure(template), values
     )
 
+    kept = used | plan.represented  # carried, or their value was
     report = CarryReport(
         carried=tuple(
             (new_leaves[i].path, old.path, how)
@@ -532,7 +631,7 @@ def carry_state(
         dropped=tuple(
             (old.path, plan.why_unused(old.path))
             for old in old_leaves
-            if old.path not in used and not plan.hyper(old)
+            if old.path not in kept and not plan.hyper(old)
         ),
         replaced=tuple(
             old.path for old in old_leaves if plan.hyper(old) and old.path not in used

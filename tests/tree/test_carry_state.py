@@ -246,7 +246,13 @@ def test_ambiguity_is_reported_and_settled_by_sources(lib):
     old_tx = lib.adam(schedule)
     new_tx = lib.inject_hyperparams(lib.adam)(learning_rate=schedule)
     params = _params()
-    old_state = _trained(old_tx, params)
+    # The schedule was restarted one step ago (a warm restart): its count is
+    # 1 where Adam's is TRAINED, so the two old counts differ.
+    old_state = gradax.tree.set(
+        _trained(old_tx, params),
+        lambda path, _: path[0] == jax.tree_util.SequenceKey(1),
+        count=jnp.asarray(1, jnp.int32),
+    )
     counts = {".count", ".hyperparams_states['learning_rate'].count"}
     _, report = carry_state(old_state, new_tx, params)
     # Two old counts (Adam's, the schedule's) fit the wrapper's count equally.
@@ -266,6 +272,86 @@ def test_ambiguity_is_reported_and_settled_by_sources(lib):
         _run(new_tx, params, new_state, 3, TRAINED),
         _run(new_tx, params, reference, 3, TRAINED),
     )
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_equally_close_leaves_of_one_value_are_no_ambiguity(lib):
+    # The case: a constant weight decay (masked, after a clip, with a
+    # learning-rate schedule) becomes a schedule. Its new count fits Adam's
+    # count and the learning-rate schedule's equally; both count the same
+    # steps, so either is the value, and strict=True accepts it.
+    def tx(weight_decay):
+        return lib.chain(
+            lib.clip_by_global_norm(1e6),
+            lib.adamw(
+                lib.linear_schedule(1e-3, 1e-4, 20),
+                weight_decay=weight_decay,
+                mask={"w": True, "b": False},
+            ),
+        )
+
+    params = _params()
+    old_state = _trained(tx(1e-2), params)
+    new_tx = tx(lib.linear_schedule(1e-2, 0.0, 20))
+    new_state, report = carry_state(old_state, new_tx, params, strict=True)
+    wd_count = "[1][1].inner_state.count"
+    assert (
+        f"carried  {wd_count} <- [1][0].count (equally close to [1][2].count, "
+        "which holds the same value)"
+    ) in str(report).splitlines()
+    assert not report.ambiguous and not report.filled and not report.dropped
+    carried = _adam("[1][0]", "[1][0]")
+    carried |= {"[1][2].count": "[1][2].count", wd_count: "[1][0].count"}
+    reference = _reference(new_tx, params, old_state, carried)
+    _assert_equal(new_state, reference)
+    assert int(new_state[1][1].inner_state.count) == TRAINED
+    _assert_equal(
+        _run(new_tx, params, new_state, 3, TRAINED),
+        _run(new_tx, params, reference, 3, TRAINED),
+    )
+
+    # Under jit the values are traced and cannot be compared: the tie stays
+    # ambiguous, says why, and strict=True refuses it.
+    def carry(old, strict=False):
+        return carry_state(old, new_tx, params, strict=strict)
+
+    traced_report = []
+    jax.jit(lambda old: traced_report.append(carry(old)[1]) or 0)(old_state)
+    (reason,) = [why for new, why in traced_report[0].filled if new == wd_count]
+    assert reason == (
+        "ambiguous: [1][0].count, [1][2].count fit equally (traced: their values "
+        "cannot be compared); see sources="
+    )
+    with pytest.raises(ValueError, match=re.escape(f"{wd_count} (ambiguous")):
+        jax.jit(lambda old: carry(old, strict=True)[0])(old_state)
+
+    # Counts of other values stay ambiguous, eagerly too.
+    restarted = gradax.tree.set(
+        old_state,
+        lambda path, _: path[:2] == tuple(map(jax.tree_util.SequenceKey, (1, 2))),
+        count=jnp.asarray(1, jnp.int32),
+    )
+    _, report = carry_state(restarted, new_tx, params)
+    assert dict(report.ambiguous) == {wd_count: ("[1][0].count", "[1][2].count")}
+    with pytest.raises(ValueError, match=re.escape(f"{wd_count} (ambiguous")):
+        carry_state(restarted, new_tx, params, strict=True)
+
+
+def test_one_value_needs_one_shape_and_dtype():
+    # The wrapper's count fits Adam's and the schedule's: one value. Counts of
+    # the same number but other dtypes are not one value.
+    params = _params()
+    old_tx = optax.adam(optax.linear_schedule(1e-3, 1e-4, 20))
+    new_tx = optax.inject_hyperparams(optax.adam)(learning_rate=1e-3)
+    old_state = _trained(old_tx, params)
+    _, report = carry_state(old_state, new_tx, params, strict=True)
+    assert not report.ambiguous
+    assert (".count", "[0].count") in {(n, o) for n, o, _ in report.carried}
+    # The schedule's count went nowhere, but its value did: it is no loss.
+    assert not report.dropped
+    wider = (old_state[0], old_state[1]._replace(count=jnp.asarray(TRAINED, jnp.int16)))
+    _, report = carry_state(wider, new_tx, params)
+    assert dict(report.ambiguous) == {".count": ("[0].count", "[1].count")}
 
 
 def test_strict_raises_naming_what_was_dropped():
@@ -355,8 +441,8 @@ def test_works_under_jit_and_eval_shape_without_device_transfers(lib):
     _assert_equal(jax.jit(carry)(old_state, params), eager)
     shapes = jax.eval_shape(carry, old_state, params)
     assert shapes == jax.eval_shape(new_tx.init, params)
-    # Matching reads no values: nothing moves between host and device, also
-    # when leaves are filled from ``init``.
+    # Without a tie to settle, matching reads no values: nothing moves
+    # between host and device, also when leaves are filled from ``init``.
     wrapped = lib.MultiSteps(lib.inject_hyperparams(lib.adam)(learning_rate=2e-3), 2)
     with jax.transfer_guard("disallow"):
         carry_state(old_state, new_tx, params, strict=True)

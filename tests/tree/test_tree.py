@@ -545,6 +545,41 @@ def test_get_several_matches():
     assert [v for _, v in gt.get_all_with_path(nested, "lr")] == [{"lr": 1.0}, 1.0]
 
 
+def test_two_counts_the_error_says_how_to_pick_one_and_each_way_works():
+    # A schedule adds a second count: get(state, "count") is no longer one
+    # value. The message names both and the two ways the docs give.
+    import gradax
+
+    schedule = gradax.linear_schedule(1e-3, 0.0, 100)
+    state = gradax.adam(schedule).init({"w": jnp.ones(3)})
+
+    def adams(path, _):
+        return str(path[-1]) == "ScaleByAdamState.count"
+
+    state = gt.set(state, adams, count=7)
+    with pytest.raises(KeyError) as raised:
+        gt.get(state, "count")
+    assert raised.value.args[0] == (
+        "Found 2 values for 'count', at [0]ScaleByAdamState.count, "
+        "[1]ScaleByScheduleState.count. Pick one with filtering=lambda path, _: "
+        "str(path[-1]) == 'ScaleByAdamState.count', or get the state that holds "
+        "it: get(tree, 'ScaleByAdamState').count; get_all_with_path lists them all."
+    )
+    assert gt.get(state, "count", filtering=adams) == 7
+    assert gt.get(state, "ScaleByAdamState").count == 7
+    # Without a NamedTuple field last (a restored checkpoint's dicts), the
+    # message filters on the whole path.
+    restored = {"0": {"count": 7}, "1": {"count": 0}}
+    with pytest.raises(KeyError) as raised:
+        gt.get(restored, "count")
+    assert "keystr(path) == \"['0']['count']\"" in raised.value.args[0]
+    first = "['0']['count']"
+    picked = gt.get(
+        restored, "count", filtering=lambda p, _: jax.tree_util.keystr(p) == first
+    )
+    assert picked == 7
+
+
 def test_get_all_with_path_order_is_optax():
     # optax lists the outermost matches first (in tree order), then the matches
     # nested inside each of them: here a deep match sorts before shallow ones
