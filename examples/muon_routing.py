@@ -86,7 +86,9 @@ def main(steps: int = 100) -> dict[str, list[float]]:
     params = init_params(jax.random.key(0))
     # "auto": 2-D leaves and stacked ones (a leading layer axis). The norms'
     # gains are stacked too, (layers, d), which reads as a matrix: `exclude`
-    # sends them to AdamW with the embedding and the head.
+    # sends them to AdamW with the embedding and the head. Without it, `init`
+    # warns (gradax.MuonRoutingWarning) that these look like input or output
+    # layers, and suggests this very pattern.
     _, dims = gradax.muon_labels(params, "auto", exclude="embed|head|norm")
     muon = gradax.muon(
         0.02, adam_learning_rate=3e-3, muon_weight_dimension_numbers=dims

@@ -286,6 +286,7 @@ from .orthogonal.normuon import normuon as normuon
 from .orthogonal.normuon import scale_by_normuon as scale_by_normuon
 from .orthogonal.qk_clip import qk_clip as qk_clip
 from .orthogonal.routing import muon_labels as muon_labels
+from .orthogonal.routing_checks import MuonRoutingWarning as MuonRoutingWarning
 from .orthogonal.scion import ScionState as ScionState
 from .orthogonal.scion import scale_by_scion as scale_by_scion
 from .orthogonal.scion import scion as scion

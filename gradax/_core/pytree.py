@@ -38,6 +38,7 @@ from .declarations import (
     unusual,
     validate,
 )
+from .foreign_keywords import unknown_keyword_error
 
 _T = TypeVar("_T")
 
@@ -227,18 +228,32 @@ def user_stacklevel() -> int | None:
     return level
 
 
+# Libraries that call a transformation's `init` for the user: JAX's tracing
+# (`jit`, `eval_shape`), the frameworks' optimizer wrappers
+# (`flax.nnx.Optimizer`, `TrainState.create`), optax's combinators.
+_CALLING_LIBRARIES = frozenset(
+    ("jax", "jaxlib", "flax", "optax", "equinox", "chex", "orbax")
+)
+
+
 def _is_library_code(frame: Any) -> bool:
-    """Whether a frame runs gradax's or JAX's code (`jit`, `eval_shape`)."""
-    module = frame.f_globals.get("__name__", "")
-    return _is_gradax_code(frame) or module.split(".")[0] in ("jax", "jaxlib")
+    """Whether a frame runs gradax's, a calling library's or Python's code."""
+    top = frame.f_globals.get("__name__", "").split(".")[0]
+    return (
+        _is_gradax_code(frame)
+        or top in _CALLING_LIBRARIES
+        or top in sys.stdlib_module_names
+    )
 
 
 def caller_stacklevel() -> int:
-    """The `stacklevel` of the first caller outside gradax and JAX.
+    """The `stacklevel` of the first caller outside the libraries.
 
     For a warning given while a transformation runs (`init` under `jit`
-    included): it points at the user's line that called it, past JAX's
-    tracing machinery as well as gradax's own frames.
+    included): it points at the user's line that called it, past gradax's
+    own frames, JAX's tracing machinery, the framework or optax code that
+    called `init` (`flax.nnx.Optimizer`, `optax.chain`) and the standard
+    library's (`functools`, `contextlib`).
     """
     frame, level = sys._getframe(1), 1
     while frame is not None and _is_library_code(frame):
@@ -281,7 +296,16 @@ class ModuleMeta(type):
         # instead of each class's ``__init__``.
 
         def __call__(cls, *args, **kwargs):
-            obj = super().__call__(*args, **kwargs)
+            try:
+                obj = super().__call__(*args, **kwargs)
+            except TypeError as error:
+                # Raised before any __init__ ran (no frame below this one):
+                # Python's binding of the arguments, e.g. torch's `lr=`.
+                if kwargs and error.__traceback__.tb_next is None:
+                    clearer = unknown_keyword_error(cls, kwargs, error)
+                    if clearer is not None:
+                        raise clearer from None
+                raise
             if isinstance(obj, Module):
                 obj._finish_init()
             return obj

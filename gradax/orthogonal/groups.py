@@ -26,6 +26,7 @@ from .._core.protocol import (
     as_transformation,
 )
 from .._core.pytree import field
+from .._core.state_guard import initializing_for_shapes
 from ..combinators.chain import chain
 from ..combinators.masked import partition
 from ..linalg.matrices import (
@@ -39,7 +40,8 @@ from ..transforms.cautious import decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
 from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALING, shape_scale
-from .routing import quiet_report, warn_about_embeddings
+from .routing import quiet_report
+from .routing_checks import warn_likely_input_or_output
 
 
 def _optional_transformation(value: Any, name: str) -> Any:
@@ -164,6 +166,11 @@ class RoutingLabels:
 
     def __repr__(self) -> str:
         return f"RoutingLabels({self.spec!r})"
+
+
+def _spec_source(spec: Any) -> str:
+    """A per-leaf routing ("auto", one MuonDimensionNumbers) as Python source."""
+    return f'"{spec}"' if isinstance(spec, str) else f"gradax.{spec!r}"
 
 
 def _is_default(module: Any, name: str, defaults: dict[str, Any]) -> bool:
@@ -327,8 +334,26 @@ class MuonGroups(Alias):
                     'None, "auto", a MuonDimensionNumbers or a tree of them'
                 )
         dims = full_dimension_numbers(spec, tree, default_2d_only=True)
-        warn_about_embeddings(dims)
+        if not quiet and not initializing_for_shapes():
+            warn_likely_input_or_output(
+                dims, tree, who=f"gradax.{self._public_name()}", fix=self._exclude_fix
+            )
         return dims
+
+    def _exclude_fix(self, pattern: str) -> str:
+        """How to pass `exclude=pattern` to this optimizer's routing."""
+        spec = self.muon_weight_dimension_numbers
+        if routes_each_leaf(spec):
+            args = "params" if spec is None else f"params, {_spec_source(spec)}"
+            return (
+                "pass muon_weight_dimension_numbers=lambda params: "
+                f"gradax.muon_labels({args}, exclude={pattern})[1]"
+            )
+        return (
+            f"pass exclude={pattern} (with what it excludes already) to the "
+            "gradax.muon_labels call that builds muon_weight_dimension_numbers, "
+            "or put None at those paths"
+        )
 
     def _parts_for(self, tree: Any, *, quiet: bool) -> GradientTransformation:
         """The parts for `tree`: its routing resolved, the parts kept by it.

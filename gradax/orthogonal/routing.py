@@ -5,25 +5,21 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import re
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import jax
 
-from .._core.pytree import caller_stacklevel
 from .._core.state_guard import initializing_for_shapes
-from ..linalg.matrices import full_dimension_numbers, is_dimension_numbers, is_spec_leaf
+from ..linalg.matrices import full_dimension_numbers, is_spec_leaf
 from .blocks import matrix_blocks
 from .dimensions import SHAPE_SCALINGS, shape_scale
-
-# Paths that look like a token embedding or an output head. Keller Jordan and
-# Moonlight keep these on AdamW; the head does measurably worse under Muon.
-EMBEDDING_OR_HEAD = re.compile(
-    r"embed|wte|wpe|tok|vocab|lm_head|unembed|head|logit|readout", re.IGNORECASE
+from .routing_checks import _warned as _warned  # tests clear it
+from .routing_checks import (
+    path_text,
+    warn_likely_input_or_output,
+    warn_unmatched_exclude,
 )
-
-_warned: set[str] = set()
 
 # True while an optimizer resolves its routing for ``update``: a routing
 # function that calls muon_labels printed its report at ``init`` already.
@@ -40,43 +36,6 @@ def quiet_report(quiet: bool = True) -> Iterator[None]:
         yield
     finally:
         _quiet_report.reset(token)
-
-
-def path_text(path: tuple) -> str:
-    """A leaf's path as the report shows it and `exclude` matches it.
-
-    A flax nnx variable adds `.value` to the path of its array; the report
-    leaves it out, so the path reads the same whether the optimizer was given
-    `nnx.Param` variables (`init`) or their arrays (`update`).
-    """
-    text = jax.tree_util.keystr(path)
-    if path and isinstance(path[-1], jax.tree_util.GetAttrKey):
-        if path[-1].name == "value" and len(path) > 1:
-            return text[: -len(".value")]
-    return text
-
-
-def warn_about_embeddings(dims: Any) -> None:
-    """Warn once about embedding- or head-like leaves routed to Muon."""
-    paths = [
-        path_text(path)
-        for path, d in jax.tree_util.tree_flatten_with_path(dims, is_leaf=is_spec_leaf)[
-            0
-        ]
-        if is_dimension_numbers(d) and EMBEDDING_OR_HEAD.search(path_text(path))
-    ]
-    new = [p for p in paths if p not in _warned]
-    if not new:
-        return
-    _warned.update(new)
-    warnings.warn(
-        f"gradax.muon routes {', '.join(new)} to Muon. These look like an "
-        "embedding or output head, which KellerJordan and Moonlight keep on "
-        "AdamW. To do the same, pass muon_weight_dimension_numbers with None "
-        "at those paths (gradax.muon_labels(params, exclude=...) shows the "
-        "routing and builds it).",
-        stacklevel=caller_stacklevel(),
-    )
 
 
 def muon_labels(
@@ -96,8 +55,13 @@ def muon_labels(
         `.value`, and `exclude` matches them that way).
       weight_dimension_numbers: as `muon_weight_dimension_numbers` of
         :class:`muon` (None: 2-D leaves; "auto": also stacked and conv).
-      exclude: a regular expression; leaves whose path matches go to AdamW
-        (e.g. `"embed|head"`).
+      exclude: a regular expression; leaves whose path (as the report
+        shows it) it matches anywhere go to AdamW (e.g. `"embed|head"`).
+        Case counts, as in Python's `re` (`head` must not catch linen's
+        `MultiHeadDotProductAttention_0`). A branch of the pattern that
+        matches no path gets a :class:`MuonRoutingWarning` naming it, and
+        the paths it would match if case were ignored (`Embed` for
+        `['embed']`: write `embed`, or `(?i:Embed)`).
       consistent_rms: as in :class:`muon`, for the scale column.
       shape_scaling: as in :class:`muon`, for the scale column.
       print_report: print the table (path, shape, group, the matrices it
@@ -112,13 +76,20 @@ def muon_labels(
       MuonDimensionNumbers or None, to pass as
       `muon_weight_dimension_numbers`.
 
+    Warns:
+      MuonRoutingWarning: once per leaf, for a leaf left on Muon that looks
+        like the model's input or output layer (by its name, or a width no
+        other matrix has), with the `exclude` that moves it to AdamW; and
+        for a branch of `exclude` that matches nothing. Not while an
+        optimizer's `update` calls it.
+
     Raises:
       ValueError: `exclude` is not a valid regular expression, or
         `shape_scaling` is not a known rule.
 
     Example:
       >>> import jax.numpy as jnp, gradax
-      >>> params = {"embed": jnp.zeros((10, 4)), "w": jnp.zeros((4, 8))}
+      >>> params = {"embed": jnp.zeros((10, 4)), "w": jnp.zeros((4, 4))}
       >>> labels, dims = gradax.muon_labels(params, exclude="embed",
       ...                                   print_report=False)
       >>> labels
@@ -147,9 +118,20 @@ def muon_labels(
         params,
         is_leaf=is_spec_leaf,
     )
-    if print_report and not _quiet_report.get() and not initializing_for_shapes():
-        rule = shape_scaling or ("keller" if consistent_rms is None else "rms")
-        print(_report(params, dims, rule, consistent_rms))
+    # Told once, when called by the user or by init (not again at update).
+    if not _quiet_report.get() and not initializing_for_shapes():
+        if print_report:
+            rule = shape_scaling or ("keller" if consistent_rms is None else "rms")
+            print(_report(params, dims, rule, consistent_rms))
+        if exclude is not None:
+            warn_unmatched_exclude(exclude, params)
+        warn_likely_input_or_output(
+            dims,
+            params,
+            who="gradax.muon_labels",
+            fix=lambda pattern: f"pass exclude={pattern}",
+            exclude=exclude,
+        )
     return labels, dims
 
 

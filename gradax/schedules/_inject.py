@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.foreign_keywords import unknown_keyword_error
 from .._core.hyper import Schedule, StatefulSchedule, as_hyperparameter
 from .._core.numerics import real_dtype, safe_increment
 from .._core.protocol import GradientTransformation, as_transformation, zero_count
@@ -291,7 +292,13 @@ def inject_stateful_hyperparams(
 
     @functools.wraps(inner_factory)
     def build(*args: Any, **kwargs: Any) -> InjectHyperparams:
-        bound = signature.bind(*args, **kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:
+            clearer = unknown_keyword_error(inner_factory, kwargs, error, signature)
+            if clearer is not None:
+                raise clearer from None
+            raise
         bound.apply_defaults()
         numeric, schedules, others = {}, {}, {}
         for name, value in bound.arguments.items():
