@@ -213,6 +213,20 @@ def _accepts(fn: Callable) -> tuple[bool, bool | frozenset[str]]:
     return P.VAR_POSITIONAL in kinds or positional >= 3, named
 
 
+def _third_parameter(fn: Callable) -> str | None:
+    """The name of `fn`'s third positional parameter (where params go)."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if (
+        len(parameters) >= 3
+        and parameters[2].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    ):
+        return parameters[2].name
+    return None
+
+
 def call_update_fn(
     fn: Callable, updates: Any, state: Any, params: Any, extra_args: dict
 ) -> Any:
@@ -224,6 +238,13 @@ def call_update_fn(
     arguments. What it accepts, it gets exactly as given.
     """
     takes_params, keywords = _accepts(fn)
+    third = _third_parameter(fn) if extra_args and params is None else None
+    if third is not None and third in extra_args:
+        # optax hands `tx.update(u, s, name=x)` to the function as written:
+        # a keyword naming its third parameter is that parameter (init2winit's
+        # SAM passes `grad_fn_params_tuple=(grad_fn, params)` so).
+        extra_args = dict(extra_args)
+        params = extra_args.pop(third)
     if extra_args and keywords is not True:
         extra_args = {k: v for k, v in extra_args.items() if k in keywords}
     if not takes_params:

@@ -108,3 +108,16 @@ def test_gradax_rules_still_check_what_they_are_given():
         tx.update(GRADS, tx.init(PARAMS), {"v": jnp.ones(3)})
     with pytest.raises(gradax.UpdateError, match="floating-point"):
         tx.update({"w": jnp.arange(3)}, tx.init(PARAMS), PARAMS)
+
+
+def test_the_params_argument_given_by_its_own_name():
+    # init2winit's SAM: `update(grads, state, grad_fn_params_tuple=(f, p))`.
+    def update(updates, state, grad_fn_params_tuple):
+        grad_fn, params = grad_fn_params_tuple
+        return grad_fn(params), state
+
+    given = (lambda q: jax.tree.map(lambda x: 3 * x, q), PARAMS)
+    for lib in (optax, gradax):
+        tx = lib.GradientTransformation(lambda p, lib=lib: lib.EmptyState(), update)
+        out, _ = tx.update(GRADS, tx.init(PARAMS), grad_fn_params_tuple=given)
+        assert out["w"].tolist() == [0.0, 3.0, 6.0], lib.__name__
