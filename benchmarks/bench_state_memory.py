@@ -237,7 +237,9 @@ def _scales_held():
     """
     from gradax._core import quantized as _quantized
 
-    def held(values, olds):
+    def held(values, olds, to_encode=None):
+        # (to_encode: the same values recomputed, for leaves stored in passes)
+        values = values if to_encode is None else to_encode
         codes = tuple(
             encode_with_scales(
                 jnp.asarray(x).astype(jnp.float32),

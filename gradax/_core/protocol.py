@@ -61,7 +61,7 @@ from .half import cast_to, plan_update_dtypes
 from .hyper import as_hyperparameter, is_schedule, resolve
 from .numerics import safe_increment
 from .pytree import Module, ModuleMeta, StaticValue, building_parts, is_building_parts
-from .quantized import load_state
+from .quantized import load_state, update_in_passes
 from .state_guard import (
     UpdateError,
     check_state,
@@ -620,8 +620,10 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
         loaded = inner if parts_keep_state else load_state(inner)
         depth = _update_depth.set(_update_depth.get() + 1)
         try:
-            new_updates, new_inner = tx.update_state(
-                updates, loaded, params, **extra_args
+            # (8-bit leaves: the rule is traced once more for their block
+            # maxima and once for their codes; see update_in_passes.)
+            new_updates, new_inner = update_in_passes(
+                tx.update_state, updates, inner, loaded, params, extra_args
             )
         except (TypeError, AttributeError, IndexError) as error:
             if state is not None or isinstance(error, UpdateError):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, TypeGuard
+from typing import Any, ClassVar, TypeGuard
 
 import jax
 import jax.numpy as jnp
@@ -159,6 +159,17 @@ class int8_blockwise:  # noqa: N801 - named like the function users call
     block_size` bytes; 1.016 for 256), against 4 in float32, for either
     code.
 
+    Peak memory: under `jit`, a leaf of at least
+    `int8_blockwise.recompute_min_size` elements (a class-wide setting,
+    `2**20` by default) is stored without writing its new float32 values
+    out: an elementwise update rule is traced once for the updates, once
+    for the block maxima and once for the codes, each recomputing the
+    moments from the old codes (the same numbers, bit for bit). Smaller
+    leaves are stored from the update's values, whose float32 copies are
+    small (on a CPU, recomputing them costs more time than it saves).
+    `gradax.int8_blockwise.recompute_min_size = 0` recomputes every leaf.
+    See docs/memory.md, "Peak memory of a training step".
+
     Args:
       block_size: elements per block, a positive integer (bitsandbytes uses
         2048 for large tensors; 256 keeps the error lower).
@@ -182,6 +193,15 @@ class int8_blockwise:  # noqa: N801 - named like the function users call
 
     block_size: int = 256
     code: str = "dynamic"
+
+    # Leaves of at least this many elements are stored from recomputed
+    # passes under `jit` (see `update_in_passes`): no float32 copy of them
+    # is written out. Smaller ones are stored from the values the update
+    # computed, as one pass (on a CPU their float32 temporaries fit in the
+    # caches, where recomputing the decoding three times costs more). A
+    # setting for every spec: `gradax.int8_blockwise.recompute_min_size = 0`
+    # recomputes every leaf (the least memory); a huge value none.
+    recompute_min_size: ClassVar[int] = 2**20
 
     def __post_init__(self):
         size = self.block_size
@@ -343,6 +363,13 @@ def _encode(normalized: jax.Array, signed: bool) -> jax.Array:
     logarithm). The rank is continuous where decades meet, so a value one
     rounding away from a power of ten gets its code from either side.
     """
+    return _encode_magnitude(jnp.abs(normalized), normalized < 0, signed)
+
+
+def _encode_magnitude(
+    magnitude: jax.Array, negative: jax.Array, signed: bool
+) -> jax.Array:
+    """:func:`_encode` of the values of magnitude `magnitude` and sign `negative`."""
     bits = _bits(signed)
     lowest = _DECADES - 1 if signed else _DECADES  # the last decade's E
 
@@ -351,7 +378,6 @@ def _encode(normalized: jax.Array, signed: bool) -> jax.Array:
         slope = count * 10.0 ** (exponent + 1) / 9
         return np.float32(slope), np.float32(8 * count / 9 - 1)
 
-    magnitude = jnp.abs(normalized)
     slope, offset = line(0)
     for exponent in range(1, lowest + 1):
         below = magnitude <= np.float32(10.0**-exponent)
@@ -364,7 +390,7 @@ def _encode(normalized: jax.Array, signed: bool) -> jax.Array:
     rank = jnp.where(magnitude > 0, jnp.maximum(rank, 1), 0).astype(jnp.int32)
     if not signed:
         return rank
-    return _zero_index(signed) + jnp.where(normalized < 0, -rank, rank)
+    return _zero_index(signed) + jnp.where(negative, -rank, rank)
 
 
 def _decode(index: jax.Array, signed: bool) -> jax.Array:
@@ -400,8 +426,12 @@ def encode_with_scales(
     if code == "float":
         per_element = _per_element(scales, values.shape, block_size)
         return _float_code.encode(values, per_element, signed)
-    safe = jnp.where(scales > 0, scales, 1.0)
-    index = _encode(values / _per_element(safe, values.shape, block_size), signed)
+    safe = _per_element(jnp.where(scales > 0, scales, 1.0), values.shape, block_size)
+    # The sign read from `x`, not from `x / s`: the quotient then has one
+    # use (its magnitude), so XLA fuses it into the encoding's loop instead
+    # of writing it out (it does not fuse a division whose value a loop
+    # reads twice). The codes are the same: `s > 0`.
+    index = _encode_magnitude(jnp.abs(values / safe), values < 0, signed)
     return (index - 128).astype(jnp.int8)
 
 
@@ -508,7 +538,11 @@ class QuantizedArray:
         return QuantizedArray.store(x, self.block_size, self.signed, self.code)
 
 
-def store_all(values: list[Any], olds: list[QuantizedArray]) -> list[QuantizedArray]:
+def store_all(
+    values: list[Any],
+    olds: list[QuantizedArray],
+    to_encode: list[Any] | None = None,
+) -> list[QuantizedArray]:
     """Each of `values` stored like the :class:`QuantizedArray` at its index.
 
     The same codes as `[old.store_like(x) for ...]`. A signed and an
@@ -516,7 +550,13 @@ def store_all(values: list[Any], olds: list[QuantizedArray]) -> list[QuantizedAr
     state: a parameter's first and second moment, paired in tree order)
     are stored together (:func:`_store_pair`); the others alone (issue 35,
     the 8-bit AdamW step: see docs/memory.md, "Cost").
+
+    `to_encode`, when given, holds the same values computed a second time
+    (see :func:`update_in_passes`): the block maxima are taken of `values`
+    and the codes encoded from `to_encode`, so that XLA computes each in
+    its own loop and writes neither out in float32.
     """
+    encode = values if to_encode is None else to_encode
     stored: list[Any] = [None] * len(values)
     unpaired: dict[tuple, list[int]] = {}  # (code, shape, blocks, signed) -> indices
     for index, (x, old) in enumerate(zip(values, olds, strict=True)):
@@ -527,18 +567,53 @@ def store_all(values: list[Any], olds: list[QuantizedArray]) -> list[QuantizedAr
         partners = unpaired.get((*kind, not old.signed))
         if partners:
             first = partners.pop(0)
-            stored[first], stored[index] = _store_pair(
-                (values[first], values[index]), (olds[first], old)
-            )
+            pair = (values[first], values[index]), (olds[first], old)
+            if to_encode is not None:
+                pair = (*pair, (encode[first], encode[index]))
+            stored[first], stored[index] = _store_pair(*pair)
         else:
             unpaired.setdefault((*kind, old.signed), []).append(index)
-    return [
-        olds[index].store_like(x) if done is None else done
-        for index, (x, done) in enumerate(zip(values, stored, strict=True))
-    ]
+    for index, done in enumerate(stored):
+        if done is None:
+            stored[index] = _store_alone(values[index], olds[index], encode[index])
+    return stored
 
 
-def _store_pair(values: tuple, olds: tuple) -> tuple:
+def _store_alone(x: Any, old: QuantizedArray, to_encode: Any) -> QuantizedArray:
+    """`old.store_like(x)`, its codes encoded from `to_encode` (equal to `x`)."""
+    if to_encode is x:
+        return old.store_like(x)
+    values = jnp.asarray(x).astype(jnp.float32)
+    magnitudes = _to_blocks(_float_code.magnitude_bits(values), old.block_size)
+    top = _block_max_bits(magnitudes)
+    if old.code == "float":
+        exponents = _float_code.exponents_of_magnitudes(top, old.signed)
+        scales = _float_code.scales_from_exponents(exponents)
+    else:
+        scales = jax.lax.bitcast_convert_type(top, jnp.float32)
+    encode = jnp.asarray(to_encode).astype(jnp.float32)
+    codes = encode_with_scales(encode, scales, old.block_size, old.signed, old.code)
+    return QuantizedArray(codes, scales, old.block_size, old.signed, old.code)
+
+
+def _block_max_bits(magnitudes: jax.Array) -> jax.Array:
+    """The largest of each block's `|x|` bit patterns (int32, last axis).
+
+    A variadic reduction, the patterns paired with themselves shifted
+    right by one (whose maximum is never the larger): XLA:CPU fuses it
+    with the loop that computes the values, where a lone `max` goes to a
+    library call that reads its input from memory (written out first),
+    and a pair it can prove redundant becomes a lone `max` again.
+    """
+    zero = jnp.zeros((), jnp.int32)
+    axis = (magnitudes.ndim - 1,)
+    top, half = jax.lax.reduce(
+        (magnitudes, magnitudes >> 1), (zero, zero), _pairwise_max, axis
+    )
+    return jnp.maximum(top, half)
+
+
+def _store_pair(values: tuple, olds: tuple, to_encode: tuple | None = None) -> tuple:
     """Two leaves of one code and blocking, stored in two loops, not four.
 
     Their block maxima come from one variadic reduction over `|x|`'s bit
@@ -546,9 +621,14 @@ def _store_pair(values: tuple, olds: tuple) -> tuple:
     computes both moments, which then reads the gradient and both old
     codes once; a lone `max` it hands to a library call after writing its
     input out (`|x|` in float32 for the dynamic map). On a CPU their codes
-    then come from one loop as well (see :func:`_one_loop_on_cpu`).
+    then come from one loop as well (see :func:`_one_loop_on_cpu`), encoded
+    from `to_encode` when given (the same values, computed again).
     """
     floats = [jnp.asarray(x).astype(jnp.float32) for x in values]
+    if to_encode is None:
+        encode = floats
+    else:
+        encode = [jnp.asarray(x).astype(jnp.float32) for x in to_encode]
     block_size, code = olds[0].block_size, olds[0].code
     magnitudes = tuple(
         _to_blocks(_float_code.magnitude_bits(x), block_size) for x in floats
@@ -568,7 +648,7 @@ def _store_pair(values: tuple, olds: tuple) -> tuple:
         scales = [jax.lax.bitcast_convert_type(top, jnp.float32) for top in largest]
     codes = tuple(
         encode_with_scales(x, s, block_size, old.signed, code)
-        for x, s, old in zip(floats, scales, olds, strict=True)
+        for x, s, old in zip(encode, scales, olds, strict=True)
     )
     codes = _one_loop_on_cpu(codes)
     return tuple(
@@ -598,6 +678,29 @@ def _one_loop_on_cpu(codes: tuple) -> tuple:
     low = jnp.int8(-128)
     padded = tuple(jnp.stack([c, jnp.full_like(c, low)], axis=-1) for c in codes)
     return jax.lax.reduce(padded, (low, low), _pairwise_max, (codes[0].ndim,))
+
+
+def one_loop(arrays: tuple) -> tuple:
+    """The same arrays (of 8-, 16- or 32-bit integers), computed in one loop.
+
+    XLA:CPU computes two elementwise results of one input in two loops,
+    and writes out whatever both read (see :func:`_one_loop_on_cpu`, whose
+    trick this is: a variadic reduction over an axis of size 2, each array
+    paired with its dtype's minimum). Used by `master_weights` so that a
+    parameter's new high and low halves come from one pass over the update.
+    """
+    if jax.default_backend() != "cpu":
+        return arrays
+    lows = tuple(jnp.array(jnp.iinfo(a.dtype).min, a.dtype) for a in arrays)
+    padded = tuple(
+        jnp.stack([a, jnp.full_like(a, low)], axis=-1)
+        for a, low in zip(arrays, lows, strict=True)
+    )
+
+    def maxima(a: tuple, b: tuple) -> tuple:
+        return tuple(jnp.maximum(x, y) for x, y in zip(a, b, strict=True))
+
+    return jax.lax.reduce(padded, lows, maxima, (arrays[0].ndim,))
 
 
 def is_quantized(x: Any) -> bool:
@@ -660,3 +763,175 @@ def load_state(state: Any) -> Any:
     return jax.tree.map(
         lambda x: x.load() if is_quantized(x) else x, state, is_leaf=_stops_loading
     )
+
+
+def update_in_passes(
+    update_state: Any,
+    updates: Any,
+    stored: Any,
+    loaded: Any,
+    params: Any,
+    extra_args: dict,
+) -> tuple[Any, Any]:
+    """`update_state(updates, loaded, params)`, its 8-bit leaves stored again.
+
+    `loaded` is `load_state(stored)`. Under a trace, the new value of each
+    quantized leaf feeds three things: its block maxima, its codes, and the
+    update. Computed once, XLA writes it out in float32 for all three (4
+    bytes a parameter for each moment, more than the 8-bit state saves), so
+    here the update rule is traced three times, from inputs passed through
+    `lax.optimization_barrier` so that XLA cannot merge the copies: one for
+    the updates (fused with the caller's `apply_updates`), one for the
+    block maxima (fused with the reduction), one for the codes. Each pass
+    recomputes the moments from the old codes and the gradients, so no
+    float32 moment exists as a whole; the arithmetic is the same, so the
+    codes and updates are those of one pass, bit for bit. What the extra
+    passes compute besides the quantized leaves is dead code that XLA
+    removes.
+
+    Only for update rules that are elementwise in the moments, the
+    gradients and the parameters (:func:`_elementwise`, read from the
+    rule's jaxpr): a reduction or a product over them (Muon's
+    orthogonalization) computed in another program may sum in another
+    order, and the numbers must stay those of one pass, bit for bit. Such
+    rules are traced once, as before.
+
+    Eagerly (no trace) and for states with nothing loaded, it is one call.
+    The returned state has the quantized leaves stored (`match_state`
+    passes them through) and every other leaf as the update rule made it.
+    """
+    new_updates, new_state = update_state(updates, loaded, params, **extra_args)
+    if loaded is stored:
+        return new_updates, new_state
+    olds, treedef = jax.tree_util.tree_flatten(stored, is_leaf=_stops_loading)
+    try:
+        news = treedef.flatten_up_to(new_state)
+    except (TypeError, ValueError):  # a changed structure: match_state says so
+        return new_updates, new_state
+    passes = [
+        i
+        for i, (new, old) in enumerate(zip(news, olds, strict=True))
+        if is_quantized(old)
+        and not is_quantized(new)
+        and isinstance(old.codes, jax.core.Tracer)
+        and jnp.shape(new) == old.shape
+        and explicit_sharding(new) is None
+        and math.prod(old.shape) >= int8_blockwise.recompute_min_size
+    ]
+    if not passes or not _elementwise(
+        update_state, (updates, loaded, params), extra_args, treedef, passes
+    ):
+        return new_updates, new_state
+
+    def again(tag: int) -> list[Any]:
+        grads, state, weights = _barrier((updates, stored, params), tag)
+        _, state = update_state(grads, load_state(state), weights, **extra_args)
+        leaves = treedef.flatten_up_to(state)
+        return [leaves[i] for i in passes]
+
+    for_scales, for_codes = again(1), again(2)
+    done = store_all(for_scales, [olds[i] for i in passes], for_codes)
+    for i, quantized in zip(passes, done, strict=True):
+        news[i] = quantized
+    return new_updates, treedef.unflatten(news)
+
+
+def _barrier(tree: Any, tag: int) -> Any:
+    """`tree` with its arrays passed through one `lax.optimization_barrier`.
+
+    `tag` (a constant passed through with them) tells the barriers of two
+    passes apart: XLA would merge two barriers of the same operands.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    moved = [
+        i
+        for i, x in enumerate(leaves)
+        if isinstance(x, jax.Array)
+        and not jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended)
+    ]
+    if moved:
+        out, _ = jax.lax.optimization_barrier(
+            ([leaves[i] for i in moved], jnp.int32(tag))
+        )
+        for i, x in zip(moved, out, strict=True):
+            leaves[i] = x
+    return treedef.unflatten(leaves)
+
+
+# Primitives that compute each output element from the same element of
+# their inputs (and scalars): a rule made of these gives the same numbers
+# however XLA fuses it. Calls (jit, custom_jvp/vjp) are looked into.
+_ELEMENTWISE = frozenset(
+    """abs acos acosh add and asin asinh atan atan2 atanh bitcast_convert_type
+    cbrt ceil clamp conj convert_element_type copy copy_p cos cosh div eq erf
+    erf_inv erfc exp exp2 expm1 floor ge gt imag integer_pow is_finite le lgamma
+    digamma log log1p logistic lt max min mul ne neg nextafter not or pow real
+    reduce_precision rem round rsqrt select_n shift_left shift_right_arithmetic
+    shift_right_logical sign sin sinh sqrt square stop_gradient sub tan tanh
+    xor""".split()
+)
+_CALLS = {
+    "jit": "jaxpr",
+    "pjit": "jaxpr",
+    "custom_jvp_call": "call_jaxpr",
+    "custom_vjp_call": "call_jaxpr",
+    "closed_call": "call_jaxpr",
+}
+
+
+def _elementwise(update_state, args, extra_args, treedef, passes) -> bool:
+    """Whether the rule's outputs are elementwise in its array inputs.
+
+    Traced once more (`jax.make_jaxpr`, no computation): the quantized
+    leaves' loaded values, the gradients and the parameters are followed
+    through the rule; any other primitive that reads them (a reduction, a
+    product, a reshape) makes the answer False.
+    """
+    updates, loaded, params = args
+
+    def rule(updates, loaded, params):
+        return update_state(updates, loaded, params, **extra_args)
+
+    try:
+        closed = jax.make_jaxpr(rule)(updates, loaded, params)
+    except Exception:  # noqa: BLE001 - the real call works; take one pass
+        return False
+    state_leaves = treedef.flatten_up_to(loaded)
+    chosen = set(passes)
+    sources = [True] * len(jax.tree_util.tree_leaves(updates))
+    for i, leaf in enumerate(state_leaves):
+        count = len(jax.tree_util.tree_leaves(leaf))
+        sources += [i in chosen] * count
+    sources += [True] * len(jax.tree_util.tree_leaves(params))
+    if len(sources) != len(closed.jaxpr.invars):
+        return False
+    return _follows_elementwise(closed.jaxpr, sources) is not None
+
+
+def _follows_elementwise(jaxpr, marked: list[bool]) -> list[bool] | None:
+    """Which outputs derive from the marked inputs, or None where a
+    non-elementwise primitive reads a marked value."""
+    from jax.extend.core import Var  # (literals are not variables)
+
+    derived = {v for v, m in zip(jaxpr.invars, marked, strict=True) if m}
+
+    def reads(eqn) -> list[bool]:
+        return [isinstance(v, Var) and v in derived for v in eqn.invars]
+
+    for eqn in jaxpr.eqns:
+        inputs = reads(eqn)
+        if not any(inputs):
+            continue
+        name = eqn.primitive.name
+        if name in _ELEMENTWISE:
+            outputs = [True] * len(eqn.outvars)
+        elif name in _CALLS and _CALLS[name] in eqn.params:
+            inner = eqn.params[_CALLS[name]]
+            inner = getattr(inner, "jaxpr", inner)
+            outputs = _follows_elementwise(inner, inputs)
+            if outputs is None:
+                return None
+        else:
+            return None
+        derived.update(v for v, m in zip(eqn.outvars, outputs, strict=True) if m)
+    return [isinstance(v, Var) and v in derived for v in jaxpr.outvars]

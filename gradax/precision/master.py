@@ -13,6 +13,7 @@ from .._core.protocol import (
     read_through_to_inner,
     transformation_field,
 )
+from .._core.quantized import one_loop
 from .._core.treecheck import require_params
 from .._core.updates import apply_updates
 from ._common import (
@@ -52,6 +53,24 @@ def _split(master: jax.Array) -> tuple[jax.Array, jax.Array]:
     bits = float_to_bits(master)
     high = jax.lax.bitcast_convert_type((bits >> 16).astype(jnp.uint16), jnp.bfloat16)
     return high, (bits & 0xFFFF).astype(jnp.uint16)
+
+
+def _halves_in_one_loop(master: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """:func:`_split` of the new master, both halves written by one loop.
+
+    The new master is the inner update added to the old one; its two
+    halves feed two outputs (the new low bits, and the step that
+    `apply_updates` adds). Computed apart, XLA writes the float32 update
+    out for both (4 bytes a parameter) and copies the old parameters and
+    low bits first (the two loops each read what the other overwrites).
+    One loop reads the update once and writes the low bits in place, and
+    the new high half (2 bytes a parameter) for `apply_updates`.
+    """
+    bits = float_to_bits(master)
+    high = (bits >> 16).astype(jnp.uint16)
+    low = (bits & 0xFFFF).astype(jnp.uint16)
+    high, low = one_loop((high, low))
+    return jax.lax.bitcast_convert_type(high, jnp.bfloat16), low
 
 
 class master_weights(GradientTransformation):
@@ -204,14 +223,23 @@ class master_weights(GradientTransformation):
         # The float32 run's own step: the same function, on the same values.
         new_master = apply_updates(master, inner_updates)
 
-        def step(p, u, m):
-            return step_to(_split(m)[0], p) if is_half(p) else u
-
-        def low_half(p, m):
-            return _split(m)[1] if is_half(p) else placeholder()
-
-        new_updates = jax.tree.map(step, params, inner_updates, new_master)
-        low = jax.tree.map(low_half, params, new_master)
+        leaves, treedef = jax.tree.flatten(params)
+        updates_out, low_out = [], []
+        for p, u, m in zip(
+            leaves,
+            treedef.flatten_up_to(inner_updates),
+            treedef.flatten_up_to(new_master),
+            strict=True,
+        ):
+            if not is_half(p):
+                updates_out.append(u)
+                low_out.append(placeholder())
+                continue
+            high, low = _halves_in_one_loop(m)
+            updates_out.append(step_to(high, p))
+            low_out.append(low)
+        new_updates = jax.tree.unflatten(treedef, updates_out)
+        low = jax.tree.unflatten(treedef, low_out)
         return new_updates, MasterWeightsState(low, inner_state)
 
 
