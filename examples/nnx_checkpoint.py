@@ -5,8 +5,9 @@
 saves it as it is, beside `nnx.state(model)`. To restore, build the model
 and the optimizer as at the start (the same configuration) and pass their
 `nnx.state` as the targets: orbax fills them with the saved arrays, and
-`nnx.update` puts them in place. The resumed run is the run that never stopped, to the last bit,
-and the learning-rate schedule resumes at the saved step.
+`nnx.update` puts them in place. The resumed run is the run that never
+stopped, to the last bit, and the learning-rate schedule resumes at the
+saved step.
 
 Restoring without a target gives plain dicts in place of nnx's Variables,
 which `nnx.update` does not take: keep the template. To change the

@@ -245,7 +245,7 @@ def call_update_fn(
         # SAM passes `grad_fn_params_tuple=(grad_fn, params)` so).
         extra_args = dict(extra_args)
         params = extra_args.pop(third)
-    if extra_args and keywords is not True:
+    if extra_args and isinstance(keywords, frozenset):
         extra_args = {k: v for k, v in extra_args.items() if k in keywords}
     if not takes_params:
         return fn(updates, state, **extra_args)

@@ -147,9 +147,10 @@ def _one_value(leaves: list[_Leaf]) -> bool | None:
     if len(avals) != 1 or None in avals:
         return False
     values = [_readable(leaf.value) for leaf in leaves]
-    if any(value is None for value in values):
+    readable = [value for value in values if value is not None]
+    if len(readable) < len(values):
         return None
-    return all(np.array_equal(values[0], value) for value in values[1:])
+    return all(np.array_equal(readable[0], value) for value in readable[1:])
 
 
 def _show(aval: tuple[tuple[int, ...], Any] | None) -> str:
