@@ -155,6 +155,10 @@ from .contrib import schedule_free_sgd as schedule_free_sgd
 from .contrib import simplified_ademamix as simplified_ademamix
 from .contrib import sophia as sophia
 from .contrib import split_real_and_imaginary as split_real_and_imaginary
+from .diagnostics import MetricsState as MetricsState
+from .diagnostics import group_labels as group_labels
+from .diagnostics import metrics as metrics
+from .diagnostics import with_metrics as with_metrics
 from .linalg import matrix_inverse_pth_root as matrix_inverse_pth_root
 from .linalg import nnls as nnls
 from .linalg import power_iteration as power_iteration

@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         type=Path,
         default=Path("gradax-demo"),
-        help="directory for results.json and loss.png (default: %(default)s)",
+        help="directory for results.json, loss.png and metrics.png "
+        "(default: %(default)s)",
     )
     demo.add_argument(
         "--data", type=Path, default=None, help="train on this text file instead"

@@ -6,6 +6,9 @@ table compares final training and validation loss, the steps each optimizer
 needed to reach the reference (AdamW's) final validation loss, the time per
 step and the size of the optimizer state. With ``--tune`` each optimizer's
 learning rate is swept first and its best rate trained (see ``tune.py``).
+Every run is wrapped in ``gradax.with_metrics``: a second figure shows its
+metrics of each step (see ``_metrics_plot.py``), and a line says how often
+the gradient clip fired.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 import gradax
 
 from . import _data as data_lib
+from . import _metrics_plot as metrics_plot
 from . import _tune as tune
 from ._model import ModelConfig, count_params, init_params, loss_fn
 from ._report import make_progress, plot, print_table, summary_line
@@ -215,12 +219,15 @@ def schedule(peak: float, steps: int):
     )
 
 
+CLIP = 1.0  # the global norm every recipe clips the gradients to
+
+
 def build_optimizer(spec: RunSpec, steps: int, dims: Any):
     recipe = OPTIMIZERS[spec.name]
     inner = recipe.build(
         schedule(spec.learning_rate, steps), schedule(ADAMW_LR, steps), dims
     )
-    tx = gradax.chain(gradax.clip_by_global_norm(1.0), inner)
+    tx = gradax.chain(gradax.clip_by_global_norm(CLIP), inner)
     # A wrapper for 16-bit parameters must be outermost (its float32 updates
     # carry the step exactly; a chain around it would round them).
     return recipe.wrap(tx) if recipe.wrap is not None else tx
@@ -310,10 +317,14 @@ def compiled(heads: int) -> dict[str, Any]:
             params, state = carry
             value, grads = value_and_grad(params, batch)
             updates, state = tx.update(grads, state, params)
-            return (gradax.apply_updates(params, updates), state), value
+            # The optimizer's metrics of this step (gradax.with_metrics).
+            logged = (value, gradax.metrics(state))
+            return (gradax.apply_updates(params, updates), state), logged
 
-        (params, state), losses = jax.lax.scan(step, (params, state), batches)
-        return params, state, losses
+        (params, state), (losses, metrics) = jax.lax.scan(
+            step, (params, state), batches
+        )
+        return params, state, losses, metrics
 
     return {"train": jax.jit(train), "loss": jax.jit(loss)}
 
@@ -339,12 +350,15 @@ def train_one(
     progress: Callable[..., None],
 ) -> dict[str, Any]:
     """Train one optimizer from ``params0``; the curves and timings as a dict."""
-    tx = build_optimizer(spec, config.steps, dims)
+    # The metrics of every step (the second figure): with_metrics keeps the
+    # updates and state of what it wraps, a 16-bit wrapper's included.
+    tx = gradax.with_metrics(build_optimizer(spec, config.steps, dims))
     dtype = OPTIMIZERS[spec.name].param_dtype
-    if isinstance(tx, gradax.master_weights):
+    if isinstance(tx.inner, gradax.master_weights):
         # The exact master starts where the float32 run starts: its high
         # halves are the parameters, its low halves the state's.
-        params, state = tx.init_with_master(params0)
+        params, inner_state = tx.inner.init_with_master(params0)
+        state = init_state(tx, params)._replace(inner_state=inner_state)
     else:
         if dtype is not None:
             params0 = jax.tree.map(lambda p: p.astype(dtype), params0)
@@ -352,6 +366,7 @@ def train_one(
     checkpoints = eval_steps(config.steps, config.eval_every)
     val_curve: list[float] = [float(fns["loss"](params, fns["val_batch"]))]
     train_losses: list[float] = []
+    logged: dict[str, list[float]] = {}  # each metric of each step, by name
     length = config.context + 1
     progress(spec.label, 0, None, val_curve[0])
     # Seconds of the stretches as long as the first, after the first (which
@@ -367,7 +382,7 @@ def train_one(
             ]
         )
         start = time.perf_counter()
-        params, state, losses = jax.block_until_ready(
+        params, state, losses, metrics = jax.block_until_ready(
             fns["train"](tx, params, state, jnp.asarray(batches))
         )
         elapsed = time.perf_counter() - start
@@ -385,6 +400,8 @@ def train_one(
                     f"{spec.name}:{spec.learning_rate / 3:.2g})"
                 )
         train_losses += losses
+        for name, values in metrics.items():
+            logged.setdefault(name, []).extend(float(v) for v in np.asarray(values))
         val_curve.append(float(fns["loss"](params, fns["val_batch"])))
         progress(spec.label, end, losses[-1], val_curve[-1])
     final_train = float(fns["loss"](params, fns["train_batch"]))
@@ -399,7 +416,9 @@ def train_one(
         "train_loss": train_losses,
         "seconds_per_step": timed_seconds / timed_steps if timed_steps else None,
         "first_stretch_seconds": first_seconds,
-        "state_bytes": state_bytes(state),
+        # The optimizer's own state, without the metrics' few scalars.
+        "state_bytes": state_bytes(state.inner_state),
+        "metrics": logged,
     }
 
 
@@ -529,9 +548,13 @@ def main(config: DemoConfig) -> int:
     if line:
         tuned = "with each optimizer at its best rate of the sweep, "
         print((tuned if results["tuning"] else "") + line)
+    for line in metrics_plot.clip_lines(results, CLIP):
+        print(line)
     written = [config.out / "results.json"]
     if plot(results, config.out / "loss.png"):
         written.append(config.out / "loss.png")
+        if metrics_plot.plot(results, config.out / "metrics.png", CLIP):
+            written.append(config.out / "metrics.png")
         if results["tuning"] and tune.plot(results["tuning"], config.out / "tune.png"):
             written.append(config.out / "tune.png")
     else:

@@ -67,6 +67,7 @@ GALLERY_EXAMPLES = [
     Example("change_learning_rate.py", "Change the learning rate on resuming"),
     Example("muon_schedule_mask.py", "Muon with a schedule and a weight-decay mask"),
     Example("width_transfer.py", "Width transfer", ylabel="RMS change of the output"),
+    Example("metrics.py", "Training metrics", ylabel="metric"),
 ]
 
 

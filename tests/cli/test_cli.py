@@ -82,6 +82,12 @@ def test_demo_writes_results_and_plot(file_run):
     assert results["optimizers"]["adamw"]["steps_to_reference"] in range(7)
     png = (out / "loss.png").read_bytes()
     assert png.startswith(b"\x89PNG")
+    # The second figure: each step's metrics (gradax.with_metrics), by group.
+    assert (out / "metrics.png").read_bytes().startswith(b"\x89PNG")
+    for r in results["optimizers"].values():
+        assert len(r["metrics"]["grad_norm"]) == len(r["metrics"]["clip/fired"]) == 6
+    muon = results["optimizers"]["muon"]["metrics"]
+    assert {"muon/update_rms", "adam/lr"} <= set(muon)
 
 
 def test_demo_prints_table(text_file, tmp_path, capsys):
