@@ -457,7 +457,14 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
 
     def init(self, params: Params) -> OptState:
         """The initial state for `params`."""
-        state = self.at_step(zero_count()).init_state(params)
+        # The default hook reads no field, so its schedules are not evaluated
+        # at step 0: eagerly, that is one small compiled program per
+        # operation of the schedule (18 for a warmup-cosine learning rate),
+        # where optax's init evaluates nothing.
+        if type(self).init_state is GradientTransformation.init_state:
+            state = self.init_state(params)
+        else:
+            state = self.at_step(zero_count()).init_state(params)
         if self.holds_schedule() and self.schedule_count(state) is None:
             if isinstance(state, tuple) and not state:  # EmptyState()
                 state = self._count_state(count=zero_count())

@@ -15,7 +15,7 @@ from .._core.declarations import DECAY, OneOf, Range, hyper, static_field
 from .._core.numerics import plain_dtype, work_dtype
 from .._core.protocol import GradientTransformation
 from ..linalg.matrices import is_spec_leaf, matrix_view
-from ..linalg.null_space import frobenius, kept_lines
+from ..linalg.null_space import frobenius, independent_columns
 from . import _fields as fields
 from ._common import batch_shape, map_matrices, matrix_dims, pick
 from .dimensions import SHAPE_SCALING
@@ -150,13 +150,17 @@ class scale_by_dion(GradientTransformation):
             # Where B Q_{t-1} is rank-deficient, QR completes P with columns
             # that rounding picks, and their R columns are rounding noise;
             # normalized, they would add an O(1) term pointing wherever the
-            # compiler's order of operations sent it. Such columns (norm at
-            # the noise floor of the product, see gradax/linalg/null_space.py) take
-            # no part in the update or the error feedback, and keep their old
-            # Q column: exactly, so Q stays a full-rank start for the next
-            # power iteration and an all-zero B leaves the state unchanged.
+            # compiler's order of operations sent it. Their size grows with
+            # how nearly dependent the columns of B Q_{t-1} are, but they
+            # are B^T applied to P's rounding error, so they lie in the span
+            # of the earlier R columns: a column is noise when its part
+            # outside that span is at the noise floor of the product (see
+            # gradax/linalg/null_space.py). Those columns take no part in
+            # the update or the error feedback, and keep their old Q column:
+            # exactly, so Q stays a full-rank start for the next power
+            # iteration and an all-zero B leaves the state unchanged.
             n = max(view.fan_in, view.fan_out)
-            keep = kept_lines(r, frobenius(b), n, axis=-2)
+            keep = independent_columns(r, frobenius(b), n)
             r = jnp.where(keep, r, jnp.zeros_like(r))
             b = b - (1 - mu) * _mm("...ir,...or->...io", jnp.conj(r), p)
             norms = jnp.sqrt(jnp.sum(jnp.abs(r) ** 2, axis=-2, keepdims=True))
@@ -200,10 +204,11 @@ class dion(MuonGroups):
     :math:`r`; what the rank-:math:`r` step leaves out stays in :math:`M`
     (error feedback). :math:`Q_0` is Gaussian, from `seed`. Where
     :math:`B_t Q_{t-1}` is rank-deficient, QR completes :math:`P_t` with
-    columns rounding picks; their columns of :math:`R_t` (norm below
-    `4 sqrt(n) eps` of :math:`\|B_t\|_F`) are left out of the update and
-    of :math:`M_t` and keep their old :math:`Q` column, where the reference
-    normalizes that noise into an O(1) term. Every other
+    columns rounding picks. Their columns of :math:`R_t` lie in the span of
+    the earlier ones up to `4 sqrt(n) eps` of :math:`\|B_t\|_F` (their norm
+    alone can be far larger); they, and the columns after them, are left out
+    of the update and of :math:`M_t` and keep their old :math:`Q` column,
+    where the reference normalizes that noise into an O(1) term. Every other
     leaf is updated by `adamw` as in :class:`muon`.
 
     With `orientation="long_side"` (the default, as the reference

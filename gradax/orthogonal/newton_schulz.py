@@ -90,35 +90,64 @@ def _coefficient(coef, wide):
     return jnp.asarray(coef).astype(jnp.finfo(wide).dtype)
 
 
-def _plain_ns(x, table, precondition, eps, mm, hermitian=None):
+def _plain_ns(x, table, precondition, eps, mm, hermitian=None, square=None):
     """Newton–Schulz; `hermitian(l, r)`, when given, takes `l @ r^H` for
-    the two products known to be Hermitian (`X X^H` and `A A`)."""
-    for step, (a, b, c) in enumerate(table):
+    `A = X X^H`, and `square(l, r)` for `A A`: the two products known to
+    be Hermitian. With either, the steps run in a loop
+    (`symmetric.loop_rows`: each blocked product compiled once, not once a
+    step)."""
+
+    def step(x, row, first):
+        a, b, c = row
         gram = mm(x, _mT(x)) if hermitian is None else hermitian(x, x)
-        if step == 0 and precondition == "aol":
+        if first and precondition == "aol":
             x, gram = _aol_scale(x, gram, eps)
-        square = mm(gram, gram) if hermitian is None else hermitian(gram, gram)
-        poly = _combine((b, gram), (c, square))
-        x = _combine((a, x), (1.0, mm(poly, x)))
-    return x
+        squared = mm(gram, gram) if square is None else square(gram, gram)
+        poly = _combine((b, gram), (c, squared))
+        return _combine((a, x), (1.0, mm(poly, x)))
+
+    if hermitian is None and square is None:
+        for index, row in enumerate(table):
+            x = step(x, row, index == 0)
+        return x
+    # AOL rescales in the first step only: that step runs before the loop.
+    first = 1 if precondition == "aol" else 0
+    for row in table[:first]:
+        x = step(x, row, True)
+    rest = table[first:]
+    return symmetric.loop_rows(
+        lambda x, row, _: step(x, row, False), x, rest, _real_dtype(x)
+    )
 
 
-def _gram_ns(x, table, precondition, eps, mm, hermitian=None):
+def _real_dtype(x):
+    """The real dtype `_combine` casts array coefficients to for `x`."""
+    return jnp.finfo(jnp.promote_types(x.dtype, jnp.float32)).dtype
+
+
+def _gram_ns(x, table, precondition, eps, mm, hermitian=None, small=None):
     """Newton–Schulz on the small Gram matrix, applying the product once.
 
     With `R = X X^T` and `P = a I + b R + c R^2`, one step is
     `X <- P X`, so `R <- P R P` and the accumulated `Q <- P Q`; X itself
     is touched only at the end (and at the restart).
 
-    `hermitian(l, r)`, when given, takes `l @ r^H` for every product of
-    two small matrices: all of them are polynomials in the first Gram
-    matrix, so they commute and their products are Hermitian.
+    `hermitian(l, r)`, when given, takes `l @ r^H` for `X X^H`, and
+    `small(l, r)` for every product of two small matrices: all of them
+    are polynomials in the first Gram matrix, so they commute and their
+    products are Hermitian. With `small` the steps run in a loop
+    (:func:`_gram_ns_looped`).
     """
     m = x.shape[-1 if x.shape[-2] > x.shape[-1] else -2]
     eye = jnp.eye(m, dtype=x.dtype)
-    sym = (lambda a, b: mm(a, _mT(b))) if hermitian is None else hermitian
+    if small is not None:
+        return _gram_ns_looped(x, table, precondition, eps, mm, small, eye)
+
+    def sym(a, b):
+        return mm(a, _mT(b)) if hermitian is None else hermitian(a, b)
+
     # The plain path keeps its historical products (a @ b, not a @ b^H).
-    small = mm if hermitian is None else hermitian
+    small = mm
     gram = sym(x, x)
     if precondition == "aol":
         x, gram = _aol_scale(x, gram, eps)
@@ -134,6 +163,63 @@ def _gram_ns(x, table, precondition, eps, mm, hermitian=None):
         if step < last:
             gram = small(poly, small(gram, poly))
     return x if q is None else mm(q, x)
+
+
+def _gram_ns_looped(x, table, precondition, eps, mm, hermitian, eye):
+    """:func:`_gram_ns` with the symmetric products, its steps in one loop.
+
+    Each product is then traced and compiled once, not once a step
+    (see gradax/orthogonal/_symmetric.py). What the unrolled iteration
+    decides by the step's number is a branch here (`lax.cond`), taken
+    the same way: the restart (`X <- Q X` and a fresh `R = X X^T`),
+    `Q <- P` where `Q` starts afresh (step 0 and the restart), and no
+    update of `R` after the last step. The first `R` is the restart's
+    branch too, at step 0, unless AOL rescales by it first. The products
+    and their order are the unrolled iteration's.
+    """
+    if not table:
+        gram = hermitian(x, x)
+        return _aol_scale(x, gram, eps)[0] if precondition == "aol" else x
+    last = len(table) - 1
+    restart = _GRAM_RESTART_STEP  # >= 1: Q exists by then
+    if precondition == "aol":
+        x, gram = _aol_scale(x, hermitian(x, x), eps)
+        first_gram = restart
+    else:
+        gram = jnp.zeros((*x.shape[:-1], x.shape[-2]), x.dtype)
+        first_gram = 0
+
+    def step(carry, row, t):
+        x, gram, q = carry
+        a, b, c = row
+        x = jax.lax.cond(t == restart, lambda x, q: mm(q, x), lambda x, q: x, x, q)
+        gram = jax.lax.cond(
+            (t == first_gram) | (t == restart),
+            lambda x, gram: hermitian(x, x),
+            lambda x, gram: gram,
+            x,
+            gram,
+        )
+        poly = _combine((a, eye), (b, gram), (c, hermitian(gram, gram)))
+        q = jax.lax.cond(
+            (t == 0) | (t == restart),
+            lambda p, q: p,
+            lambda p, q: hermitian(p, q),
+            poly,
+            q,
+        )
+        gram = jax.lax.cond(
+            t < last,
+            lambda p, g: hermitian(p, hermitian(g, p)),
+            lambda p, g: g,
+            poly,
+            gram,
+        )
+        return x, gram, q
+
+    carry = (x, gram, jnp.zeros_like(gram))
+    x, _, q = symmetric.loop_rows(step, carry, table, _real_dtype(x))
+    return mm(q, x)
 
 
 def orthogonalize(
@@ -174,10 +260,11 @@ def orthogonalize(
         of the products known to be symmetric, `X X^T` and `A A`, and
         mirroring them: Flash-Muon's saving; a Pallas kernel on GPUs in
         bfloat16 and float16) or `"auto"`: the fastest measured for the
-        shape, dtype and backend (:func:`auto_method`): on the CPU in
-        float32 from 256 rows, `"gram_symmetric"` when the long side is
-        at least twice the short side, else `"symmetric"`; elsewhere
-        `"gram"` for such shapes, else `"ns"`.
+        shape, dtype and backend that compiles about as fast as the plain
+        products (:func:`auto_method`): `"gram"` when the long side is at
+        least twice the short side, else `"ns"`; on the CPU in float32
+        from 1024 rows (and a long side at most 16 times the short one)
+        with `X X^T` alone computed by upper blocks.
       precision: None (float32, or float64 for float64 input, at the default
         matmul precision), `"float32"`, `"highest"` (float32 with
         full-precision matmuls, for TPU/GPU), `"bfloat16"` or `"float16"`
@@ -262,34 +349,63 @@ def orthogonalize_rows(
     x = _normalize(x.astype(work_dtype), normalization, norm_factor, eps)
     m, n = x.shape[-2:]
     backend = jax.default_backend()
-    if method == "auto":
+    auto = method == "auto"
+    if auto:
         method = auto_method(m, n, work_dtype, backend)
-    hermitian = None
+    hermitian = small = None
     if method in ("symmetric", "gram_symmetric"):
         hermitian = symmetric.hermitian_products(m, work_dtype, mm, backend)
+        # "auto" blocks `X X^H` alone, the product whose saving is largest
+        # for what its loop costs to compile (see auto_method).
+        small = None if auto else hermitian
     if method in ("gram", "gram_symmetric") and m < n:
-        x = _gram_ns(x, rows, precondition, eps, mm, hermitian)
+        x = _gram_ns(x, rows, precondition, eps, mm, hermitian, small)
     else:
-        x = _plain_ns(x, rows, precondition, eps, mm, hermitian)
+        x = _plain_ns(x, rows, precondition, eps, mm, hermitian, small)
     if transposed:
         x = jnp.swapaxes(x, -1, -2)
     return x.astype(out_dtype)
 
 
+# "auto" blocks X X^T on the CPU in float32 from this many rows of the Gram
+# matrix, while the long side is at most AUTO_SYMMETRIC_MAX_ASPECT times the
+# short one (measured: see auto_method).
+AUTO_SYMMETRIC_MIN_ROWS = 1024
+AUTO_SYMMETRIC_MAX_ASPECT = 16
+
+
 def auto_method(m: int, n: int, dtype: Any, backend: str) -> str:
     """The method `"auto"` runs for a wide `m x n` iteration (`m <= n`).
 
-    Measured side by side (benchmarks/bench_muon.py): on the CPU, in float32,
-    taking only the upper blocks of the Hermitian products
-    (gradax/orthogonal/_symmetric.py) is faster once the Gram matrix has
-    two blocks' worth of rows (256); Gram Newton–Schulz is faster when the
-    long side is at least twice the short one. Elsewhere (GPU and TPU, where
-    the symmetric kernel has not been measured yet, other dtypes, smaller
-    matrices) the plain products, as before.
+    `"gram"` when the long side is at least twice the short one (fewer
+    FLOPs), else `"ns"`; on the CPU in float32 their `"symmetric"`
+    versions from 1024 rows, where `"auto"` blocks only `X X^T`
+    (:func:`orthogonalize_rows`).
+
+    Measured (benchmarks/bench_muon_compile.py, 2-core x86 CPU under load,
+    against the plain products). Newton–Schulz alone, wall time: blocking
+    `X X^T` alone took 0.99 of the time on 1024x1024, 0.94 on 1024x4096,
+    0.93 on 2048x2048; blocking every Hermitian product
+    (`method="symmetric"`) 0.98, 0.96 and 0.86. Each blocked product is a
+    compiled loop: the GPT Muon steps with every product blocked compiled
+    in 1.3x (17M), 1.5x (GPT-2 small) and 1.8x (GPT-2 medium) optax's
+    time; with `X X^T` alone, blocked from 512 rows, in 1.0x, 0.9x and
+    1.0x. Below 1024 rows the blocked `X X^T` saved nothing measurable
+    (CPU seconds per call 0.99-1.03 of the plain products' on the 17M and
+    GPT-2-small trees' stacks of 512 and 768 rows), so those keep the
+    plain products and compile in about 0.6x optax's time; at 256 rows
+    and on 768x50257 (each block of rows read from memory twice) it lost.
+    Elsewhere (GPU and TPU, other dtypes) the plain products.
     """
     gram = n >= 2 * m
-    measured = jnp.dtype(dtype) == jnp.dtype(jnp.float32)
-    if backend == "cpu" and measured and symmetric.cpu_blocks(m) > 1:
+    blocked = (
+        backend == "cpu"
+        and jnp.dtype(dtype) == jnp.dtype(jnp.float32)
+        and m >= AUTO_SYMMETRIC_MIN_ROWS
+        and n <= AUTO_SYMMETRIC_MAX_ASPECT * m
+        and symmetric.cpu_blocks(m) > 1
+    )
+    if blocked:
         return "gram_symmetric" if gram else "symmetric"
     return "gram" if gram else "ns"
 
