@@ -61,6 +61,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import optional_optax, time_interleaved  # noqa: E402
 
 import gradax  # noqa: E402
+from gradax_cli.benchmarks.common import gpt_like_shapes  # noqa: E402
 
 LEAVES = ((1024, 1024), (1024, 4096), (2048, 2048))
 TREES = {
@@ -80,19 +81,7 @@ def load() -> str:
 
 def gpt_shapes(d: int, layers: int, vocab: int) -> dict[str, tuple[int, ...]]:
     """`gpt_like_params`' tree (benchmarks/common.py), as shapes."""
-    shapes: dict[str, tuple[int, ...]] = {"embed": (vocab, d)}
-    for i in range(layers):
-        shapes |= {
-            f"layer{i}/qkv": (d, 3 * d),
-            f"layer{i}/proj": (d, d),
-            f"layer{i}/up": (d, 4 * d),
-            f"layer{i}/down": (4 * d, d),
-            f"layer{i}/norm1": (d,),
-            f"layer{i}/norm2": (d,),
-            f"layer{i}/up_bias": (4 * d,),
-        }
-    shapes["final_norm"] = (d,)
-    return shapes
+    return gpt_like_shapes(d, layers, vocab)
 
 
 def compile_seconds(build: Callable[[], Any], args: tuple, donate: tuple) -> float:

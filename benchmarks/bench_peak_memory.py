@@ -60,6 +60,7 @@ import jax.numpy as jnp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gradax  # noqa: E402
+from gradax_cli.benchmarks.common import gpt_like_shapes  # noqa: E402
 
 # Trees timed with real arrays: bench_state_memory.py's width-256 tree
 # (leaves of 65K to 262K elements) and the 17m tree above.
@@ -75,18 +76,7 @@ TREES = {
 
 def gpt_shapes(d_model: int, layers: int, vocab: int, dtype: Any) -> dict[str, Any]:
     """The bench tree of `benchmarks/common.py`'s `gpt_like_params`, as shapes."""
-    shapes: dict[str, tuple[int, ...]] = {"embed": (vocab, d_model)}
-    for i in range(layers):
-        shapes |= {
-            f"layer{i}/qkv": (d_model, 3 * d_model),
-            f"layer{i}/proj": (d_model, d_model),
-            f"layer{i}/up": (d_model, 4 * d_model),
-            f"layer{i}/down": (4 * d_model, d_model),
-            f"layer{i}/norm1": (d_model,),
-            f"layer{i}/norm2": (d_model,),
-            f"layer{i}/up_bias": (4 * d_model,),
-        }
-    shapes["final_norm"] = (d_model,)
+    shapes = gpt_like_shapes(d_model, layers, vocab)
     return {k: jax.ShapeDtypeStruct(s, dtype) for k, s in shapes.items()}
 
 

@@ -28,6 +28,13 @@ def gpt_like_params(
     ``jax.random`` compiles one program per distinct shape, seconds of a quick
     run spent on no measurement.
     """
+    return normal_tree(gpt_like_shapes(d_model, layers, vocab), seed)
+
+
+def gpt_like_shapes(
+    d_model: int, layers: int, vocab: int
+) -> dict[str, tuple[int, ...]]:
+    """The shapes of :func:`gpt_like_params`' tree, by leaf name."""
     shapes: dict[str, tuple[int, ...]] = {"embed": (vocab, d_model)}
     for i in range(layers):
         shapes |= {
@@ -40,7 +47,7 @@ def gpt_like_params(
             f"layer{i}/up_bias": (4 * d_model,),
         }
     shapes["final_norm"] = (d_model,)
-    return normal_tree(shapes, seed)
+    return shapes
 
 
 def normal_tree(shapes: dict[str, tuple[int, ...]], seed: int = 0) -> dict[str, Any]:
