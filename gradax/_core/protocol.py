@@ -128,6 +128,9 @@ class ScheduleState(NamedTuple):
     __getattr__ = read_through_to_inner
 
 
+# Where a transformation keeps the facts `_remembered` computed once.
+_MEMO = "_remembered_facts"
+
 # How many ``update`` calls of gradax transformations enclose the current one:
 # the outermost checks what it was given, for every part inside it.
 _update_depth: contextvars.ContextVar[int] = contextvars.ContextVar(
@@ -169,6 +172,31 @@ def _shapes_checked_at_edge(tx: Any) -> bool:
     if isinstance(tx, (FunctionTransformation, Foreign)):
         return False
     return all(_shapes_checked_at_edge(p) for p in _parts(tx))
+
+
+def _remembered(tx: Any, key: str, compute: Callable[[Any], Any]) -> Any:
+    """`compute(tx)`, kept on `tx`: a fact of its fields, which never change.
+
+    A training loop calls `update` on the same object at every step; these
+    facts (which parts it holds, whether a field is a schedule) would
+    otherwise cost a walk over its parts each time. A copy with other
+    fields (`_with_fields`, `replace`) and an object JAX unflattens start
+    with none.
+    """
+    values = getattr(tx, "__dict__", None)
+    if values is None:  # a class with __slots__
+        return compute(tx)
+    memo = values.get(_MEMO)
+    if memo is None:
+        memo = {}
+        object.__setattr__(tx, _MEMO, memo)
+    if key not in memo:
+        memo[key] = compute(tx)
+    return memo[key]
+
+
+def _any_schedule(tx: Any) -> bool:
+    return any(is_schedule(getattr(tx, n)) for n in tx._schedulable)
 
 
 def _holds_user_functions(tx: Any) -> bool:
@@ -453,7 +481,7 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
 
     def holds_schedule(self) -> bool:
         """Whether a field this class resolves holds a schedule (not a number)."""
-        return any(is_schedule(getattr(self, n)) for n in self._schedulable)
+        return _remembered(self, "holds_schedule", _any_schedule)
 
     def init(self, params: Params) -> OptState:
         """The initial state for `params`."""
@@ -548,7 +576,10 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
             # lack): then the part after it checks what it receives.
             if like is not None and (
                 self._checks_update_shapes
-                or (outermost and _shapes_checked_at_edge(self))
+                or (
+                    outermost
+                    and _remembered(self, "shapes_at_edge", _shapes_checked_at_edge)
+                )
             ):
                 differences = shape_differences(updates, like)
                 if differences:

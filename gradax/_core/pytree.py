@@ -499,6 +499,8 @@ class Module(metaclass=ModuleMeta):
         obj = object.__new__(type(self))
         obj.__dict__.update(self.__dict__)
         obj.__dict__.update(values)
+        # Facts remembered from the old fields (protocol._remembered).
+        obj.__dict__.pop("_remembered_facts", None)
         return obj
 
     def _public_name(self) -> str:

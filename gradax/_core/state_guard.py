@@ -57,12 +57,6 @@ def cast_like(x: Any, template: Any) -> jax.Array:
     return jax.lax.full_like(template, 0).at[...].set(value)
 
 
-def _aval(x: Any) -> tuple[tuple[int, ...], Any, bool] | None:
-    if not hasattr(x, "dtype") or not hasattr(x, "shape"):
-        return None
-    return tuple(x.shape), x.dtype, is_weakly_typed(x)
-
-
 def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
     """Return `new_state` cast to the structure/dtypes/weak types of the old.
 
@@ -87,14 +81,27 @@ def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
                 to_store.append(len(out))
             out.append(new)
             continue
-        want, have = _aval(old), _aval(new)
-        if want is None or have is None or want == have:
+        # Inline, not a function per leaf: this runs for every state leaf
+        # of every part at every update.
+        old_dtype, new_dtype = getattr(old, "dtype", None), getattr(new, "dtype", None)
+        if (
+            old_dtype is None
+            or new_dtype is None
+            or not hasattr(old, "shape")
+            or not hasattr(new, "shape")
+            or (
+                old_dtype == new_dtype
+                and old.shape == new.shape
+                and getattr(old, "weak_type", False) == getattr(new, "weak_type", False)
+            )
+        ):
             out.append(new)
             continue
-        if want[0] != have[0]:
+        if tuple(old.shape) != tuple(new.shape):
             raise TypeError(
                 f"{owner}.update changed the shape of state leaf "
-                f"{jax.tree_util.keystr(path)} from {want[0]} to {have[0]}"
+                f"{jax.tree_util.keystr(path)} from {tuple(old.shape)} to "
+                f"{tuple(new.shape)}"
             )
         out.append(cast_like(new, old))
     stored = store_all([out[i] for i in to_store], [old_leaves[i] for i in to_store])

@@ -10,6 +10,7 @@ two stacks. Without a split this is :func:`gradax.linalg.matrices.matrix_view`.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -99,6 +100,20 @@ def split_of(shape: tuple[int, ...], dims: Any) -> tuple[int, tuple[int, ...]] |
 def matrix_blocks(shape: tuple[int, ...], dims: Any) -> Blocks:
     """How a weight maps to stacks `(..., fan_in, fan_out)`, one per block size."""
     shape = tuple(shape)
+    try:
+        return _remembered_blocks(shape, dims)
+    except TypeError:  # dims holding a list: not hashable
+        return _blocks(shape, dims)
+
+
+# A pure function of (shape, dims), asked for each matrix at every update
+# and in every trace: worked out once per weight shape.
+@functools.lru_cache(maxsize=4096)
+def _remembered_blocks(shape: tuple[int, ...], dims: Any) -> Blocks:
+    return _blocks(shape, dims)
+
+
+def _blocks(shape: tuple[int, ...], dims: Any) -> Blocks:
     split = split_of(shape, dims)
     whole = MuonDimensionNumbers(dims.reduction_axis, dims.output_axis)
     if split is None:

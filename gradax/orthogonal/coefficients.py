@@ -149,7 +149,7 @@ def _polar_express_table(
         lo, hi = new_lo, 2 - new_lo
         if step < steps - 1:
             coeffs = coeffs / np.array([safety, safety**3, safety**5])
-        rows.append(tuple(float(v) for v in coeffs))
+        rows.append(tuple(map(float, coeffs)))
     return tuple(rows)
 
 
@@ -291,4 +291,4 @@ def newton_schulz_table(ns_coeffs: Any, ns_steps: int) -> tuple[Any, int]:
 def coefficient_rows(ns_coeffs: Any) -> tuple[tuple[float, ...], ...]:
     """Explicit coefficients as a tuple of (a, b, c) rows of Python floats."""
     table = np.atleast_2d(np.asarray(ns_coeffs, dtype=np.float64))
-    return tuple(tuple(float(v) for v in row) for row in table)
+    return tuple(tuple(map(float, row)) for row in table)

@@ -77,17 +77,16 @@ def _combine(*terms):
     """
     dtype = terms[0][1].dtype
     wide = jnp.promote_types(dtype, jnp.float32)
-    products = [_coefficient(coef, wide) * arr.astype(wide) for coef, arr in terms]
+    # A Python coefficient stays a number; an array (traced coefficients)
+    # takes `wide`'s real dtype, so it neither widens nor narrows the step.
+    real = jnp.finfo(wide).dtype
+    products = [
+        (coef if isinstance(coef, (int, float)) else jnp.asarray(coef).astype(real))
+        * arr.astype(wide)
+        for coef, arr in terms
+    ]
     total = functools.reduce(operator.add, products)
     return total.astype(dtype)
-
-
-def _coefficient(coef, wide):
-    """A Python number as it is; an array (traced coefficients) in `wide`'s
-    real dtype, so that it neither widens nor narrows the iteration."""
-    if isinstance(coef, (int, float)):
-        return coef
-    return jnp.asarray(coef).astype(jnp.finfo(wide).dtype)
 
 
 def _plain_ns(x, table, precondition, eps, mm, hermitian=None, square=None):
@@ -295,7 +294,7 @@ def orthogonalize(
     table, norm_factor = resolve_coefficients(coefficients, steps)
     return orthogonalize_rows(
         x,
-        [tuple(float(v) for v in row) for row in table],
+        [tuple(map(float, row)) for row in table],
         eps=eps,
         normalization=normalization,
         norm_factor=norm_factor,
@@ -340,8 +339,7 @@ def orthogonalize_rows(
     if jnp.iscomplexobj(x) and not jnp.issubdtype(work_dtype, jnp.complexfloating):
         work_dtype = jnp.promote_types(work_dtype, jnp.complex64)
 
-    def mm(a, b):
-        return jnp.matmul(a, b, precision=mm_precision)
+    mm = functools.partial(jnp.matmul, precision=mm_precision)
 
     transposed = x.shape[-2] > x.shape[-1]
     if transposed:

@@ -26,10 +26,22 @@ def _coefficient(value: Any, dtype: Any) -> Any:
     return jnp.asarray(value).astype(dtype)
 
 
-def _ema(new: Any, old: Any, decay: Any) -> Any:
-    """`(1 - decay) * new + decay * old` without promoting their dtype."""
-    dtype = jnp.result_type(new, old)
-    return _coefficient(1 - decay, dtype) * new + _coefficient(decay, dtype) * old
+def _ema(decay: Any) -> Any:
+    """The leaf rule `(new, old) -> (1 - decay) * new + decay * old`.
+
+    It keeps the leaves' dtype. The weights are worked out once for the
+    tree, not once per leaf: a weakly typed decay (the usual Python number)
+    needs no cast at all.
+    """
+    keep = 1 - decay
+    if jax.typeof(decay).weak_type and jax.typeof(keep).weak_type:
+        return lambda new, old: keep * new + decay * old
+
+    def ema(new: Any, old: Any) -> Any:
+        dtype = jnp.result_type(new, old)
+        return _coefficient(keep, dtype) * new + _coefficient(decay, dtype) * old
+
+    return ema
 
 
 # Compiled (and inlined when traced) so eager calls round ``decay**count`` the
@@ -68,8 +80,9 @@ def update_moment(updates: Any, moments: Any, decay: Any, order: Any) -> Any:
     Returns:
         The new moments, in the dtype of `updates` and `moments`.
     """
+    ema = _ema(decay)
     return jax.tree.map(
-        lambda g, t: None if g is None else _ema(g**order, t, decay),
+        lambda g, t: None if g is None else ema(g**order, t),
         updates,
         moments,
         is_leaf=lambda x: x is None,
@@ -120,15 +133,18 @@ def update_moment_per_elem_norm(
         The new moments, in the real dtype of `updates` and `moments`.
     """
 
-    def power(g: Any) -> Any:
-        if not jnp.iscomplexobj(g):
-            return g**order
+    def complex_power(g: Any) -> Any:
         half = order / 2
         modulus_sq = jnp.real(jnp.conj(g) * g)  # optax's formula, bit for bit
         return modulus_sq ** (int(half) if float(half).is_integer() else half)
 
+    ema = _ema(decay)
     return jax.tree.map(
-        lambda g, t: None if g is None else _ema(power(g), t, decay),
+        lambda g, t: (
+            None
+            if g is None
+            else ema(complex_power(g) if jnp.iscomplexobj(g) else g**order, t)
+        ),
         updates,
         moments,
         is_leaf=lambda x: x is None,
