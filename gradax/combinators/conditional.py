@@ -46,7 +46,11 @@ class ConditionallyMaskState(NamedTuple):
 
 
 class _Conditional(GradientTransformation):
-    """Shared fields and predicate of the two `conditionally_*` wrappers."""
+    """The two `conditionally_*` wrappers, but for what a skipped step returns.
+
+    Each says it in `_on_skip` ("pass": the updates, "zeros": zeros), and
+    gives its state class as `_state_class`.
+    """
 
     _abstract = True
 
@@ -54,9 +58,24 @@ class _Conditional(GradientTransformation):
     should_transform_fn: Callable[..., Any] = static_field()
     forward_extra_args: bool = static_field(default=False)
 
-    def _should_transform(self, step: jax.Array, extra_args: dict[str, Any]) -> Any:
+    def init_state(self, params):
+        return self._state_class(inner_state=self.inner.init(params), step=zero_count())
+
+    def update_state(self, updates, state, params=None, **extra_args):
         kwargs = extra_args if self.forward_extra_args else {}
-        return self.should_transform_fn(step, **kwargs)
+        new_updates, inner_state = cond_update(
+            self.should_transform_fn(state.step, **kwargs),
+            self.inner,
+            updates,
+            state.inner_state,
+            params,
+            extra_args,
+            on_skip=self._on_skip,
+            owner=type(self).__name__,
+        )
+        return new_updates, self._state_class(
+            inner_state=inner_state, step=safe_increment(state.step)
+        )
 
 
 class conditionally_transform(_Conditional):
@@ -87,25 +106,8 @@ class conditionally_transform(_Conditional):
       Array([10., 10.], dtype=float32)
     """
 
-    def init_state(self, params):
-        return ConditionallyTransformState(
-            inner_state=self.inner.init(params), step=zero_count()
-        )
-
-    def update_state(self, updates, state, params=None, **extra_args):
-        new_updates, inner_state = cond_update(
-            self._should_transform(state.step, extra_args),
-            self.inner,
-            updates,
-            state.inner_state,
-            params,
-            extra_args,
-            on_skip="pass",
-            owner="conditionally_transform",
-        )
-        return new_updates, ConditionallyTransformState(
-            inner_state=inner_state, step=safe_increment(state.step)
-        )
+    _on_skip = "pass"
+    _state_class = ConditionallyTransformState
 
 
 class conditionally_mask(_Conditional):
@@ -135,25 +137,8 @@ class conditionally_mask(_Conditional):
       Array([10., 10.], dtype=float32)
     """
 
-    def init_state(self, params):
-        return ConditionallyMaskState(
-            step=zero_count(), inner_state=self.inner.init(params)
-        )
-
-    def update_state(self, updates, state, params=None, **extra_args):
-        new_updates, inner_state = cond_update(
-            self._should_transform(state.step, extra_args),
-            self.inner,
-            updates,
-            state.inner_state,
-            params,
-            extra_args,
-            on_skip="zeros",
-            owner="conditionally_mask",
-        )
-        return new_updates, ConditionallyMaskState(
-            step=safe_increment(state.step), inner_state=inner_state
-        )
+    _on_skip = "zeros"
+    _state_class = ConditionallyMaskState
 
 
 class ApplyIfFiniteState(NamedTuple):

@@ -129,6 +129,12 @@ def children(site: Site) -> list[Site]:
     """The parts directly inside `site`'s transformation, with their states."""
     tx, tree = site.tx, site.tree
     old, new = own_state(site)
+
+    def inside(part: Any, state_field: str, **changes: Any) -> list[Site]:
+        """The site of `part`, whose states are the field `state_field` of tx's."""
+        old_part, new_part = _field(old, state_field), _field(new, state_field)
+        return [site._replace(tx=part, old=old_part, new=new_part, **changes)]
+
     if isinstance(tx, chain):
         olds = old if old is not None else [None] * len(tx.transforms)
         news = new if new is not None else [None] * len(tx.transforms)
@@ -170,51 +176,25 @@ def children(site: Site) -> list[Site]:
             )
         return out
     if isinstance(tx, masked):
-        return [
-            site._replace(
-                tx=tx.inner,
-                old=_field(old, "inner_state"),
-                new=_field(new, "inner_state"),
-                raw=False,
-                grouped=False,
-                tree=None if tree is None else mask_tree(tree, _mask_of(tx, tree)),
-            )
-        ]
+        masked_tree = None if tree is None else mask_tree(tree, _mask_of(tx, tree))
+        return inside(
+            tx.inner, "inner_state", raw=False, grouped=False, tree=masked_tree
+        )
     if isinstance(tx, MuonGroups):
         parts = muon_parts(tx, tree)
         return [] if parts is None else [site._replace(tx=parts, old=old, new=new)]
     if isinstance(tx, Alias):
         return [site._replace(tx=tx.parts(), old=old, new=new)]
     if isinstance(tx, _PASS_THROUGH_INNER_STATE):
-        inner = _wrapped(tx)
-        return [
-            site._replace(
-                tx=inner,
-                old=_field(old, "inner_state"),
-                new=_field(new, "inner_state"),
-                host=site.host or isinstance(tx, offload_state),
-            )
-        ]
+        host = site.host or isinstance(tx, offload_state)
+        return inside(_wrapped(tx), "inner_state", host=host)
     if isinstance(tx, _PASS_THROUGH_SAME_STATE):
         return [site._replace(tx=tx.tx, old=old, new=new)]
     if isinstance(tx, MultiSteps):
         # The inner optimizer sees accumulated gradients, on the params' tree.
-        return [
-            site._replace(
-                tx=tx.inner_opt,
-                old=_field(old, "inner_opt_state"),
-                new=_field(new, "inner_opt_state"),
-                raw=False,
-            )
-        ]
+        return inside(tx.inner_opt, "inner_opt_state", raw=False)
     if _is_with_metrics(tx):
-        return [
-            site._replace(
-                tx=tx.inner,
-                old=_field(old, "inner_state"),
-                new=_field(new, "inner_state"),
-            )
-        ]
+        return inside(tx.inner, "inner_state")
     # Any other wrapper of one transformation: where its part's state is in
     # its own is not known, so the part is walked without states (its
     # constant learning rate is still read), and its gradients and tree may

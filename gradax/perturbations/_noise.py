@@ -10,7 +10,25 @@ import jax.numpy as jnp
 from .._core.pytree import Module
 
 
-class Normal(Module):
+class _StandardNoise(Module):
+    """A noise distribution that samples with the JAX sampler `_draw`."""
+
+    _abstract = True
+
+    def sample(
+        self, key: Any, sample_shape: tuple[int, ...] = (), dtype: Any = float
+    ) -> jax.Array:
+        """Samples of the given shape and dtype.
+
+        Args:
+          key: a JAX random key.
+          sample_shape: the shape of the samples.
+          dtype: their floating-point dtype.
+        """
+        return self._draw(key, sample_shape, dtype)
+
+
+class Normal(_StandardNoise):
     r"""The standard normal distribution.
 
     .. math::
@@ -27,17 +45,7 @@ class Normal(Module):
       (3,)
     """
 
-    def sample(
-        self, key: Any, sample_shape: tuple[int, ...] = (), dtype: Any = float
-    ) -> jax.Array:
-        """Samples of the given shape and dtype.
-
-        Args:
-          key: a JAX random key.
-          sample_shape: the shape of the samples.
-          dtype: their floating-point dtype.
-        """
-        return jax.random.normal(key, sample_shape, dtype)
+    _draw = staticmethod(jax.random.normal)
 
     def log_prob(self, inputs: jax.Array) -> jax.Array:
         """The log-density at `inputs`, up to an additive constant.
@@ -48,7 +56,7 @@ class Normal(Module):
         return -0.5 * inputs**2
 
 
-class Gumbel(Module):
+class Gumbel(_StandardNoise):
     r"""The standard Gumbel distribution (location 0, scale 1).
 
     .. math::
@@ -66,17 +74,7 @@ class Gumbel(Module):
       (3,)
     """
 
-    def sample(
-        self, key: Any, sample_shape: tuple[int, ...] = (), dtype: Any = float
-    ) -> jax.Array:
-        """Samples of the given shape and dtype.
-
-        Args:
-          key: a JAX random key.
-          sample_shape: the shape of the samples.
-          dtype: their floating-point dtype.
-        """
-        return jax.random.gumbel(key, sample_shape, dtype)
+    _draw = staticmethod(jax.random.gumbel)
 
     def log_prob(self, inputs: jax.Array) -> jax.Array:
         """The log-density at `inputs`.

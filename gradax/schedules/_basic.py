@@ -213,7 +213,30 @@ class constant_schedule(ScheduleBase):
         return None if known is None else hull(*known)
 
 
-class polynomial_schedule(ScheduleBase):
+class _Ramp(ScheduleBase):
+    """What polynomial_schedule and linear_schedule share: all but the power.
+
+    Each gives the exponent of its ramp as `_power()`.
+    """
+
+    _abstract = True
+
+    def __check_init__(self):
+        # Accepted, as in optax, with a note on how they are read.
+        _note_polynomial_fallbacks(self.transition_steps, self.transition_begin)
+
+    def _evaluate(self, count):
+        return polynomial_value(
+            count,
+            self.init_value,
+            self.end_value,
+            self._power(),
+            self.transition_steps,
+            self.transition_begin,
+        )
+
+
+class polynomial_schedule(_Ramp):
     """Goes from `init_value` to `end_value` along a power of the progress.
 
     With :math:`s` = `transition_steps`, :math:`b` = `transition_begin`
@@ -250,19 +273,8 @@ class polynomial_schedule(ScheduleBase):
     transition_steps: int = hyper(valid=STEPS, static=True)
     transition_begin: int = hyper(default=0, valid=STEPS, static=True)
 
-    def __check_init__(self):
-        # Accepted, as in optax, with a note on how they are read.
-        _note_polynomial_fallbacks(self.transition_steps, self.transition_begin)
-
-    def _evaluate(self, count):
-        return polynomial_value(
-            count,
-            self.init_value,
-            self.end_value,
-            self.power,
-            self.transition_steps,
-            self.transition_begin,
-        )
+    def _power(self):
+        return self.power
 
     def bounds(self):
         known = known_numbers(self.init_value, self.end_value, self.power)
@@ -274,7 +286,7 @@ class polynomial_schedule(ScheduleBase):
         return polynomial_bounds(init, end, power, self.transition_steps)
 
 
-class linear_schedule(ScheduleBase):
+class linear_schedule(_Ramp):
     """Goes linearly from `init_value` to `end_value`.
 
     With :math:`s` = `transition_steps` and :math:`b` = `transition_begin`,
@@ -307,19 +319,8 @@ class linear_schedule(ScheduleBase):
     transition_steps: int = hyper(valid=STEPS, static=True)
     transition_begin: int = hyper(default=0, valid=STEPS, static=True)
 
-    def __check_init__(self):
-        # Accepted, as in optax, with a note on how they are read.
-        _note_polynomial_fallbacks(self.transition_steps, self.transition_begin)
-
-    def _evaluate(self, count):
-        return polynomial_value(
-            count,
-            self.init_value,
-            self.end_value,
-            1,
-            self.transition_steps,
-            self.transition_begin,
-        )
+    def _power(self):
+        return 1
 
     def bounds(self):
         known = known_numbers(self.init_value, self.end_value)

@@ -22,16 +22,32 @@ def _merged(pairs):
     return steps, tuple(merged[s] for s in steps)
 
 
-def _interpolate(count, kind, init_value, pairs):
-    """Interpolates through `pairs` (step, scale), the later pair winning."""
-    return piecewise_interpolate_value(count, kind, init_value, *_merged(pairs))
+class _OneCycle(ScheduleBase):
+    """What the two one-cycle schedules share: all but their ramps and steps.
+
+    The value starts at `peak_value / div_factor`; each schedule's
+    `_pairs(div, final_div)` gives the (step, scale) pairs that multiply it,
+    joined by ramps of kind `_kind` ("linear" or "cosine").
+    """
+
+    _abstract = True
+
+    def _evaluate(self, count):
+        init_value = self.peak_value / self.div_factor
+        steps, scales = _merged(self._pairs(self.div_factor, self.final_div_factor))
+        return piecewise_interpolate_value(count, self._kind, init_value, steps, scales)
+
+    def bounds(self):
+        known = known_numbers(self.peak_value, self.div_factor, self.final_div_factor)
+        if known is None:
+            return None
+        peak, div, final_div = known
+        return piecewise_interpolate_bounds(
+            peak / div, *_merged(self._pairs(div, final_div))
+        )
 
 
-def _interpolate_bounds(init_value, pairs):
-    return piecewise_interpolate_bounds(init_value, *_merged(pairs))
-
-
-class linear_onecycle_schedule(ScheduleBase):
+class linear_onecycle_schedule(_OneCycle):
     """One cycle of linear ramps: up to `peak_value`, back down, then lower.
 
     With :math:`T` = `transition_steps`, the value goes linearly through
@@ -75,6 +91,8 @@ class linear_onecycle_schedule(ScheduleBase):
     div_factor: Any = hyper(default=25.0, valid=POSITIVE, schedule=False)
     final_div_factor: Any = hyper(default=10000.0, valid=POSITIVE, schedule=False)
 
+    _kind = "linear"
+
     def _pairs(self, div, final_div):
         steps = self.transition_steps
         return (
@@ -83,23 +101,8 @@ class linear_onecycle_schedule(ScheduleBase):
             (steps, 1.0 / final_div),
         )
 
-    def _evaluate(self, count):
-        return _interpolate(
-            count,
-            "linear",
-            self.peak_value / self.div_factor,
-            self._pairs(self.div_factor, self.final_div_factor),
-        )
 
-    def bounds(self):
-        known = known_numbers(self.peak_value, self.div_factor, self.final_div_factor)
-        if known is None:
-            return None
-        peak, div, final_div = known
-        return _interpolate_bounds(peak / div, self._pairs(div, final_div))
-
-
-class cosine_onecycle_schedule(ScheduleBase):
+class cosine_onecycle_schedule(_OneCycle):
     """One cycle of half cosines: up to `peak_value`, then far below it.
 
     With :math:`T` = `transition_steps`, the value follows a half cosine from
@@ -135,24 +138,11 @@ class cosine_onecycle_schedule(ScheduleBase):
     div_factor: Any = hyper(default=25.0, valid=POSITIVE, schedule=False)
     final_div_factor: Any = hyper(default=10000.0, valid=POSITIVE, schedule=False)
 
+    _kind = "cosine"
+
     def _pairs(self, div, final_div):
         steps = self.transition_steps
         return (
             (int(self.pct_start * steps), div),
             (int(steps), 1.0 / (div * final_div)),
         )
-
-    def _evaluate(self, count):
-        return _interpolate(
-            count,
-            "cosine",
-            self.peak_value / self.div_factor,
-            self._pairs(self.div_factor, self.final_div_factor),
-        )
-
-    def bounds(self):
-        known = known_numbers(self.peak_value, self.div_factor, self.final_div_factor)
-        if known is None:
-            return None
-        peak, div, final_div = known
-        return _interpolate_bounds(peak / div, self._pairs(div, final_div))

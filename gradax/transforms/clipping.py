@@ -46,10 +46,6 @@ class clip(GradientTransformation):
 
     max_delta: Any = hyper(valid=CLIP_BOUND)
 
-    def init_state(self, params):
-        del params
-        return ClipState()
-
     def update_state(self, updates, state, params=None, **extra_args):
         return gtree.clip(updates, -self.max_delta, self.max_delta), state
 
@@ -111,10 +107,6 @@ class clip_by_global_norm(GradientTransformation):
     """
 
     max_norm: Any = hyper(valid=CLIP_BOUND)
-
-    def init_state(self, params):
-        del params
-        return ClipByGlobalNormState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         max_norm = self.max_norm
@@ -261,10 +253,6 @@ class adaptive_grad_clip(GradientTransformation):
     clipping: Any = hyper(valid=CLIP_BOUND)
     eps: Any = hyper(default=0.001, valid=NONNEGATIVE)
     axis: Any = static_field(default=None)
-
-    def init_state(self, params):
-        del params
-        return AdaptiveGradClipState()
 
     def update_state(self, updates, state, params=None, **extra_args):
         if params is None:

@@ -187,10 +187,6 @@ class keep_params_nonnegative(GradientTransformation):
       Array([-1., -1.], dtype=float32)
     """
 
-    def init_state(self, params):
-        del params
-        return NonNegativeParamsState()
-
     def update_state(self, updates, state, params=None, **extra_args):
         if params is None:
             raise ValueError("keep_params_nonnegative needs params passed to update")

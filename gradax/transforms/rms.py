@@ -114,7 +114,22 @@ def _inverse_root(eps: Any, eps_in_sqrt: bool):
     return lambda n: 1 / (jnp.sqrt(n) + eps)
 
 
-class scale_by_rms(GradientTransformation):
+class _ByMovingSquares(GradientTransformation):
+    """The options of scale_by_rms and scale_by_stddev, and their check."""
+
+    _abstract = True
+
+    decay: Any = hyper(default=0.9, valid=UNIT)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    initial_scale: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    eps_in_sqrt: bool = static_field(default=True)
+    bias_correction: bool = static_field(default=False)
+
+    def __check_init__(self):
+        check_rms_decay(self)
+
+
+class scale_by_rms(_ByMovingSquares):
     """Divides updates by the root of a moving average of their squares.
 
     The direction of :class:`rmsprop`, see there for the update rule. With
@@ -129,15 +144,6 @@ class scale_by_rms(GradientTransformation):
       eps_in_sqrt: add `eps` inside the square root (else outside).
       bias_correction: divide the moving average by :math:`1 - \\text{decay}^t`.
     """
-
-    decay: Any = hyper(default=0.9, valid=UNIT)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    initial_scale: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    eps_in_sqrt: bool = static_field(default=True)
-    bias_correction: bool = static_field(default=False)
-
-    def __check_init__(self):
-        check_rms_decay(self)
 
     def init_state(self, params):
         nu = gtree.full_like(params, self.initial_scale)
@@ -159,7 +165,7 @@ class scale_by_rms(GradientTransformation):
         return new_updates, new_state
 
 
-class scale_by_stddev(GradientTransformation):
+class scale_by_stddev(_ByMovingSquares):
     """Divides updates by a moving estimate of their standard deviation.
 
     The direction of the centered :class:`rmsprop`, see there for the update
@@ -174,15 +180,6 @@ class scale_by_stddev(GradientTransformation):
       bias_correction: divide both moving averages by
         :math:`1 - \\text{decay}^t`.
     """
-
-    decay: Any = hyper(default=0.9, valid=UNIT)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    initial_scale: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    eps_in_sqrt: bool = static_field(default=True)
-    bias_correction: bool = static_field(default=False)
-
-    def __check_init__(self):
-        check_rms_decay(self)
 
     def init_state(self, params):
         mu = gtree.zeros_like(params)

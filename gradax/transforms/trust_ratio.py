@@ -82,10 +82,6 @@ class scale_by_trust_ratio(GradientTransformation):
     trust_coefficient: Any = hyper(default=1.0, valid=NONNEGATIVE)
     eps: Any = hyper(default=0.0, valid=NONNEGATIVE)
 
-    def init_state(self, params):
-        del params
-        return ScaleByTrustRatioState()
-
     def update_state(self, updates, state, params=None, **extra_args):
         _needs_params("scale_by_trust_ratio", params)
         min_norm, coefficient, eps = self.min_norm, self.trust_coefficient, self.eps
@@ -100,7 +96,25 @@ class scale_by_trust_ratio(GradientTransformation):
         return jax.tree.map(rescale, updates, params), state
 
 
-class scale_by_param_block_norm(GradientTransformation):
+class _ScaleByParamBlock(GradientTransformation):
+    """Scales each block's update by `_block_statistic` of its parameters.
+
+    The statistic (a norm, a root mean square) is floored at `min_scale`.
+    """
+
+    _abstract = True
+
+    min_scale: Any = hyper(default=0.001, valid=NONNEGATIVE)
+
+    def update_state(self, updates, state, params=None, **extra_args):
+        _needs_params(type(self).__name__, params)
+        statistic, floor = self._block_statistic, self.min_scale
+        return jax.tree.map(
+            lambda u, p: u * _floored(p, statistic, floor), updates, params
+        ), state
+
+
+class scale_by_param_block_norm(_ScaleByParamBlock):
     r"""Scales each block's update by the norm of its parameters.
 
     :math:`u \leftarrow u \cdot \max(\|\theta\|, s_{\min})`.
@@ -119,17 +133,10 @@ class scale_by_param_block_norm(GradientTransformation):
       Array([ 5., -5.], dtype=float32)
     """
 
-    min_scale: Any = hyper(default=0.001, valid=NONNEGATIVE)
-
-    def update_state(self, updates, state, params=None, **extra_args):
-        _needs_params("scale_by_param_block_norm", params)
-        floor = self.min_scale
-        return jax.tree.map(
-            lambda u, p: u * _floored(p, _norm, floor), updates, params
-        ), state
+    _block_statistic = staticmethod(_norm)
 
 
-class scale_by_param_block_rms(GradientTransformation):
+class scale_by_param_block_rms(_ScaleByParamBlock):
     r"""Scales each block's update by the root mean square of its parameters.
 
     :math:`u \leftarrow u \cdot \max(\sqrt{\mathrm{mean}(|\theta|^2)}, s_{\min})`.
@@ -148,11 +155,4 @@ class scale_by_param_block_rms(GradientTransformation):
       Array([2., 3.], dtype=float32)
     """
 
-    min_scale: Any = hyper(default=0.001, valid=NONNEGATIVE)
-
-    def update_state(self, updates, state, params=None, **extra_args):
-        _needs_params("scale_by_param_block_rms", params)
-        floor = self.min_scale
-        return jax.tree.map(
-            lambda u, p: u * _floored(p, _rms, floor), updates, params
-        ), state
+    _block_statistic = staticmethod(_rms)
