@@ -35,6 +35,9 @@ _LABELLED = "inner_states"
 _HYPERPARAMS = "hyperparams"
 # A state's step count: a new one is taken from an old one where it can be.
 _COUNT = "count"
+# Leaves below this field are the last step's metrics (gradax.with_metrics):
+# observations, computed again at the next step, not training progress.
+_METRICS = "metrics"
 
 
 class _Leaf(NamedTuple):
@@ -54,6 +57,10 @@ class _Leaf(NamedTuple):
     @property
     def is_hyperparameter(self) -> bool:
         return _HYPERPARAMS in self.names
+
+    @property
+    def is_observation(self) -> bool:
+        return _METRICS in self.names
 
 
 def _canonical(entry: Any) -> Any:
@@ -278,6 +285,7 @@ class _Plan:
         self._unused: dict[str, str] = {}
         self._lost: dict[str, str] = {}
         self._states: dict[_Key, list[int]] = {}  # new leaves by their state
+        self._observations = {old.path: old.is_observation for old in old_leaves}
         for i, new in enumerate(new_leaves):
             self._states.setdefault(new.node, []).append(i)
 
@@ -315,7 +323,13 @@ class _Plan:
     def hyper(self, leaf: _Leaf) -> bool:
         return leaf.is_hyperparameter and not self.keep_hyperparams
 
+    def observation(self, path: str) -> bool:
+        """Whether the old leaf at `path` is the last step's metrics."""
+        return self._observations.get(path, False)
+
     def why_unused(self, path: str) -> str:
+        if self.observation(path):
+            return "the last step's metrics, not training progress"
         if path in self._unused:
             return self._unused[path]
         if path in self._lost:
@@ -545,8 +559,9 @@ def carry_state(
         tx: the new transformation (gradax or optax), or its init function.
         params: the parameters, as `tx.init` takes them.
         strict: raise if a leaf of the old state is dropped or a match is
-            ambiguous (replaced hyperparameters are not losses; equally
-            close leaves of one value are no ambiguity).
+            ambiguous (replaced hyperparameters and the last step's metrics
+            of a dropped `with_metrics` are not losses; equally close leaves
+            of one value are no ambiguity).
         keep_hyperparams: carry the old hyperparameter values like any leaf,
             for a state whose values were set by hand.
         sources: overrides, `{new path: old path}` as the report writes them;
@@ -642,7 +657,9 @@ def carry_state(
             for i, tied in sorted(plan.tied.items())
         ),
     )
-    if strict and (report.dropped or report.ambiguous):
+    # Dropping a with_metrics wrapper drops its metrics, not training progress.
+    lost = [old for old, _ in report.dropped if not plan.observation(old)]
+    if strict and (lost or report.ambiguous):
         raise ValueError(
             "carry_state(strict=True): the old state does not carry over whole; "
             "pass sources= to choose, or strict=False to accept.\n" + str(report)

@@ -205,10 +205,23 @@ def test_carry_state_adds_and_drops_the_wrapper():
     watched = gradax.with_metrics(gradax.adam(0.1))
     carried, report = gradax.tree.carry_state(plain, watched, PARAMS, strict=True)
     assert_same_bits(carried.inner_state, plain)
-    back, report = gradax.tree.carry_state(carried, gradax.adam(0.1), PARAMS)
+    # Dropping the wrapper drops only the last step's metrics: strict passes,
+    # and the report names them and says why they are no loss.
+    back, report = gradax.tree.carry_state(
+        carried, gradax.adam(0.1), PARAMS, strict=True
+    )
     assert_same_bits(back, plain)
     dropped = [line for line in str(report).splitlines() if line.startswith("dropped")]
     assert dropped and all(".metrics[" in line for line in dropped)
+    assert all("not training progress" in line for line in dropped)
+
+
+def test_strict_still_refuses_a_lost_moment_beside_dropped_metrics():
+    watched = gradax.with_metrics(gradax.adam(0.1))
+    _, state = steps(watched)
+    with pytest.raises(ValueError, match=r"nu\['w'\]"):
+        # Lion keeps no second moment: Adam's is training progress, lost.
+        gradax.tree.carry_state(state, gradax.lion(0.1), PARAMS, strict=True)
 
 
 def test_map_params_maps_the_inner_state():
