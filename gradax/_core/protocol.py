@@ -52,6 +52,8 @@ import jax.numpy as jnp
 from .._compat import Self
 from .axes import shard_state_like_params
 from .declarations import (
+    LEARNING_RATE,
+    hyper,
     is_static,
     register_transformation_converter,
     static_field,
@@ -1040,6 +1042,22 @@ class Alias(GradientTransformation):
 
 # ----------------------------------------------------------------------------
 # Transformations from other libraries (optax) inside gradax.
+
+
+class LearningRateAlias(Alias):
+    """An optimizer whose first argument is the learning rate.
+
+    Its direction's options are declared once, on an abstract options base
+    that the direction and the optimizer both inherit. The optimizer names
+    that base first, `class amsgrad(_AmsgradOptions, LearningRateAlias)`: a
+    dataclass collects its bases' fields from the last base to the first, so
+    the signature reads `learning_rate`, the direction's options, then the
+    optimizer's own fields (keyword-only ones last, in the same order).
+    """
+
+    _abstract = True
+
+    learning_rate: Any = hyper(valid=LEARNING_RATE)
 
 
 def is_foreign_transformation(value: Any) -> bool:

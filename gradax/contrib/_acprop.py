@@ -8,26 +8,28 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import safe_increment
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..optimizers.adabelief import ScaleByBeliefState
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
 
-# scale_by_acprop's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_ACPROP = Shared(
-    b1=hyper(default=0.9, valid=DECAY),
-    b2=hyper(default=0.999, valid=DECAY),
-    eps=hyper(default=1e-16, valid=NONNEGATIVE),
-    eps_root=hyper(default=1e-16, valid=NONNEGATIVE),
-)
+
+class _AcpropOptions(Module):
+    """The options of scale_by_acprop and acprop."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=1e-16, valid=NONNEGATIVE)
 
 
-class scale_by_acprop(GradientTransformation):
+class scale_by_acprop(_AcpropOptions, GradientTransformation):
     """The ACProp direction, without learning rate. See :class:`acprop`.
 
     Args:
@@ -37,11 +39,6 @@ class scale_by_acprop(GradientTransformation):
       eps_root: added to the second central moment at every step, >= 0
         (must be positive to differentiate through the update).
     """
-
-    b1: Any = _ACPROP.field()
-    b2: Any = _ACPROP.field()
-    eps: Any = _ACPROP.field()
-    eps_root: Any = _ACPROP.field()
 
     def init_state(self, params):
         return ScaleByBeliefState(
@@ -72,7 +69,7 @@ class scale_by_acprop(GradientTransformation):
         return direction, ScaleByBeliefState(count=count, mu=mu, nu=nu)
 
 
-class acprop(Alias):
+class acprop(_AcpropOptions, LearningRateAlias):
     r"""ACProp: momentum centring with an asynchronous (one-step-late) update.
 
     With gradient :math:`g_t`, step :math:`t \ge 1`, :math:`m_0 = s_0 = 0`:
@@ -115,11 +112,6 @@ class acprop(Alias):
       Gradient Methods, NeurIPS 2021 (arXiv:2110.05454).
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _ACPROP.field()
-    b2: Any = _ACPROP.field()
-    eps: Any = _ACPROP.field()
-    eps_root: Any = _ACPROP.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import canonical_dtype, safe_increment
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module, static_field
 from .._core.quantized import moment_zeros
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -28,20 +28,21 @@ class ScaleByAdemamixState(NamedTuple):
     nu: Any  # second moment, like params (mu_dtype)
 
 
-# scale_by_ademamix's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_ADEMAMIX = Shared(
-    b1=hyper(default=0.9, valid=DECAY),
-    b2=hyper(default=0.999, valid=DECAY),
-    b3=hyper(default=0.9999, valid=DECAY),
-    alpha=hyper(default=6.0, valid=NONNEGATIVE),
-    eps=hyper(default=1e-8, valid=NONNEGATIVE),
-    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
-    mu_dtype=static_field(default=None),
-)
+class _AdemamixOptions(Module):
+    """The options of scale_by_ademamix and ademamix."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    b3: Any = hyper(default=0.9999, valid=DECAY)
+    alpha: Any = hyper(default=6.0, valid=NONNEGATIVE)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
 
 
-class scale_by_ademamix(GradientTransformation):
+class scale_by_ademamix(_AdemamixOptions, GradientTransformation):
     """The AdEMAMix direction, without learning rate. See :class:`ademamix`.
 
     Args:
@@ -53,14 +54,6 @@ class scale_by_ademamix(GradientTransformation):
       eps_root: added inside the square root, >= 0.
       mu_dtype: dtype of the three moments (default: the parameters').
     """
-
-    b1: Any = _ADEMAMIX.field()
-    b2: Any = _ADEMAMIX.field()
-    b3: Any = _ADEMAMIX.field()
-    alpha: Any = _ADEMAMIX.field()
-    eps: Any = _ADEMAMIX.field()
-    eps_root: Any = _ADEMAMIX.field()
-    mu_dtype: Any = _ADEMAMIX.field()
 
     def init_state(self, params):
         dtype = canonical_dtype(self.mu_dtype)
@@ -99,7 +92,7 @@ class scale_by_ademamix(GradientTransformation):
         )
 
 
-class ademamix(Alias):
+class ademamix(_AdemamixOptions, LearningRateAlias):
     r"""AdEMAMix: Adam with a mixture of a fast and a slow momentum.
 
     With gradient :math:`g_t`, step :math:`t \ge 1`:
@@ -146,14 +139,7 @@ class ademamix(Alias):
       Older, 2024 (arXiv:2409.03137).
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _ADEMAMIX.field()
-    b2: Any = _ADEMAMIX.field()
-    b3: Any = _ADEMAMIX.field()
-    alpha: Any = _ADEMAMIX.field(default=5.0)
-    eps: Any = _ADEMAMIX.field()
-    eps_root: Any = _ADEMAMIX.field()
-    mu_dtype: Any = _ADEMAMIX.field()
+    alpha: Any = 5.0
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 
@@ -173,18 +159,19 @@ class ScaleBySimplifiedAdEMAMixState(NamedTuple):
     n: Any  # second moment, like params
 
 
-# scale_by_simplified_ademamix's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_SIMPLIFIED = Shared(
-    b1=hyper(default=0.99, valid=DECAY),
-    b2=hyper(default=0.95, valid=DECAY),
-    alpha=hyper(default=0.0, valid=NONNEGATIVE),
-    eps=hyper(default=1e-8, valid=NONNEGATIVE),
-    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
-)
+class _SimplifiedAdemamixOptions(Module):
+    """The options of scale_by_simplified_ademamix and simplified_ademamix."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.99, valid=DECAY)
+    b2: Any = hyper(default=0.95, valid=DECAY)
+    alpha: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
 
 
-class scale_by_simplified_ademamix(GradientTransformation):
+class scale_by_simplified_ademamix(_SimplifiedAdemamixOptions, GradientTransformation):
     """The simplified AdEMAMix direction. See :class:`simplified_ademamix`.
 
     Args:
@@ -194,12 +181,6 @@ class scale_by_simplified_ademamix(GradientTransformation):
       eps: added to the denominator outside the square root, >= 0.
       eps_root: added inside the square root, >= 0.
     """
-
-    b1: Any = _SIMPLIFIED.field()
-    b2: Any = _SIMPLIFIED.field()
-    alpha: Any = _SIMPLIFIED.field()
-    eps: Any = _SIMPLIFIED.field()
-    eps_root: Any = _SIMPLIFIED.field()
 
     def schedule_count(self, state):
         # The state's step count is ``t`` (optax's name); schedules read it.
@@ -227,7 +208,7 @@ class scale_by_simplified_ademamix(GradientTransformation):
         return direction, ScaleBySimplifiedAdEMAMixState(t=t, m=m, n=n)
 
 
-class simplified_ademamix(Alias):
+class simplified_ademamix(_SimplifiedAdemamixOptions, LearningRateAlias):
     r"""Simplified AdEMAMix: one undamped momentum plus the current gradient.
 
     With gradient :math:`g_t`, step :math:`t \ge 1`:
@@ -268,12 +249,6 @@ class simplified_ademamix(Alias):
       and Accelerated SGD Variants, 2025 (arXiv:2502.02431).
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _SIMPLIFIED.field()
-    b2: Any = _SIMPLIFIED.field()
-    alpha: Any = _SIMPLIFIED.field()
-    eps: Any = _SIMPLIFIED.field()
-    eps_root: Any = _SIMPLIFIED.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 

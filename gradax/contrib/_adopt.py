@@ -10,10 +10,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import canonical_dtype, safe_increment
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..optimizers.adam import ScaleByAdamState
 from ..transforms.scaling import scale_by_learning_rate
@@ -24,20 +24,24 @@ def _quarter_power(count: jax.Array) -> jax.Array:
     return count**0.25
 
 
-# scale_by_adopt's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_ADOPT = Shared(
-    b1=hyper(default=0.9, valid=DECAY),
-    b2=hyper(default=0.9999, valid=DECAY),
-    eps=hyper(default=1e-6, valid=NONNEGATIVE),
-    mu_dtype=static_field(default=None),
-    nesterov=static_field(default=False),
-    use_clipping=static_field(default=True),
-    clip_value_fn=static_field(default=_quarter_power),
-)
+class _AdoptOptions(Module):
+    """The options of scale_by_adopt and adopt."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.9999, valid=DECAY)
+    eps: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    _: KW_ONLY
+    nesterov: bool = static_field(default=False)
+    use_clipping: bool = static_field(default=True)
+    clip_value_fn: Callable[[jax.Array], jax.Array] = static_field(
+        default=_quarter_power
+    )
 
 
-class scale_by_adopt(GradientTransformation):
+class scale_by_adopt(_AdoptOptions, GradientTransformation):
     """The ADOPT direction, without learning rate. See :class:`adopt`.
 
     Args:
@@ -49,15 +53,6 @@ class scale_by_adopt(GradientTransformation):
       use_clipping: clip the normalized gradient to `clip_value_fn(count)`.
       clip_value_fn: the clipping bound as a function of the step count.
     """
-
-    b1: Any = _ADOPT.field()
-    b2: Any = _ADOPT.field()
-    eps: Any = _ADOPT.field()
-    mu_dtype: Any = _ADOPT.field()
-    _: KW_ONLY
-    nesterov: bool = _ADOPT.field()
-    use_clipping: bool = _ADOPT.field()
-    clip_value_fn: Callable[[jax.Array], jax.Array] = _ADOPT.field()
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -91,7 +86,7 @@ class scale_by_adopt(GradientTransformation):
         return direction, ScaleByAdamState(count=count, mu=mu, nu=nu)
 
 
-class adopt(Alias):
+class adopt(_AdoptOptions, LearningRateAlias):
     r"""ADOPT: Adam that normalizes by the second moment of past gradients.
 
     With gradient :math:`g_t` and step :math:`t \ge 0`, :math:`v_0 = g_0^2`,
@@ -138,16 +133,6 @@ class adopt(Alias):
       Taniguchi et al., ADOPT: Modified Adam Can Converge with Any
       :math:`\beta_2` with the Optimal Rate, NeurIPS 2024 (arXiv:2411.02853).
     """
-
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _ADOPT.field()
-    b2: Any = _ADOPT.field()
-    eps: Any = _ADOPT.field()
-    mu_dtype: Any = _ADOPT.field()
-    _: KW_ONLY
-    nesterov: bool = _ADOPT.field()
-    use_clipping: bool = _ADOPT.field()
-    clip_value_fn: Callable[[jax.Array], jax.Array] = _ADOPT.field()
 
     def build(self):
         return chain(

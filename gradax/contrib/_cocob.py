@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core.declarations import LEARNING_RATE, NONNEGATIVE, POSITIVE, Shared, hyper
-from .._core.protocol import Alias, GradientTransformation
-from .._core.pytree import static_field
+from .._core.declarations import NONNEGATIVE, POSITIVE, hyper
+from .._core.protocol import GradientTransformation, LearningRateAlias
+from .._core.pytree import Module, static_field
 from .._core.treecheck import require_params
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
@@ -27,24 +27,22 @@ class COCOBState(NamedTuple):
     reward: Any  # the bettor's wealth gained, like params
 
 
-# scale_by_cocob's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_COCOB = Shared(
-    alpha=hyper(default=100.0, valid=POSITIVE),
-    eps=hyper(default=1e-8, valid=POSITIVE),
-)
+class _CocobOptions(Module):
+    """The options of scale_by_cocob and cocob."""
+
+    _abstract = True
+
+    alpha: Any = hyper(default=100.0, valid=POSITIVE)
+    eps: Any = hyper(default=1e-8, valid=POSITIVE)
 
 
-class scale_by_cocob(GradientTransformation):
+class scale_by_cocob(_CocobOptions, GradientTransformation):
     """The COCOB-Backprop step. See :class:`cocob`.
 
     Args:
       alpha: :math:`\\alpha > 0`, bounds the bet early in training.
       eps: the initial :math:`L`, > 0.
     """
-
-    alpha: Any = _COCOB.field()
-    eps: Any = _COCOB.field()
 
     def init_state(self, params):
         zeros = gtree.zeros_like(params)
@@ -98,7 +96,7 @@ class scale_by_cocob(GradientTransformation):
         )
 
 
-class cocob(Alias):
+class cocob(_CocobOptions, LearningRateAlias):
     r"""COCOB-Backprop: continuous coin betting, without a learning rate.
 
     Per coordinate, with gradient :math:`g_t` (weight decay added first and
@@ -140,9 +138,7 @@ class cocob(Alias):
       Through Coin Betting, NeurIPS 2017 (arXiv:1705.07795).
     """
 
-    learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
-    alpha: Any = _COCOB.field()
-    eps: Any = _COCOB.field()
+    learning_rate: Any = 1.0  # cocob's default (declared by LearningRateAlias)
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 

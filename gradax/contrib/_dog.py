@@ -14,11 +14,10 @@ from .._core.declarations import (
     POSITIVE,
     HyperparameterError,
     OneOf,
-    Shared,
     hyper,
 )
 from .._core.numerics import real_dtype
-from .._core.protocol import Alias, GradientTransformation
+from .._core.protocol import Alias, GradientTransformation, LearningRateAlias
 from .._core.pytree import Module, field, static_field
 from .._core.simple import identity
 from .._core.treecheck import require_params
@@ -27,6 +26,13 @@ from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
 
 _INIT_STEP_KINDS = ("distance", "learning_rate", "heuristic")
+
+
+def _decay_if_given(weight_decay: Any, mask: Any) -> Any:
+    """dog's and dowg's weight decay: none (identity) when `weight_decay` is None."""
+    if weight_decay is None:
+        return identity()
+    return add_decayed_weights(weight_decay, mask)
 
 
 class DogInitStep(Module):
@@ -183,9 +189,7 @@ class dog(Alias):
 
     def build(self):
         return chain(
-            identity()
-            if self.weight_decay is None
-            else add_decayed_weights(self.weight_decay, self.mask),
+            _decay_if_given(self.weight_decay, self.mask),
             scale_by_dog(self.init_step, self.eps),
             scale_by_learning_rate(self.learning_rate),
         )
@@ -199,24 +203,22 @@ class DoWGState(NamedTuple):
     estim_sq_dist: jax.Array  # scalar: largest squared distance so far
 
 
-# scale_by_dowg's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_DOWG = Shared(
-    init_estim_sq_dist=hyper(default=None, valid=POSITIVE),
-    eps=hyper(default=0.0001, valid=NONNEGATIVE),
-)
+class _DowgOptions(Module):
+    """The options of scale_by_dowg and dowg."""
+
+    _abstract = True
+
+    init_estim_sq_dist: Any = hyper(default=None, valid=POSITIVE)
+    eps: Any = hyper(default=0.0001, valid=NONNEGATIVE)
 
 
-class scale_by_dowg(GradientTransformation):
+class scale_by_dowg(_DowgOptions, GradientTransformation):
     """The DoWG step size times the gradient. See :class:`dowg`.
 
     Args:
       init_estim_sq_dist: the initial squared distance (None: `eps`).
       eps: added to the denominator, >= 0.
     """
-
-    init_estim_sq_dist: Any = _DOWG.field()
-    eps: Any = _DOWG.field()
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))
@@ -244,7 +246,7 @@ class scale_by_dowg(GradientTransformation):
         )
 
 
-class dowg(Alias):
+class dowg(_DowgOptions, LearningRateAlias):
     r"""DoWG: distance over weighted gradients, a parameter-free step size.
 
     With gradient :math:`g_t` (weight decay added first), start :math:`x_0`:
@@ -285,17 +287,13 @@ class dowg(Alias):
       Parameter-Free Gradient Descent Method, NeurIPS 2023 (arXiv:2305.16284).
     """
 
-    learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
-    init_estim_sq_dist: Any = _DOWG.field()
-    eps: Any = _DOWG.field()
+    learning_rate: Any = 1.0  # dowg's default (declared by LearningRateAlias)
     weight_decay: Any = hyper(default=None, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
 
     def build(self):
         return chain(
-            identity()
-            if self.weight_decay is None
-            else add_decayed_weights(self.weight_decay, self.mask),
+            _decay_if_given(self.weight_decay, self.mask),
             self.part(scale_by_dowg),
             scale_by_learning_rate(self.learning_rate),
         )

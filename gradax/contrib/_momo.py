@@ -25,6 +25,37 @@ def _dot(a: Any, b: Any) -> jax.Array:
     return jnp.real(gtree.vdot(a, b))
 
 
+def _step_size(
+    tx: Any,
+    lb: Any,
+    barf: Any,
+    gamma: Any,
+    iprod: Any,
+    sq_norm: Any,
+    decay: Any,
+    max_step: Any,
+    bias_correction: Any = 1.0,
+) -> tuple[jax.Array, jax.Array]:
+    """The step size `tau` of momo and momo_adam, and the lower bound to keep.
+
+    `bias_correction` is momo_adam's `1 - b1**t` (momo's model has none: a
+    factor 1, which changes no bit).
+    """
+    bc1, lower = bias_correction, tx.lower_bound
+    if tx.adapt_lower_bound:
+        cap = decay * (barf - gamma) + iprod
+        lb = jnp.where(
+            cap < decay * bc1 * lb, jnp.maximum(cap / (2 * bc1 * decay), lower), lb
+        )
+    t1 = jnp.maximum(decay * (barf - bc1 * lb - gamma) + iprod, 0.0) / sq_norm
+    t1 = jnp.where(sq_norm <= _TINY, 0.0, t1)
+    tau = jnp.minimum(max_step, t1)
+    if not tx.adapt_lower_bound:
+        return tau, lb
+    new_lb = ((barf + iprod - gamma) - (1 / 2) * tau * sq_norm) / bc1
+    return tau, jnp.maximum(new_lb, lower)
+
+
 class MomoState(NamedTuple):
     """State of :class:`momo`."""
 
@@ -104,7 +135,7 @@ class momo(GradientTransformation):
     def update_state(self, updates, state, params=None, *, value=None, **extra_args):
         require_params(params, "momo")
         require_value(value, "momo")
-        alpha, wd, lower = self.learning_rate, self.weight_decay, self.lower_bound
+        alpha, wd = self.learning_rate, self.weight_decay
         bt = jnp.where(state.count == 0, 0.0, self.beta)
         barf = bt * state.barf + (1 - bt) * jnp.asarray(value, state.barf.dtype)
         exp_avg = jax.tree.map(
@@ -114,25 +145,12 @@ class momo(GradientTransformation):
         sq_norm = gtree.norm(exp_avg, squared=True)
         iprod = _dot(exp_avg, params)
         decay = 1 + alpha * wd
-        if self.adapt_lower_bound:
-            cap = decay * (barf - gamma) + iprod
-            lb = jnp.where(
-                cap < decay * state.lb, jnp.maximum(cap / (2 * decay), lower), state.lb
-            )
-        else:
-            lb = state.lb
-        t1 = jnp.maximum(decay * (barf - lb - gamma) + iprod, 0.0) / sq_norm
-        t1 = jnp.where(sq_norm <= _TINY, 0.0, t1)
-        tau = jnp.minimum(alpha, t1)
+        tau, new_lb = _step_size(
+            self, state.lb, barf, gamma, iprod, sq_norm, decay, max_step=alpha
+        )
         new_updates = jax.tree.map(
             lambda d, p: -(alpha * wd) / decay * p - tau * d, exp_avg, params
         )
-        if self.adapt_lower_bound:
-            new_lb = jnp.maximum(
-                (barf + iprod - gamma) - (1 / 2) * tau * sq_norm, lower
-            )
-        else:
-            new_lb = state.lb
         return new_updates, MomoState(
             exp_avg=exp_avg,
             barf=barf,
@@ -227,7 +245,7 @@ class momo_adam(GradientTransformation):
     def update_state(self, updates, state, params=None, *, value=None, **extra_args):
         require_params(params, "momo_adam")
         require_value(value, "momo_adam")
-        alpha, wd, lower = self.learning_rate, self.weight_decay, self.lower_bound
+        alpha, wd = self.learning_rate, self.weight_decay
         b1, b2, eps = self.b1, self.b2, self.eps
         count = safe_increment(state.count)
         barf = b1 * state.barf + (1 - b1) * jnp.asarray(value, state.barf.dtype)
@@ -247,29 +265,15 @@ class momo_adam(GradientTransformation):
         iprod = _dot(exp_avg, params)
         bc1 = jnp.asarray(1 - b1**count, barf.dtype)
         decay = 1 + alpha * wd
-        if self.adapt_lower_bound:
-            cap = decay * (barf - gamma) + iprod
-            lb = jnp.where(
-                cap < decay * bc1 * state.lb,
-                jnp.maximum(cap / (2 * bc1 * decay), lower),
-                state.lb,
-            )
-        else:
-            lb = state.lb
-        t1 = jnp.maximum(decay * (barf - bc1 * lb - gamma) + iprod, 0.0) / sq_norm
-        t1 = jnp.where(sq_norm <= _TINY, 0.0, t1)
-        tau = jnp.minimum(alpha / bc1, t1)
+        tau, new_lb = _step_size(
+            self, state.lb, barf, gamma, iprod, sq_norm, decay, alpha / bc1, bc1
+        )
         new_updates = jax.tree.map(
             lambda d, pc, p: -(alpha * wd) / decay * p - tau * d / pc,
             exp_avg,
             precond,
             params,
         )
-        if self.adapt_lower_bound:
-            new_lb = ((barf + iprod - gamma) - (1 / 2) * tau * sq_norm) / bc1
-            new_lb = jnp.maximum(new_lb, lower)
-        else:
-            new_lb = state.lb
         return new_updates, MomoAdamState(
             exp_avg=exp_avg,
             exp_avg_sq=exp_avg_sq,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,39 +29,18 @@ class ProdigyState(NamedTuple):
 
 
 class _ProdigyBase(GradientTransformation):
-    """Fields and arithmetic shared by :class:`prodigy` and its direction."""
+    """The options and arithmetic of :class:`prodigy` and its direction."""
 
     _abstract = True
 
-    if TYPE_CHECKING:
-        # Supplied by each subclass as a field, where its constructor puts it
-        # (prodigy's learning_rate comes first). Declared here only for static
-        # tools, as read-only properties: an annotation would make each one a
-        # field of this base, placed before the subclass's own fields.
-
-        @property
-        def betas(self) -> Any: ...
-
-        @property
-        def beta3(self) -> Any: ...
-
-        @property
-        def eps(self) -> Any: ...
-
-        @property
-        def estim_lr0(self) -> Any: ...
-
-        @property
-        def estim_lr_coef(self) -> Any: ...
-
-        @property
-        def weight_decay(self) -> Any: ...
-
-        @property
-        def safeguard_warmup(self) -> bool: ...
-
-        @property
-        def bias_correction(self) -> bool: ...
+    betas: Any = hyper(default=(0.9, 0.999), valid=DECAY_PAIR)
+    beta3: Any = hyper(default=None, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    estim_lr0: Any = hyper(default=1e-6, valid=POSITIVE)
+    estim_lr_coef: Any = hyper(default=1.0, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    safeguard_warmup: bool = static_field(default=False)
+    bias_correction: bool = static_field(default=True, kw_only=True)
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))
@@ -124,7 +103,19 @@ class _ProdigyBase(GradientTransformation):
         )
 
 
-class prodigy(_ProdigyBase):
+class _LearningRateFirst(GradientTransformation):
+    """prodigy's learning rate, its first argument.
+
+    prodigy names this base last, so the field comes before _ProdigyBase's
+    options: a dataclass takes its bases' fields from the last base to the first.
+    """
+
+    _abstract = True
+
+    learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
+
+
+class prodigy(_ProdigyBase, _LearningRateFirst):
     r"""Prodigy: Adam whose step size :math:`d` estimates the distance to a solution.
 
     With gradient :math:`g_t`, start :math:`x_0`, step :math:`t \ge 1`,
@@ -181,16 +172,6 @@ class prodigy(_ProdigyBase):
       Parameter-Free Learner, ICML 2024 (arXiv:2306.06101).
     """
 
-    learning_rate: Any = hyper(default=1.0, valid=LEARNING_RATE)
-    betas: Any = hyper(default=(0.9, 0.999), valid=DECAY_PAIR)
-    beta3: Any = hyper(default=None, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    estim_lr0: Any = hyper(default=1e-6, valid=POSITIVE)
-    estim_lr_coef: Any = hyper(default=1.0, valid=NONNEGATIVE)
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    safeguard_warmup: bool = static_field(default=False)
-    bias_correction: bool = static_field(default=True, kw_only=True)
-
     def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "prodigy")
         return self._step(self.learning_rate, updates, state, params)
@@ -217,15 +198,6 @@ class scale_by_prodigy(_ProdigyBase):
       bias_correction: the bias-correction factor in :math:`\\eta'_t`, as
         in :class:`prodigy`.
     """
-
-    betas: Any = hyper(default=(0.9, 0.999), valid=DECAY_PAIR)
-    beta3: Any = hyper(default=None, valid=DECAY)
-    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
-    estim_lr0: Any = hyper(default=1e-6, valid=POSITIVE)
-    estim_lr_coef: Any = hyper(default=1.0, valid=NONNEGATIVE)
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    safeguard_warmup: bool = static_field(default=False)
-    bias_correction: bool = static_field(default=True, kw_only=True)
 
     def update_state(self, updates, state, params=None, **extra_args):
         require_params(params, "scale_by_prodigy")

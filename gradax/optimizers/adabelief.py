@@ -8,10 +8,10 @@ from typing import Any, NamedTuple
 import jax
 
 from .. import tree as gtree
-from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import safe_increment
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
@@ -26,19 +26,21 @@ class ScaleByBeliefState(NamedTuple):
     nu: Any  # second central moment (the "belief"), like params
 
 
-# scale_by_belief's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_BELIEF = Shared(
-    b1=hyper(default=0.9, valid=DECAY),
-    b2=hyper(default=0.999, valid=DECAY),
-    eps=hyper(default=1e-16, valid=NONNEGATIVE),
-    eps_root=hyper(default=1e-16, valid=NONNEGATIVE),
-    nesterov=static_field(default=False),
-    cautious=static_field(default=False),
-)
+class _BeliefOptions(Module):
+    """The options of scale_by_belief and adabelief."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=1e-16, valid=NONNEGATIVE)
+    _: KW_ONLY
+    nesterov: bool = static_field(default=False)
+    cautious: bool = static_field(default=False)
 
 
-class scale_by_belief(GradientTransformation):
+class scale_by_belief(_BeliefOptions, GradientTransformation):
     """Rescales updates by AdaBelief's moment estimates (no learning rate).
 
     See :class:`adabelief` for the update rule.
@@ -53,14 +55,6 @@ class scale_by_belief(GradientTransformation):
       cautious: cautious updates (keyword-only, not in optax; see
         :func:`gradax.transforms.cautious.caution`).
     """
-
-    b1: Any = _BELIEF.field()
-    b2: Any = _BELIEF.field()
-    eps: Any = _BELIEF.field()
-    eps_root: Any = _BELIEF.field()
-    _: KW_ONLY
-    nesterov: bool = _BELIEF.field()
-    cautious: bool = _BELIEF.field()
 
     def init_state(self, params):
         return ScaleByBeliefState(
@@ -85,7 +79,7 @@ class scale_by_belief(GradientTransformation):
         return new_updates, ScaleByBeliefState(count=count, mu=mu, nu=nu)
 
 
-class adabelief(Alias):
+class adabelief(_BeliefOptions, LearningRateAlias):
     r"""AdaBelief: steps scaled by the belief in the observed gradient.
 
     Adam with the second moment of the deviation of :math:`g_t` from its
@@ -126,15 +120,6 @@ class adabelief(Alias):
       Zhuang et al., AdaBelief Optimizer: Adapting Stepsizes by the Belief in
       Observed Gradients, NeurIPS 2020 (arXiv:2010.07468).
     """
-
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _BELIEF.field()
-    b2: Any = _BELIEF.field()
-    eps: Any = _BELIEF.field()
-    eps_root: Any = _BELIEF.field()
-    _: KW_ONLY
-    nesterov: bool = _BELIEF.field()
-    cautious: bool = _BELIEF.field()
 
     def build(self):
         return chain(

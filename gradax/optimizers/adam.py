@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.declarations import DECAY, NONNEGATIVE, Shared, hyper
 from .._core.numerics import safe_increment
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module, static_field
 from .._core.quantized import moment_zeros
 from ..combinators.chain import chain
 from ..transforms.cautious import caution, decayed_weights
@@ -50,9 +50,9 @@ def adam_ratio(mu_hat: Any, nu_hat: Any, eps: Any, eps_root: Any) -> Any:
     )
 
 
-# scale_by_adam's options, declared once: the direction and the optimizers
-# that build it take each field's default and valid range from here (each in
-# its own signature's order), and pass the values on with Alias.part.
+# Adam's options, declared once. lamb and the optimistic optimizers take
+# some of them by name (with Shared.field); scale_by_adam and the optimizers
+# that build it inherit them all from _AdamOptions.
 _ADAM = Shared(
     b1=hyper(default=0.9, valid=DECAY),
     b2=hyper(default=0.999, valid=DECAY),
@@ -65,7 +65,23 @@ _ADAM = Shared(
 )
 
 
-class scale_by_adam(GradientTransformation):
+class _AdamOptions(Module):
+    """The options of scale_by_adam, adam, adamw, nadam and nadamw."""
+
+    _abstract = True
+
+    b1: Any = _ADAM.field()
+    b2: Any = _ADAM.field()
+    eps: Any = _ADAM.field()
+    eps_root: Any = _ADAM.field()
+    mu_dtype: Any = _ADAM.field()
+    _: KW_ONLY
+    nesterov: bool = _ADAM.field()
+    nu_dtype: Any = _ADAM.field()
+    cautious: bool = _ADAM.field()
+
+
+class scale_by_adam(_AdamOptions, GradientTransformation):
     """Rescales updates by Adam's moment estimates (no learning rate).
 
     See :class:`adam` for the update rule.
@@ -82,16 +98,6 @@ class scale_by_adam(GradientTransformation):
       cautious: mask the update where its sign disagrees with the gradient's
         (see :func:`gradax.transforms.cautious.caution`). Not in optax.
     """
-
-    b1: Any = _ADAM.field()
-    b2: Any = _ADAM.field()
-    eps: Any = _ADAM.field()
-    eps_root: Any = _ADAM.field()
-    mu_dtype: Any = _ADAM.field()
-    _: KW_ONLY
-    nesterov: bool = _ADAM.field()
-    nu_dtype: Any = _ADAM.field()
-    cautious: bool = _ADAM.field()
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -114,8 +120,8 @@ class scale_by_adam(GradientTransformation):
         return new_updates, ScaleByAdamState(count=count, mu=mu, nu=nu)
 
 
-class _Adam(Alias):
-    """What adam and nadam share: their fields and the chain they build.
+class _Adam(_AdamOptions, LearningRateAlias):
+    """What adam and nadam share: the chain they build.
 
     Each is a concrete subclass of this base, never of the other, so a class
     is abstract or final; nadam changes only `nesterov`'s default.
@@ -123,40 +129,20 @@ class _Adam(Alias):
 
     _abstract = True
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _ADAM.field()
-    b2: Any = _ADAM.field()
-    eps: Any = _ADAM.field()
-    eps_root: Any = _ADAM.field()
-    mu_dtype: Any = _ADAM.field()
-    _: KW_ONLY
-    nesterov: bool = _ADAM.field()
-    nu_dtype: Any = _ADAM.field()
-    cautious: bool = _ADAM.field()
-
     def build(self):
         return chain(
             self.part(scale_by_adam), scale_by_learning_rate(self.learning_rate)
         )
 
 
-class _AdamW(Alias):
-    """What adamw and nadamw share: their fields and the chain they build."""
+class _AdamW(_AdamOptions, LearningRateAlias):
+    """What adamw and nadamw share: the fields they add and the chain they build."""
 
     _abstract = True
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _ADAM.field()
-    b2: Any = _ADAM.field()
-    eps: Any = _ADAM.field()
-    eps_root: Any = _ADAM.field()
-    mu_dtype: Any = _ADAM.field()
     weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
     _: KW_ONLY
-    nesterov: bool = _ADAM.field()
-    nu_dtype: Any = _ADAM.field()
-    cautious: bool = _ADAM.field()
     cautious_weight_decay: bool = static_field(default=False)
 
     def build(self):

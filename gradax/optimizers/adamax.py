@@ -8,26 +8,29 @@ from typing import Any
 import jax
 
 from .. import tree as gtree
-from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import safe_increment
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution, decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
 from .adam import ScaleByAdamState
 
-# scale_by_adamax's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_ADAMAX = Shared(
-    b1=hyper(default=0.9, valid=DECAY),
-    b2=hyper(default=0.999, valid=DECAY),
-    eps=hyper(default=1e-8, valid=NONNEGATIVE),
-    cautious=static_field(default=False),
-)
+
+class _AdamaxOptions(Module):
+    """The options of scale_by_adamax, adamax and adamaxw."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    _: KW_ONLY
+    cautious: bool = static_field(default=False)
 
 
-class scale_by_adamax(GradientTransformation):
+class scale_by_adamax(_AdamaxOptions, GradientTransformation):
     """Rescales updates by AdaMax's moment estimates (no learning rate).
 
     See :class:`adamax` for the update rule. The state is a
@@ -40,12 +43,6 @@ class scale_by_adamax(GradientTransformation):
       cautious: cautious updates (not in optax; see
         :func:`gradax.transforms.cautious.caution`).
     """
-
-    b1: Any = _ADAMAX.field()
-    b2: Any = _ADAMAX.field()
-    eps: Any = _ADAMAX.field()
-    _: KW_ONLY
-    cautious: bool = _ADAMAX.field()
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -65,7 +62,7 @@ class scale_by_adamax(GradientTransformation):
         return new_updates, ScaleByAdamState(count=count, mu=mu, nu=nu)
 
 
-class adamax(Alias):
+class adamax(_AdamaxOptions, LearningRateAlias):
     r"""AdaMax: Adam with the infinity norm in place of the second moment.
 
     With gradient :math:`g_t` and step :math:`t \ge 1`:
@@ -101,13 +98,6 @@ class adamax(Alias):
       (arXiv:1412.6980), section 7.
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _ADAMAX.field()
-    b2: Any = _ADAMAX.field()
-    eps: Any = _ADAMAX.field()
-    _: KW_ONLY
-    cautious: bool = _ADAMAX.field()
-
     def build(self):
         return chain(
             self.part(scale_by_adamax),
@@ -115,7 +105,7 @@ class adamax(Alias):
         )
 
 
-class adamaxw(Alias):
+class adamaxw(_AdamaxOptions, LearningRateAlias):
     r"""AdaMaxW: AdaMax with decoupled weight decay.
 
     The direction of :class:`adamax` plus :math:`\lambda \theta_{t-1}`, all
@@ -154,14 +144,9 @@ class adamaxw(Alias):
       Regularization, 2019 (arXiv:1711.05101).
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _ADAMAX.field()
-    b2: Any = _ADAMAX.field()
-    eps: Any = _ADAMAX.field()
     weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
     mask: Any = static_field(default=None)
     _: KW_ONLY
-    cautious: bool = _ADAMAX.field()
     cautious_weight_decay: bool = static_field(default=False)
 
     def build(self):

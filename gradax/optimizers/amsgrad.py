@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import canonical_dtype, safe_increment
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
@@ -28,21 +28,23 @@ class ScaleByAmsgradState(NamedTuple):
     nu_max: Any  # running maximum of the (corrected) second moment, like params
 
 
-# scale_by_amsgrad's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_AMSGRAD = Shared(
-    b1=hyper(default=0.9, valid=DECAY),
-    b2=hyper(default=0.999, valid=DECAY),
-    eps=hyper(default=1e-8, valid=NONNEGATIVE),
-    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
-    mu_dtype=static_field(default=None),
-    bias_correction_mu=static_field(default=True),
-    bias_correction_nu=static_field(default=True),
-    cautious=static_field(default=False),
-)
+class _AmsgradOptions(Module):
+    """The options of scale_by_amsgrad and amsgrad."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    mu_dtype: Any = static_field(default=None)
+    bias_correction_mu: bool = static_field(default=True)
+    bias_correction_nu: bool = static_field(default=True)
+    _: KW_ONLY
+    cautious: bool = static_field(default=False)
 
 
-class scale_by_amsgrad(GradientTransformation):
+class scale_by_amsgrad(_AmsgradOptions, GradientTransformation):
     """Rescales updates by AMSGrad's moment estimates (no learning rate).
 
     See :class:`amsgrad` for the update rule.
@@ -59,16 +61,6 @@ class scale_by_amsgrad(GradientTransformation):
       cautious: cautious updates (keyword-only, not in optax; see
         :func:`gradax.transforms.cautious.caution`).
     """
-
-    b1: Any = _AMSGRAD.field()
-    b2: Any = _AMSGRAD.field()
-    eps: Any = _AMSGRAD.field()
-    eps_root: Any = _AMSGRAD.field()
-    mu_dtype: Any = _AMSGRAD.field()
-    bias_correction_mu: bool = _AMSGRAD.field()
-    bias_correction_nu: bool = _AMSGRAD.field()
-    _: KW_ONLY
-    cautious: bool = _AMSGRAD.field()
 
     def init_state(self, params):
         return ScaleByAmsgradState(
@@ -94,7 +86,7 @@ class scale_by_amsgrad(GradientTransformation):
         )
 
 
-class amsgrad(Alias):
+class amsgrad(_AmsgradOptions, LearningRateAlias):
     r"""AMSGrad: Adam whose denominator never decreases.
 
     With gradient :math:`g_t` and step :math:`t \ge 1` (the corrections by
@@ -138,17 +130,6 @@ class amsgrad(Alias):
       Reddi et al., On the Convergence of Adam and Beyond, ICLR 2018
       (arXiv:1904.09237).
     """
-
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _AMSGRAD.field()
-    b2: Any = _AMSGRAD.field()
-    eps: Any = _AMSGRAD.field()
-    eps_root: Any = _AMSGRAD.field()
-    mu_dtype: Any = _AMSGRAD.field()
-    bias_correction_mu: bool = _AMSGRAD.field()
-    bias_correction_nu: bool = _AMSGRAD.field()
-    _: KW_ONLY
-    cautious: bool = _AMSGRAD.field()
 
     def build(self):
         return chain(

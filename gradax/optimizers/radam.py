@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Range, Shared, hyper
+from .._core.declarations import DECAY, NONNEGATIVE, Range, hyper
 from .._core.numerics import safe_increment
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
@@ -23,20 +23,22 @@ from .adam import ScaleByAdamState, debiased_first_moment
 _THRESHOLD = Range(4.0, allow_inf=True)
 
 
-# scale_by_radam's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_RADAM = Shared(
-    b1=hyper(default=0.9, valid=DECAY),
-    b2=hyper(default=0.999, valid=DECAY),
-    eps=hyper(default=1e-8, valid=NONNEGATIVE),
-    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
-    threshold=hyper(default=5.0, valid=_THRESHOLD),
-    nesterov=static_field(default=False),
-    cautious=static_field(default=False),
-)
+class _RadamOptions(Module):
+    """The options of scale_by_radam and radam."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    threshold: Any = hyper(default=5.0, valid=_THRESHOLD)
+    _: KW_ONLY
+    nesterov: bool = static_field(default=False)
+    cautious: bool = static_field(default=False)
 
 
-class scale_by_radam(GradientTransformation):
+class scale_by_radam(_RadamOptions, GradientTransformation):
     """Rescales updates by Rectified Adam's estimates (no learning rate).
 
     See :class:`radam` for the update rule. The state is a
@@ -54,15 +56,6 @@ class scale_by_radam(GradientTransformation):
       cautious: cautious updates (keyword-only, not in optax; see
         :func:`gradax.transforms.cautious.caution`).
     """
-
-    b1: Any = _RADAM.field()
-    b2: Any = _RADAM.field()
-    eps: Any = _RADAM.field()
-    eps_root: Any = _RADAM.field()
-    threshold: Any = _RADAM.field()
-    _: KW_ONLY
-    nesterov: bool = _RADAM.field()
-    cautious: bool = _RADAM.field()
 
     def init_state(self, params):
         return ScaleByAdamState(
@@ -101,7 +94,7 @@ class scale_by_radam(GradientTransformation):
         return new_updates, ScaleByAdamState(count=count, mu=mu, nu=nu)
 
 
-class radam(Alias):
+class radam(_RadamOptions, LearningRateAlias):
     r"""RAdam: Adam whose adaptive step is switched on once its variance is tractable.
 
     With the moments of :class:`adam`, :math:`\rho_\infty = 2 / (1 - b_2) - 1`
@@ -144,16 +137,6 @@ class radam(Alias):
       Liu et al., On the Variance of the Adaptive Learning Rate and Beyond,
       ICLR 2020 (arXiv:1908.03265).
     """
-
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _RADAM.field()
-    b2: Any = _RADAM.field()
-    eps: Any = _RADAM.field()
-    eps_root: Any = _RADAM.field()
-    threshold: Any = _RADAM.field()
-    _: KW_ONLY
-    nesterov: bool = _RADAM.field()
-    cautious: bool = _RADAM.field()
 
     def build(self):
         return chain(

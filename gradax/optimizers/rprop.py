@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core.declarations import NONNEGATIVE, Range, Shared, hyper
+from .._core.declarations import NONNEGATIVE, Range, hyper
 from .._core.protocol import Alias, GradientTransformation
+from .._core.pytree import Module
 from ..combinators.chain import chain
 from ..transforms.scaling import scale
 
@@ -36,14 +37,6 @@ class ScaleByRpropState(NamedTuple):
     prev_updates: Any  # the last signed steps (0 after a sign change), like params
 
 
-def _check_rprop(tx: Any) -> None:
-    low, high = tx.min_step_size, tx.max_step_size
-    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
-        raise ValueError(
-            f"min_step_size must be <= max_step_size, got {low!r} > {high!r}"
-        )
-
-
 def _reject_complex(params: Any) -> None:
     if any(jnp.iscomplexobj(x) for x in jax.tree.leaves(params)):
         # Rprop compares the signs of successive gradients; complex numbers
@@ -51,18 +44,27 @@ def _reject_complex(params: Any) -> None:
         raise ValueError("rprop does not support complex parameters")
 
 
-# scale_by_rprop's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_RPROP = Shared(
-    learning_rate=hyper(valid=_INITIAL_STEP_SIZE),
-    eta_minus=hyper(default=0.5, valid=Range(0.0, 1.0, low_open=True)),
-    eta_plus=hyper(default=1.2, valid=Range(1.0)),
-    min_step_size=hyper(default=1e-6, valid=NONNEGATIVE),
-    max_step_size=hyper(default=50.0, valid=_MAX_STEP_SIZE),
-)
+class _RpropOptions(Module):
+    """The options of scale_by_rprop and rprop, and their joint check."""
+
+    _abstract = True
+
+    learning_rate: Any = hyper(valid=_INITIAL_STEP_SIZE)
+    eta_minus: Any = hyper(default=0.5, valid=Range(0.0, 1.0, low_open=True))
+    eta_plus: Any = hyper(default=1.2, valid=Range(1.0))
+    min_step_size: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    max_step_size: Any = hyper(default=50.0, valid=_MAX_STEP_SIZE)
+
+    def __check_init__(self):
+        low, high = self.min_step_size, self.max_step_size
+        numbers = (int, float)
+        if isinstance(low, numbers) and isinstance(high, numbers) and low > high:
+            raise ValueError(
+                f"min_step_size must be <= max_step_size, got {low!r} > {high!r}"
+            )
 
 
-class scale_by_rprop(GradientTransformation):
+class scale_by_rprop(_RpropOptions, GradientTransformation):
     """Rprop's signed, per-element adaptive steps (descent needs a sign flip).
 
     See :class:`rprop` for the update rule. The learning rate is only the
@@ -75,15 +77,6 @@ class scale_by_rprop(GradientTransformation):
       min_step_size: smallest step size, >= 0.
       max_step_size: largest step size, > 0 (inf: no cap).
     """
-
-    learning_rate: Any = _RPROP.field()
-    eta_minus: Any = _RPROP.field()
-    eta_plus: Any = _RPROP.field()
-    min_step_size: Any = _RPROP.field()
-    max_step_size: Any = _RPROP.field()
-
-    def __check_init__(self):
-        _check_rprop(self)
 
     def init_state(self, params):
         _reject_complex(params)
@@ -122,7 +115,7 @@ class scale_by_rprop(GradientTransformation):
         return steps, ScaleByRpropState(step_sizes=step_sizes, prev_updates=steps)
 
 
-class rprop(Alias):
+class rprop(_RpropOptions, Alias):
     r"""Rprop: per-element step sizes adapted to the gradient's sign.
 
     Each element keeps a step size :math:`\delta` (initially
@@ -171,15 +164,6 @@ class rprop(Alias):
       Backpropagation Learning: The RPROP Algorithm, ICNN 1993; Igel and
       Hüsken, Improving the Rprop Learning Algorithm, 2000.
     """
-
-    learning_rate: Any = _RPROP.field()
-    eta_minus: Any = _RPROP.field()
-    eta_plus: Any = _RPROP.field()
-    min_step_size: Any = _RPROP.field()
-    max_step_size: Any = _RPROP.field()
-
-    def __check_init__(self):
-        _check_rprop(self)
 
     def build(self):
         return chain(

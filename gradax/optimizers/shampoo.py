@@ -11,18 +11,16 @@ import jax.numpy as jnp
 from .._core.axes import match_sharding
 from .._core.declarations import (
     DECAY,
-    LEARNING_RATE,
     NONNEGATIVE,
     NONNEGATIVE_INT,
     POSITIVE_INT,
     UNIT,
     OneOf,
-    Shared,
     hyper,
 )
 from .._core.numerics import real_dtype, safe_increment, work_dtype
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
@@ -62,34 +60,52 @@ class ShampooState(NamedTuple):
     graft_mu: Any = None
 
 
-# scale_by_shampoo's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_SHAMPOO = Shared(
-    b1=hyper(default=0.9, valid=DECAY),
-    b2=hyper(default=0.999, valid=UNIT),
-    eps=hyper(default=1e-8, valid=NONNEGATIVE),
-    matrix_epsilon=hyper(default=1e-6, valid=NONNEGATIVE),
-    block_size=hyper(default=128, valid=POSITIVE_INT, static=True),
-    preconditioning_compute_steps=hyper(default=1, valid=POSITIVE_INT, static=True),
-    start_preconditioning_step=hyper(default=5, valid=NONNEGATIVE_INT, static=True),
-    grafting_type=hyper(default="rmsprop", valid=OneOf(GRAFTING_TYPES), static=True),
-    nesterov=static_field(default=False),
-    start_statistics=hyper(default="zero", valid=OneOf(START_STATISTICS), static=True),
-    weight_dimension_numbers=static_field(default="auto"),
-    momentum=hyper(default="ema", valid=OneOf(MOMENTUM_TYPES), static=True),
-    graft_bias_correction=hyper(default=True, valid=OneOf((True, False)), static=True),
-    precondition_vectors=hyper(default=False, valid=OneOf((True, False)), static=True),
-    merge_small_dims=hyper(default=0, valid=NONNEGATIVE_INT, static=True),
-    skip_preconditioning_dim_size_gt=hyper(
-        default=None, valid=NONNEGATIVE_INT, static=True
-    ),
-    grafting_momentum=hyper(
-        default="shared", valid=OneOf(GRAFTING_MOMENTUM), static=True
-    ),
-)
+class _ShampooOptions(Module):
+    """The options of scale_by_shampoo and shampoo."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=UNIT)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    matrix_epsilon: Any = hyper(default=1e-6, valid=NONNEGATIVE)
+    _: KW_ONLY
+    block_size: int = hyper(default=128, valid=POSITIVE_INT, static=True, kw_only=True)
+    preconditioning_compute_steps: int = hyper(
+        default=1, valid=POSITIVE_INT, static=True, kw_only=True
+    )
+    start_preconditioning_step: int = hyper(
+        default=5, valid=NONNEGATIVE_INT, static=True, kw_only=True
+    )
+    grafting_type: str = hyper(
+        default="rmsprop", valid=OneOf(GRAFTING_TYPES), static=True, kw_only=True
+    )
+    nesterov: bool = static_field(default=False)
+    start_statistics: str = hyper(
+        default="zero", valid=OneOf(START_STATISTICS), static=True, kw_only=True
+    )
+    weight_dimension_numbers: Any = static_field(default="auto")
+    momentum: str = hyper(
+        default="ema", valid=OneOf(MOMENTUM_TYPES), static=True, kw_only=True
+    )
+    graft_bias_correction: bool = hyper(
+        default=True, valid=OneOf((True, False)), static=True, kw_only=True
+    )
+    precondition_vectors: bool = hyper(
+        default=False, valid=OneOf((True, False)), static=True, kw_only=True
+    )
+    merge_small_dims: int = hyper(
+        default=0, valid=NONNEGATIVE_INT, static=True, kw_only=True
+    )
+    skip_preconditioning_dim_size_gt: Any = hyper(
+        default=None, valid=NONNEGATIVE_INT, static=True, kw_only=True
+    )
+    grafting_momentum: str = hyper(
+        default="shared", valid=OneOf(GRAFTING_MOMENTUM), static=True, kw_only=True
+    )
 
 
-class scale_by_shampoo(GradientTransformation):
+class scale_by_shampoo(_ShampooOptions, GradientTransformation):
     """Shampoo's grafted, momentum-averaged direction. See :class:`shampoo`.
 
     Args:
@@ -132,24 +148,6 @@ class scale_by_shampoo(GradientTransformation):
         added to the direction before the momentum (needs params).
     """
 
-    b1: Any = _SHAMPOO.field()
-    b2: Any = _SHAMPOO.field()
-    eps: Any = _SHAMPOO.field()
-    matrix_epsilon: Any = _SHAMPOO.field()
-    _: KW_ONLY
-    block_size: int = _SHAMPOO.field()
-    preconditioning_compute_steps: int = _SHAMPOO.field()
-    start_preconditioning_step: int = _SHAMPOO.field()
-    grafting_type: str = _SHAMPOO.field()
-    nesterov: bool = _SHAMPOO.field()
-    start_statistics: str = _SHAMPOO.field()
-    weight_dimension_numbers: Any = _SHAMPOO.field()
-    momentum: str = _SHAMPOO.field()
-    graft_bias_correction: bool = _SHAMPOO.field()
-    precondition_vectors: bool = _SHAMPOO.field()
-    merge_small_dims: int = _SHAMPOO.field()
-    skip_preconditioning_dim_size_gt: Any = _SHAMPOO.field()
-    grafting_momentum: str = _SHAMPOO.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE, kw_only=True)
 
     def _plans(self, tree):
@@ -350,7 +348,7 @@ def _grafted(pre, graft, axes):
     return pre * (norm(graft) / (norm(pre) + 1e-16)).astype(pre.dtype)
 
 
-class shampoo(Alias):
+class shampoo(_ShampooOptions, LearningRateAlias):
     r"""Shampoo: Kronecker-factored preconditioning, grafted to a diagonal method.
 
     For each matrix :math:`G_t` (fan-in x fan-out; each slice of a stacked
@@ -491,26 +489,8 @@ class shampoo(Alias):
       Order Optimization for Deep Learning, 2020 (arXiv:2002.09018).
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _SHAMPOO.field()
-    b2: Any = _SHAMPOO.field()
-    eps: Any = _SHAMPOO.field()
-    matrix_epsilon: Any = _SHAMPOO.field()
     weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
     _: KW_ONLY
-    block_size: int = _SHAMPOO.field()
-    preconditioning_compute_steps: int = _SHAMPOO.field()
-    start_preconditioning_step: int = _SHAMPOO.field()
-    grafting_type: str = _SHAMPOO.field()
-    nesterov: bool = _SHAMPOO.field()
-    start_statistics: str = _SHAMPOO.field()
-    weight_dimension_numbers: Any = _SHAMPOO.field()
-    momentum: str = _SHAMPOO.field()
-    graft_bias_correction: bool = _SHAMPOO.field()
-    precondition_vectors: bool = _SHAMPOO.field()
-    merge_small_dims: int = _SHAMPOO.field()
-    skip_preconditioning_dim_size_gt: Any = _SHAMPOO.field()
-    grafting_momentum: str = _SHAMPOO.field()
     weight_decay_mode: str = hyper(
         default="decoupled",
         valid=OneOf(WEIGHT_DECAY_MODES),

@@ -11,16 +11,14 @@ import jax.numpy as jnp
 from .._core.axes import match_sharding
 from .._core.declarations import (
     DECAY,
-    LEARNING_RATE,
     NONNEGATIVE,
     POSITIVE_INT,
     Range,
-    Shared,
     hyper,
 )
 from .._core.numerics import real_dtype, safe_increment, work_dtype
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..linalg.null_space import drop_null_lines, frobenius
 from ..transforms.scaling import scale_by_learning_rate
@@ -37,24 +35,26 @@ class SoapState(NamedTuple):
     bases: Any  # per factored leaf (Q_L, Q_R), eigenbases of (L, R), or None
 
 
-# scale_by_soap's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_SOAP = Shared(
-    b1=hyper(default=0.95, valid=DECAY),
-    b2=hyper(default=0.95, valid=DECAY),
-    shampoo_beta=hyper(default=-1.0, valid=Range(high=1.0, high_open=True)),
-    eps=hyper(default=1e-8, valid=NONNEGATIVE),
-    weight_decay=hyper(default=0.0, valid=NONNEGATIVE),
-    precondition_frequency=hyper(default=10, valid=POSITIVE_INT, static=True),
-    max_precond_dim=hyper(default=10000, valid=POSITIVE_INT, static=True),
-    precondition_1d=static_field(default=False),
-    normalize_grads=static_field(default=False),
-    correct_bias=static_field(default=True),
-    weight_dimension_numbers=static_field(default="auto"),
-)
+class _SoapOptions(Module):
+    """The options of scale_by_soap and soap."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.95, valid=DECAY)
+    b2: Any = hyper(default=0.95, valid=DECAY)
+    shampoo_beta: Any = hyper(default=-1.0, valid=Range(high=1.0, high_open=True))
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
+    precondition_frequency: int = hyper(default=10, valid=POSITIVE_INT, static=True)
+    max_precond_dim: int = hyper(default=10000, valid=POSITIVE_INT, static=True)
+    _: KW_ONLY
+    precondition_1d: bool = static_field(default=False)
+    normalize_grads: bool = static_field(default=False)
+    correct_bias: bool = static_field(default=True)
+    weight_dimension_numbers: Any = static_field(default="auto")
 
 
-class scale_by_soap(GradientTransformation):
+class scale_by_soap(_SoapOptions, GradientTransformation):
     """SOAP's direction, with its step size and weight decay. See :class:`soap`.
 
     Args:
@@ -75,19 +75,6 @@ class scale_by_soap(GradientTransformation):
         :class:`gradax.scale_by_muon`: "auto" (2-D; 3-D as stacked; 4-D as
         conv), None (2-D only), dimension numbers, a tree or a function.
     """
-
-    b1: Any = _SOAP.field()
-    b2: Any = _SOAP.field()
-    shampoo_beta: Any = _SOAP.field()
-    eps: Any = _SOAP.field()
-    weight_decay: Any = _SOAP.field()
-    precondition_frequency: int = _SOAP.field()
-    max_precond_dim: int = _SOAP.field()
-    _: KW_ONLY
-    precondition_1d: bool = _SOAP.field()
-    normalize_grads: bool = _SOAP.field()
-    correct_bias: bool = _SOAP.field()
-    weight_dimension_numbers: Any = _SOAP.field()
 
     def _plans(self, tree):
         return kron.plans(
@@ -224,7 +211,7 @@ def _refreshed(stats, bases, nu):
     return tuple(out), nu
 
 
-class soap(Alias):
+class soap(_SoapOptions, LearningRateAlias):
     r"""SOAP: Adam in the eigenbasis of Shampoo's preconditioner.
 
     For each matrix :math:`G_t` (fan-in x fan-out; stacked weights give one
@@ -301,19 +288,9 @@ class soap(Alias):
       (arXiv:2409.11321).
     """
 
-    learning_rate: Any = hyper(default=0.003, valid=LEARNING_RATE)
-    b1: Any = _SOAP.field()
-    b2: Any = _SOAP.field()
-    shampoo_beta: Any = _SOAP.field()
-    eps: Any = _SOAP.field()
-    weight_decay: Any = _SOAP.field(default=0.01)
-    precondition_frequency: int = _SOAP.field()
-    max_precond_dim: int = _SOAP.field()
-    _: KW_ONLY
-    precondition_1d: bool = _SOAP.field()
-    normalize_grads: bool = _SOAP.field()
-    correct_bias: bool = _SOAP.field()
-    weight_dimension_numbers: Any = _SOAP.field()
+    # soap's own defaults (the declarations and their ranges are inherited).
+    learning_rate: Any = 0.003
+    weight_decay: Any = 0.01
 
     def build(self):
         return chain(

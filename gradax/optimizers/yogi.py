@@ -9,26 +9,29 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import abs_sq, safe_increment
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
 from .adam import ScaleByAdamState, adam_ratio
 
-# scale_by_yogi's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_YOGI = Shared(
-    b1=hyper(default=0.9, valid=DECAY),
-    b2=hyper(default=0.999, valid=DECAY),
-    eps=hyper(default=0.001, valid=NONNEGATIVE),
-    cautious=static_field(default=False),
-)
+
+class _YogiOptions(Module):
+    """The options of scale_by_yogi and yogi."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.9, valid=DECAY)
+    b2: Any = hyper(default=0.999, valid=DECAY)
+    eps: Any = hyper(default=0.001, valid=NONNEGATIVE)
+    _: KW_ONLY
+    cautious: bool = static_field(default=False)
 
 
-class scale_by_yogi(GradientTransformation):
+class scale_by_yogi(_YogiOptions, GradientTransformation):
     """Rescales updates by Yogi's moment estimates (no learning rate).
 
     See :class:`yogi` for the update rule. The state is a
@@ -44,13 +47,8 @@ class scale_by_yogi(GradientTransformation):
         :func:`gradax.transforms.cautious.caution`).
     """
 
-    b1: Any = _YOGI.field()
-    b2: Any = _YOGI.field()
-    eps: Any = _YOGI.field()
     eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
     initial_accumulator_value: Any = hyper(default=1e-6, valid=NONNEGATIVE)
-    _: KW_ONLY
-    cautious: bool = _YOGI.field()
 
     def init_state(self, params):
         start = self.initial_accumulator_value
@@ -78,7 +76,7 @@ class scale_by_yogi(GradientTransformation):
         return new_updates, ScaleByAdamState(count=count, mu=mu, nu=nu)
 
 
-class yogi(Alias):
+class yogi(_YogiOptions, LearningRateAlias):
     r"""Yogi: an Adam whose effective step cannot grow too fast.
 
     With gradient :math:`g_t` and step :math:`t \ge 1`, both moments starting
@@ -114,13 +112,6 @@ class yogi(Alias):
     References:
       Zaheer et al., Adaptive Methods for Nonconvex Optimization, NeurIPS 2018.
     """
-
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _YOGI.field()
-    b2: Any = _YOGI.field()
-    eps: Any = _YOGI.field()
-    _: KW_ONLY
-    cautious: bool = _YOGI.field()
 
     def build(self):
         return chain(
