@@ -22,11 +22,10 @@ from .._core.numerics import safe_increment, work_dtype
 from .._core.protocol import GradientTransformation, zero_count
 from ..linalg.matrices import full_dimension_numbers, is_spec_leaf
 from . import _fields as fields
-from ._steps import NewtonSchulz, momentum_step
+from ._steps import MuonOptions, momentum_step
 from .blocks import block_view
-from .coefficients import newton_schulz_table
 from .dimensions import shape_scale
-from .groups import MuonGroups, matrix_group
+from .groups import MuonGroups, matrices_and_adam
 
 
 def map_matrices(
@@ -110,7 +109,7 @@ def matrix_dims(spec: Any, tree: Any) -> Any:
     return full_dimension_numbers(spec, tree, default_2d_only=False)
 
 
-class NormalizedMuonBase(GradientTransformation):
+class NormalizedMuonBase(MuonOptions, GradientTransformation):
     """Muon's momentum and orthogonalization, then an adaptive second moment.
 
     The direction of NorMuon and AdaMuon. Subclasses set `_state_class` (a
@@ -125,48 +124,21 @@ class NormalizedMuonBase(GradientTransformation):
     _abstract = True
     _state_class: ClassVar[Callable[..., Any]]
 
-    # The keyword-only options first: the order of the fields (repr, the
-    # pytree's) is the one the class had when it inherited them.
-    preconditioning: str = hyper(
-        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
-    )
-    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
-    precision: Any = hyper(
-        default=None, valid=fields.PRECISION, static=True, kw_only=True
-    )
-    distributed: Any = hyper(
-        default="auto",
-        valid=fields.DISTRIBUTED,
-        static=True,
-        allow_none=True,
-        kw_only=True,
-    )
-    nesterov: bool = static_field(default=True, kw_only=True)
-    momentum: str = hyper(
-        default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
-    )
-    # Off, as in the papers.
-    bias_correction: bool = static_field(default=False, kw_only=True)
+    # The keyword-only options are MuonOptions' (they come first).
+    bias_correction: bool = False  # off, as in the papers
     ns_coeffs: Any = fields.MUON.field()
     ns_steps: int = fields.MUON.field()
     beta: Any = fields.MUON.field()
     beta2: Any = hyper(default=0.95, valid=DECAY)
     eps: Any = fields.MUON.field()
     mu_dtype: Any = fields.MUON.field()
-    consistent_rms: Any = hyper(
-        default=0.2, valid=fields.CONSISTENT_RMS, allow_none=True, kw_only=True
-    )
+    consistent_rms: Any = fields.consistent_rms(0.2, allow_none=True)
     # The shape factor with consistent_rms=None (None: "keller").
     shape_scaling: str | None = fields.shape_scaling(None)
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
 
     def __check_init__(self) -> None:
-        self.newton_schulz()  # a table longer than ns_steps fails here
         check_shape_scaling(self)
-
-    def newton_schulz(self) -> NewtonSchulz:
-        """How this direction orthogonalizes (its Newton–Schulz options)."""
-        return self.part(NewtonSchulz, owner=self._public_name())
 
     def dimension_numbers(self, tree: Any) -> Any:
         """The dimension numbers of each leaf of `tree` (None: not a matrix)."""
@@ -227,37 +199,18 @@ class NormalizedMuonBase(GradientTransformation):
         return pick(dims, pairs, 0), new_state
 
 
-class NormalizedMuonAliasBase(MuonGroups):
+class NormalizedMuonAliasBase(MuonOptions, MuonGroups):
     """The arguments of the NorMuon and AdaMuon optimizers (see :class:`normuon`).
 
-    Each of them implements `_direction(dims)` to build its direction.
+    Each of them names its direction's class as `_direction`, which it
+    builds with every option of the same name.
     """
 
     _abstract = True
+    _direction: ClassVar[type[NormalizedMuonBase]]
 
-    # After MuonGroups' fields, the keyword-only options first: the order of
-    # the fields (repr, the pytree's) is the one the class had when it
-    # inherited them.
-    preconditioning: str = hyper(
-        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
-    )
-    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
-    precision: Any = hyper(
-        default=None, valid=fields.PRECISION, static=True, kw_only=True
-    )
-    distributed: Any = hyper(
-        default="auto",
-        valid=fields.DISTRIBUTED,
-        static=True,
-        allow_none=True,
-        kw_only=True,
-    )
-    nesterov: bool = static_field(default=True, kw_only=True)
-    momentum: str = hyper(
-        default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
-    )
-    # Off, as in the papers.
-    bias_correction: bool = static_field(default=False, kw_only=True)
+    # After MuonGroups' fields, the keyword-only options are MuonOptions'.
+    bias_correction: bool = False  # off, as in the papers
     ns_coeffs: Any = fields.MUON.field()
     ns_steps: int = fields.MUON.field()
     beta: Any = fields.MUON.field()
@@ -266,40 +219,26 @@ class NormalizedMuonAliasBase(MuonGroups):
     weight_decay: Any = fields.MUON.field()
     weight_decay_mask: Any = fields.MUON.field()
     mu_dtype: Any = fields.MUON.field()
-    consistent_rms: Any = hyper(
-        default=0.2, valid=fields.CONSISTENT_RMS, allow_none=True, kw_only=True
-    )
+    consistent_rms: Any = fields.consistent_rms(0.2, allow_none=True)
     # The shape factor with consistent_rms=None (None: "keller").
     shape_scaling: str | None = fields.shape_scaling(None)
 
     def __check_init__(self) -> None:
-        # A table longer than ns_steps fails here, not at the first update.
-        newton_schulz_table(self.ns_coeffs, self.ns_steps)
         check_shape_scaling(self)
 
     def shape_rule(self) -> str:
         # The direction is already RMS-aligned: no shape factor.
         return "none"
 
-    def _direction(self, dims: Any) -> GradientTransformation:
-        """The matrices' direction, routed by `dims` (the member's hook)."""
-        raise NotImplementedError
-
     def _build_groups(self, dims, labels):
-        matrices = matrix_group(
-            self._direction(dims),
+        # The direction takes every option of the same name.
+        direction = self.part(self._direction, weight_dimension_numbers=dims)
+        return matrices_and_adam(
+            self,
+            labels,
+            direction,
             dims,
-            self.learning_rate,
-            weight_decay=self.weight_decay,
-            weight_decay_mask=self.weight_decay_mask,
-            cautious_weight_decay=self.cautious_weight_decay,
             consistent_rms=self.consistent_rms,
             shape_scaling="none",
-        )
-        return self._two_groups(
-            labels,
-            matrices,
-            eps=self.eps,
-            mu_dtype=self.mu_dtype,
             nesterov=self.nesterov,
         )

@@ -1,24 +1,16 @@
 """The Muon family's shared option declarations, in one place.
 
-Each member declares its own fields, in its own signature's order, and takes
-each shared option's declaration (valid values, default, static or leaf)
-from here, so an option means the same thing in every member while its
-signature puts it where optax (or the paper) puts it: NorMuon's `beta2`
-comes between `beta` and `eps`.
+The keyword-only options are declared on the bases beside the steps that
+read them (gradax/orthogonal/_steps.py: `NewtonSchulzOptions`,
+`MuonOptions`), with the valid values named here. The positional options
+are one :class:`gradax._core.declarations.Shared`, :data:`MUON`, since each
+member puts them in its own signature's order (NorMuon's `beta2` comes
+between `beta` and `eps`): `ns_coeffs: Any = fields.MUON.field()`, or
+`fields.MUON.field(default="polar_express_fixed5")` for a member's own
+default.
 
-- The positional options are one :class:`gradax._core.declarations.Shared`,
-  :data:`MUON`: `ns_coeffs: Any = fields.MUON.field()`, or
-  `fields.MUON.field(default="polar_express_fixed5")` for a member's own
-  default.
-- A keyword-only option is declared at the member with `hyper(...,
-  kw_only=True)` (or `static_field`) and the valid values named here
-  (`valid=fields.METHOD`): static tools see a field keyword-only only where
-  its specifier says so at the class, and `_: KW_ONLY` cannot say it here,
-  since several members keep keyword-only options before positional ones
-  (their repr and leaf order). The function of the same name here is the
-  reference, which :class:`gradax.orthogonal._steps.NewtonSchulz` uses.
-
-A member may change a default it documents; never the valid values.
+A member may change a default it documents (`bias_correction: bool =
+False`, which keeps the declaration); never the valid values.
 tests/orthogonal/test_family_contract.py checks every member against these.
 """
 
@@ -82,56 +74,6 @@ MUON = Shared(
     weight_decay=hyper(default=0.0, valid=NONNEGATIVE),
     weight_decay_mask=static_field(default=None),
 )
-
-
-# Newton–Schulz: the keyword-only options (the reference declarations; see
-# :class:`gradax.orthogonal._steps.NewtonSchulz`).
-
-
-def preconditioning() -> Any:
-    """'frobenius', 'spectral', 'aol' or 'schatten'."""
-    return hyper(default="frobenius", valid=PRECONDITIONINGS, static=True, kw_only=True)
-
-
-def method() -> Any:
-    """The Newton–Schulz variant (see :func:`gradax.orthogonalize`)."""
-    return hyper(default="auto", valid=METHOD, static=True, kw_only=True)
-
-
-def precision() -> Any:
-    """The iteration's dtype (see :func:`gradax.orthogonalize`)."""
-    return hyper(default=None, valid=PRECISION, static=True, kw_only=True)
-
-
-def distributed(default: Any = "auto", *, kw_only: bool = True) -> Any:
-    """ "auto", True, False, None or a mesh: where the matrices are spread."""
-    return hyper(
-        default=default,
-        valid=OneOf(
-            ("auto", True, False), also=_is_mesh, also_text="a jax.sharding.Mesh"
-        ),
-        static=True,
-        allow_none=True,
-        kw_only=kw_only,
-    )
-
-
-# Momentum (see :func:`gradax.orthogonal._steps.momentum_step`).
-
-
-def nesterov(default: bool = True) -> Any:
-    """Nesterov momentum (in an optimizer, for both groups)."""
-    return static_field(default=default, kw_only=True)
-
-
-def momentum() -> Any:
-    """ "ema" (`m = beta m + (1 - beta) g`) or "sum" (`m = beta m + g`)."""
-    return hyper(default="ema", valid=MOMENTUM, static=True, kw_only=True)
-
-
-def bias_correction(default: bool = True) -> Any:
-    """Divide EMA momentum by `1 - beta^t`."""
-    return static_field(default=default, kw_only=True)
 
 
 # The matrices' group of an optimizer (see :func:`gradax.orthogonal.groups`).

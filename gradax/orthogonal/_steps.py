@@ -12,6 +12,7 @@ momentum options. Option names are optax's (`ns_coeffs`, `ns_steps`,
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -19,6 +20,7 @@ import jax
 from .. import tree as gtree
 from .._compat import reshard
 from .._core.axes import explicit_sharding
+from .._core.declarations import hyper
 from .._core.numerics import safe_increment
 from .._core.pytree import Module, static_field
 from ..linalg.matrices import MuonDimensionNumbers, is_spec_leaf
@@ -36,8 +38,45 @@ from .newton_schulz import orthogonalize
 FIRST_STEP_EPS = 1e-8
 
 
-class NewtonSchulz(Module):
+class NewtonSchulzOptions(Module):
+    """Newton–Schulz's keyword-only options, declared once.
+
+    :class:`NewtonSchulz` reads them; a member inherits them through
+    :class:`NewtonSchulzMember` (or :class:`MuonOptions`), which builds its
+    NewtonSchulz from them. A member names that base first (`class
+    scale_by_muon(MuonOptions, GradientTransformation)`, `class
+    muon(MuonOptions, MuonGroups)`): a dataclass collects its bases' fields
+    from the last base to the first, so these options follow the other
+    base's and come before the member's own.
+    """
+
+    _abstract = True
+
+    # 'frobenius', 'spectral', 'aol' or 'schatten'.
+    preconditioning: str = hyper(
+        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
+    )
+    # The Newton–Schulz variant and the iteration's dtype (see
+    # gradax.orthogonalize).
+    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
+    precision: Any = hyper(
+        default=None, valid=fields.PRECISION, static=True, kw_only=True
+    )
+    # "auto", True, False, None or a mesh: where the matrices are spread.
+    distributed: Any = hyper(
+        default="auto",
+        valid=fields.DISTRIBUTED,
+        static=True,
+        allow_none=True,
+        kw_only=True,
+    )
+
+
+class NewtonSchulz(NewtonSchulzOptions):
     """How a member of the Muon family orthogonalizes: its options, and the steps.
+
+    A member builds it from its options of the same names
+    (:meth:`NewtonSchulzMember.newton_schulz`).
 
     Args:
       ns_coeffs: a preset name or coefficients of shape (3,) or (T, 3).
@@ -58,17 +97,14 @@ class NewtonSchulz(Module):
       owner: the name an error message gives (the member's).
     """
 
+    # The keyword-only options are NewtonSchulzOptions'.
     ns_coeffs: Any = fields.MUON.field()
     ns_steps: int = fields.MUON.field()
     eps: Any = fields.MUON.field()
-    preconditioning: str = fields.preconditioning()
-    method: str = fields.method()
-    precision: Any = fields.precision()
-    distributed: Any = fields.distributed()
     owner: str = static_field(default="NewtonSchulz", kw_only=True, repr=False)
 
     def __check_init__(self) -> None:
-        # Refuses a table with more rows than steps, at construction.
+        # A table longer than ns_steps fails here, not at the first update.
         newton_schulz_table(self.ns_coeffs, self.ns_steps)
 
     def orthogonalize_matrices(self, matrices: jax.Array) -> jax.Array:
@@ -174,6 +210,53 @@ class NewtonSchulz(Module):
         if sharding is not None:
             out = reshard(out, sharding.spec)
         return out
+
+
+class NewtonSchulzMember(NewtonSchulzOptions):
+    """A member that orthogonalizes: the :class:`NewtonSchulz` options.
+
+    A concrete member declares `ns_coeffs`, `ns_steps` and `eps` (checked
+    as the class is made); the keyword-only options are inherited.
+    """
+
+    _abstract = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing = sorted({"ns_coeffs", "ns_steps", "eps"} - names)
+        if missing and not cls.__dict__.get("_abstract", False):
+            raise TypeError(
+                f"{cls.__name__} orthogonalizes by Newton–Schulz but declares "
+                f"no {', '.join(missing)}"
+            )
+
+    def __check_init__(self) -> None:
+        self.newton_schulz()  # a table longer than ns_steps fails here
+
+    def newton_schulz(self) -> NewtonSchulz:
+        """How this member orthogonalizes: its options of the same names."""
+        return self.part(NewtonSchulz, owner=self._public_name())
+
+
+class MuonOptions(NewtonSchulzMember):
+    """A member that orthogonalizes Muon's momentum: the Newton–Schulz
+    options, then the momentum's (see :func:`momentum_step`).
+
+    A member may change `nesterov`'s or `bias_correction`'s default (the
+    NorMuon and AdaMuon papers' is off) by writing the field again with a
+    plain default.
+    """
+
+    _abstract = True
+
+    nesterov: bool = static_field(default=True, kw_only=True)
+    # "ema" (m = beta m + (1 - beta) g) or "sum" (m = beta m + g).
+    momentum: str = hyper(
+        default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
+    )
+    # Divide EMA momentum by 1 - beta^t.
+    bias_correction: bool = static_field(default=True, kw_only=True)
 
 
 def momentum_step(

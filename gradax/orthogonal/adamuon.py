@@ -149,23 +149,4 @@ class adamuon(NormalizedMuonAliasBase):
 
     sign: bool = static_field(default=True, kw_only=True)
 
-    def _direction(self, dims: Any) -> scale_by_adamuon:
-        return scale_by_adamuon(
-            self.ns_coeffs,
-            self.ns_steps,
-            self.beta,
-            self.beta2,
-            self.eps,
-            self.mu_dtype,
-            preconditioning=self.preconditioning,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
-            nesterov=self.nesterov,
-            momentum=self.momentum,
-            bias_correction=self.bias_correction,
-            consistent_rms=self.consistent_rms,
-            shape_scaling=self.shape_scaling,
-            weight_dimension_numbers=dims,
-            sign=self.sign,
-        )
+    _direction = scale_by_adamuon

@@ -18,8 +18,7 @@ from ..linalg.matrices import is_spec_leaf, matrix_view
 from ..linalg.null_space import frobenius, independent_columns
 from . import _fields as fields
 from ._common import batch_shape, map_matrices, matrix_dims, pick
-from .dimensions import SHAPE_SCALING
-from .groups import MuonGroups, matrix_group, shape_rule
+from .groups import MuonGroups, matrices_and_adam, shape_rule
 
 
 class DionState(NamedTuple):
@@ -277,36 +276,21 @@ class dion(MuonGroups):
     orientation: str = hyper(
         default="long_side", valid=OneOf(ORIENTATIONS), static=True, kw_only=True
     )
-    shape_scaling: str = hyper(
-        default="spectral", valid=SHAPE_SCALING, static=True, kw_only=True
-    )
+    shape_scaling: str = fields.shape_scaling("spectral")
 
     def shape_rule(self) -> str:
         return shape_rule(self.shape_scaling, _RMS)
 
     def _build_groups(self, dims, labels):
-        direction = scale_by_dion(
-            self.rank,
-            self.mu,
-            self.eps,
-            self.mu_dtype,
-            seed=self.seed,
-            orientation=self.orientation,
-            weight_dimension_numbers=dims,
-        )
-        matrices = matrix_group(
-            direction,
+        # The AdamW group without Nesterov, as the reference's.
+        return matrices_and_adam(
+            self,
+            labels,
+            self.part(scale_by_dion, weight_dimension_numbers=dims),
             dims,
-            self.learning_rate,
-            weight_decay=self.weight_decay,
-            weight_decay_mask=self.weight_decay_mask,
-            cautious_weight_decay=self.cautious_weight_decay,
             consistent_rms=_RMS,
             shape_scaling=self.shape_scaling,
-        )
-        # The AdamW group without Nesterov, as the reference's.
-        return self._two_groups(
-            labels, matrices, eps=self.eps, mu_dtype=self.mu_dtype, nesterov=False
+            nesterov=False,
         )
 
 

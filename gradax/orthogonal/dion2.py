@@ -22,10 +22,8 @@ from .._core.protocol import GradientTransformation
 from ..linalg.matrices import MuonDimensionNumbers, matrix_view
 from . import _fields as fields
 from ._common import map_matrices, matrix_dims, pick
-from ._steps import NewtonSchulz
-from .coefficients import newton_schulz_table
-from .dimensions import SHAPE_SCALING
-from .groups import MuonGroups, matrix_group, shape_rule
+from ._steps import NewtonSchulzMember
+from .groups import MuonGroups, matrices_and_adam, shape_rule
 
 SELECTIONS = ("auto", "rows", "columns")
 # The share of rows (or columns) orthogonalized: at least one is.
@@ -57,7 +55,7 @@ def selected_count(fraction: float, slices: int) -> int:
     return max(1, min(slices, math.ceil(fraction * slices)))
 
 
-class scale_by_dion2(GradientTransformation):
+class scale_by_dion2(NewtonSchulzMember, GradientTransformation):
     """Dion2's direction (no learning rate). See :class:`dion2`.
 
     Args:
@@ -78,22 +76,7 @@ class scale_by_dion2(GradientTransformation):
         Newton–Schulz options, as in :class:`scale_by_muon`.
     """
 
-    # The keyword-only options first: the order of the fields (repr, the
-    # pytree's) is the one the class had when it inherited them.
-    preconditioning: str = hyper(
-        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
-    )
-    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
-    precision: Any = hyper(
-        default=None, valid=fields.PRECISION, static=True, kw_only=True
-    )
-    distributed: Any = hyper(
-        default="auto",
-        valid=fields.DISTRIBUTED,
-        static=True,
-        allow_none=True,
-        kw_only=True,
-    )
+    # The keyword-only options are NewtonSchulzMember's (they come first).
     fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
     ef_decay: Any = hyper(default=0.95, valid=UNIT)
     ns_coeffs: Any = fields.MUON.field(default="polar_express_fixed5")
@@ -104,13 +87,6 @@ class scale_by_dion2(GradientTransformation):
         default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
     )
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
-
-    def __check_init__(self) -> None:
-        self.newton_schulz()  # a table longer than ns_steps fails here
-
-    def newton_schulz(self) -> NewtonSchulz:
-        """How this direction orthogonalizes (its Newton–Schulz options)."""
-        return self.part(NewtonSchulz, owner=self._public_name())
 
     def init_state(self, params):
         return Dion2State(gtree.zeros_like(params, dtype=self.mu_dtype))
@@ -173,7 +149,7 @@ class scale_by_dion2(GradientTransformation):
         return pick(dims, pairs, 0), Dion2State(momentum)
 
 
-class dion2(MuonGroups):
+class dion2(NewtonSchulzMember, MuonGroups):
     r"""Dion2: Muon on the heaviest fraction of the momentum's rows.
 
     For each matrix parameter with gradient :math:`G_t` and summed momentum
@@ -241,23 +217,8 @@ class dion2(MuonGroups):
     """
 
     # learning_rate, the adam_* options, the routing, cautious_weight_decay
-    # and adam are MuonGroups'. Then the keyword-only options: the order of
-    # the fields (repr, the pytree's) is the one the class had when it
-    # inherited them.
-    preconditioning: str = hyper(
-        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
-    )
-    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
-    precision: Any = hyper(
-        default=None, valid=fields.PRECISION, static=True, kw_only=True
-    )
-    distributed: Any = hyper(
-        default="auto",
-        valid=fields.DISTRIBUTED,
-        static=True,
-        allow_none=True,
-        kw_only=True,
-    )
+    # and adam are MuonGroups'; the keyword-only options after them are
+    # NewtonSchulzMember's.
     fraction: float = hyper(default=0.25, valid=FRACTION, static=True)
     ef_decay: Any = hyper(default=0.95, valid=UNIT)
     ns_coeffs: Any = fields.MUON.field(default="polar_express_fixed5")
@@ -269,45 +230,21 @@ class dion2(MuonGroups):
     select: str = hyper(
         default="auto", valid=OneOf(SELECTIONS), static=True, kw_only=True
     )
-    shape_scaling: str = hyper(
-        default="spectral", valid=SHAPE_SCALING, static=True, kw_only=True
-    )
-
-    def __check_init__(self) -> None:
-        # A table longer than ns_steps fails here, not at the first update.
-        newton_schulz_table(self.ns_coeffs, self.ns_steps)
+    shape_scaling: str = fields.shape_scaling("spectral")
 
     def shape_rule(self) -> str:
         return shape_rule(self.shape_scaling, _RMS)
 
     def _build_groups(self, dims, labels):
-        direction = scale_by_dion2(
-            self.fraction,
-            self.ef_decay,
-            self.ns_coeffs,
-            self.ns_steps,
-            self.eps,
-            self.mu_dtype,
-            preconditioning=self.preconditioning,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
-            select=self.select,
-            weight_dimension_numbers=dims,
-        )
-        matrices = matrix_group(
-            direction,
+        # The AdamW group without Nesterov, as the reference's.
+        return matrices_and_adam(
+            self,
+            labels,
+            self.part(scale_by_dion2, weight_dimension_numbers=dims),
             dims,
-            self.learning_rate,
-            weight_decay=self.weight_decay,
-            weight_decay_mask=self.weight_decay_mask,
-            cautious_weight_decay=self.cautious_weight_decay,
             consistent_rms=_RMS,
             shape_scaling=self.shape_scaling,
-        )
-        # The AdamW group without Nesterov, as the reference's.
-        return self._two_groups(
-            labels, matrices, eps=self.eps, mu_dtype=self.mu_dtype, nesterov=False
+            nesterov=False,
         )
 
 

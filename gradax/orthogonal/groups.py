@@ -399,3 +399,33 @@ class MuonGroups(Alias):
     def update_state(self, updates, state, params=None, **extra_args):
         parts = self._parts_for(updates, quiet=True)
         return parts.update(updates, state, params, **extra_args)
+
+
+def matrices_and_adam(
+    tx: Any,
+    labels: Any,
+    direction: GradientTransformation,
+    dims: Any,
+    *,
+    consistent_rms: Any,
+    shape_scaling: str | None,
+    nesterov: bool,
+) -> GradientTransformation:
+    """The two groups of `tx`, a :class:`MuonGroups` member: :func:`matrix_group`
+    of `direction` for the routed leaves, AdamW for the rest.
+
+    `tx` declares `weight_decay`, `weight_decay_mask`, `eps` and `mu_dtype`.
+    """
+    matrices = matrix_group(
+        direction,
+        dims,
+        tx.learning_rate,
+        weight_decay=tx.weight_decay,
+        weight_decay_mask=tx.weight_decay_mask,
+        cautious_weight_decay=tx.cautious_weight_decay,
+        consistent_rms=consistent_rms,
+        shape_scaling=shape_scaling,
+    )
+    return tx._two_groups(
+        labels, matrices, eps=tx.eps, mu_dtype=tx.mu_dtype, nesterov=nesterov
+    )

@@ -29,8 +29,8 @@ from ..linalg.matrices import full_dimension_numbers, is_spec_leaf
 from ..optimizers.adam import scale_by_adam
 from ..transforms.scaling import scale_by_learning_rate
 from . import _fields as fields
+from ._steps import MuonOptions
 from .blocks import matrix_blocks
-from .coefficients import newton_schulz_table
 from .groups import MuonGroups
 from .muon import scale_by_muon
 
@@ -132,7 +132,7 @@ def sphere_group(
     )
 
 
-class muonh(HyperballGroups):
+class muonh(MuonOptions, HyperballGroups):
     r"""MuonH: Muon on the hyperball (each matrix at a fixed Frobenius norm).
 
     For each matrix :math:`W` (routed as :class:`muon` routes), with
@@ -182,28 +182,7 @@ class muonh(HyperballGroups):
       Marin blog, 2025-12-15).
     """
 
-    # After MuonGroups' fields, the keyword-only options first: the order of
-    # the fields (repr, the pytree's) is the one the class had when it
-    # inherited them.
-    preconditioning: str = hyper(
-        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
-    )
-    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
-    precision: Any = hyper(
-        default=None, valid=fields.PRECISION, static=True, kw_only=True
-    )
-    distributed: Any = hyper(
-        default="auto",
-        valid=fields.DISTRIBUTED,
-        static=True,
-        allow_none=True,
-        kw_only=True,
-    )
-    nesterov: bool = static_field(default=True, kw_only=True)
-    momentum: str = hyper(
-        default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
-    )
-    bias_correction: bool = static_field(default=True, kw_only=True)
+    # After MuonGroups' fields, the keyword-only options are MuonOptions'.
     ns_coeffs: Any = fields.MUON.field()
     ns_steps: int = fields.MUON.field()
     beta: Any = fields.MUON.field()
@@ -211,26 +190,8 @@ class muonh(HyperballGroups):
     mu_dtype: Any = fields.MUON.field()
     radius: Any = hyper(default=None, valid=POSITIVE, kw_only=True)
 
-    def __check_init__(self) -> None:
-        # A table longer than ns_steps fails here, not at the first update.
-        newton_schulz_table(self.ns_coeffs, self.ns_steps)
-
     def _build_groups(self, dims, labels):
-        direction = scale_by_muon(
-            self.ns_coeffs,
-            self.ns_steps,
-            self.beta,
-            self.eps,
-            self.mu_dtype,
-            preconditioning=self.preconditioning,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
-            nesterov=self.nesterov,
-            momentum=self.momentum,
-            bias_correction=self.bias_correction,
-            weight_dimension_numbers=dims,
-        )
+        direction = self.part(scale_by_muon, weight_dimension_numbers=dims)
         matrices = sphere_group(direction, dims, self.learning_rate, self.radius)
         return self._two_groups(
             labels,

@@ -9,16 +9,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import tree as gtree
-from .._core.declarations import hyper, static_field
+from .._core.declarations import static_field
 from .._core.numerics import safe_increment
 from .._core.protocol import GradientTransformation, zero_count
 from ..linalg.matrices import full_dimension_numbers, is_spec_leaf
 from . import _fields as fields
-from ._steps import NewtonSchulz, momentum_step
+from ._steps import MuonOptions, momentum_step
 from .blocks import matrix_blocks
-from .coefficients import newton_schulz_table, resolve_coefficients
-from .dimensions import SHAPE_SCALING
-from .groups import MuonGroups, matrix_group, shape_rule
+from .coefficients import resolve_coefficients
+from .groups import MuonGroups, matrices_and_adam, shape_rule
 
 
 class MuonState(NamedTuple):
@@ -41,7 +40,7 @@ def _state_coefficients(ns_coeffs: Any, ns_steps: int) -> jax.Array:
     return jnp.asarray(np.asarray(ns_coeffs, np.float32))
 
 
-class scale_by_muon(GradientTransformation):
+class scale_by_muon(MuonOptions, GradientTransformation):
     """Muon's direction: momentum, then orthogonalization. See :class:`muon`.
 
     Args:
@@ -61,27 +60,7 @@ class scale_by_muon(GradientTransformation):
         a 2-D matrix.
     """
 
-    # The keyword-only options first: the order of the fields (repr, the
-    # pytree's) is the one the class had when it inherited them.
-    preconditioning: str = hyper(
-        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
-    )
-    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
-    precision: Any = hyper(
-        default=None, valid=fields.PRECISION, static=True, kw_only=True
-    )
-    distributed: Any = hyper(
-        default="auto",
-        valid=fields.DISTRIBUTED,
-        static=True,
-        allow_none=True,
-        kw_only=True,
-    )
-    nesterov: bool = static_field(default=True, kw_only=True)
-    momentum: str = hyper(
-        default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
-    )
-    bias_correction: bool = static_field(default=True, kw_only=True)
+    # The keyword-only options are MuonOptions' (they come first).
     ns_coeffs: Any = fields.MUON.field()
     ns_steps: int = fields.MUON.field()
     beta: Any = fields.MUON.field()
@@ -89,13 +68,6 @@ class scale_by_muon(GradientTransformation):
     mu_dtype: Any = fields.MUON.field()
     adaptive: bool = static_field(default=False, kw_only=True)
     weight_dimension_numbers: Any = static_field(default=None, kw_only=True)
-
-    def __check_init__(self) -> None:
-        self.newton_schulz()  # a table longer than ns_steps fails here
-
-    def newton_schulz(self) -> NewtonSchulz:
-        """How this direction orthogonalizes (its Newton–Schulz options)."""
-        return self.part(NewtonSchulz, owner=self._public_name())
 
     def dimension_numbers(self, tree: Any) -> Any:
         """The dimension numbers of each leaf of `tree` (None: not a matrix).
@@ -140,7 +112,7 @@ class scale_by_muon(GradientTransformation):
         return orthogonal, MuonState(safe_increment(state.count), mu, state.ns_coeffs)
 
 
-class muon(MuonGroups):
+class muon(MuonOptions, MuonGroups):
     r"""Muon: orthogonalized momentum for matrices, AdamW for everything else.
 
     For each matrix parameter :math:`W` (fan-in x fan-out) with gradient
@@ -231,28 +203,8 @@ class muon(MuonGroups):
     """
 
     # learning_rate, the adam_* options, the routing, cautious_weight_decay
-    # and adam are MuonGroups'. Then the keyword-only options: the order of
-    # the fields (repr, the pytree's) is the one the class had when it
-    # inherited them.
-    preconditioning: str = hyper(
-        default="frobenius", valid=fields.PRECONDITIONINGS, static=True, kw_only=True
-    )
-    method: str = hyper(default="auto", valid=fields.METHOD, static=True, kw_only=True)
-    precision: Any = hyper(
-        default=None, valid=fields.PRECISION, static=True, kw_only=True
-    )
-    distributed: Any = hyper(
-        default="auto",
-        valid=fields.DISTRIBUTED,
-        static=True,
-        allow_none=True,
-        kw_only=True,
-    )
-    nesterov: bool = static_field(default=True, kw_only=True)
-    momentum: str = hyper(
-        default="ema", valid=fields.MOMENTUM, static=True, kw_only=True
-    )
-    bias_correction: bool = static_field(default=True, kw_only=True)
+    # and adam are MuonGroups'; the keyword-only options after them are
+    # MuonOptions'.
     ns_coeffs: Any = fields.MUON.field()
     ns_steps: int = fields.MUON.field()
     beta: Any = fields.MUON.field()
@@ -261,51 +213,19 @@ class muon(MuonGroups):
     weight_decay_mask: Any = fields.MUON.field()
     mu_dtype: Any = fields.MUON.field()
     adaptive: bool = static_field(default=False, kw_only=True)
-    consistent_rms: Any = hyper(default=None, valid=fields.CONSISTENT_RMS, kw_only=True)
-    shape_scaling: str | None = hyper(
-        default=None, valid=SHAPE_SCALING, static=True, kw_only=True
-    )
-
-    def __check_init__(self) -> None:
-        # A table longer than ns_steps fails here, not at the first update.
-        newton_schulz_table(self.ns_coeffs, self.ns_steps)
+    consistent_rms: Any = fields.consistent_rms(None)
+    shape_scaling: str | None = fields.shape_scaling(None)
 
     def shape_rule(self) -> str:
         return shape_rule(self.shape_scaling, self.consistent_rms)
 
-    def _direction(self, dims: Any) -> scale_by_muon:
-        return scale_by_muon(
-            self.ns_coeffs,
-            self.ns_steps,
-            self.beta,
-            self.eps,
-            self.mu_dtype,
-            preconditioning=self.preconditioning,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
-            nesterov=self.nesterov,
-            momentum=self.momentum,
-            bias_correction=self.bias_correction,
-            adaptive=self.adaptive,
-            weight_dimension_numbers=dims,
-        )
-
     def _build_groups(self, dims, labels):
-        matrices = matrix_group(
-            self._direction(dims),
+        return matrices_and_adam(
+            self,
+            labels,
+            self.part(scale_by_muon, weight_dimension_numbers=dims),
             dims,
-            self.learning_rate,
-            weight_decay=self.weight_decay,
-            weight_decay_mask=self.weight_decay_mask,
-            cautious_weight_decay=self.cautious_weight_decay,
             consistent_rms=self.consistent_rms,
             shape_scaling=self.shape_scaling,
-        )
-        return self._two_groups(
-            labels,
-            matrices,
-            eps=self.eps,
-            mu_dtype=self.mu_dtype,
             nesterov=self.nesterov,
         )

@@ -151,22 +151,4 @@ class normuon(NormalizedMuonAliasBase):
       scalable, 2025 (arXiv:2510.05491).
     """
 
-    def _direction(self, dims: Any) -> scale_by_normuon:
-        return scale_by_normuon(
-            self.ns_coeffs,
-            self.ns_steps,
-            self.beta,
-            self.beta2,
-            self.eps,
-            self.mu_dtype,
-            preconditioning=self.preconditioning,
-            method=self.method,
-            precision=self.precision,
-            distributed=self.distributed,
-            nesterov=self.nesterov,
-            momentum=self.momentum,
-            bias_correction=self.bias_correction,
-            consistent_rms=self.consistent_rms,
-            shape_scaling=self.shape_scaling,
-            weight_dimension_numbers=dims,
-        )
+    _direction = scale_by_normuon

@@ -146,17 +146,22 @@ POSITIONAL = (
     "weight_decay",
     "weight_decay_mask",
 )
-SHARED = {name: fields.MUON.declared(name) for name in POSITIONAL} | {
-    "preconditioning": fields.preconditioning(),
-    "method": fields.method(),
-    "precision": fields.precision(),
-    "distributed": fields.distributed(),
-    "nesterov": fields.nesterov(),
-    "momentum": fields.momentum(),
-    "bias_correction": fields.bias_correction(),
-    "consistent_rms": fields.consistent_rms(None),
-    "shape_scaling": fields.shape_scaling(None),
+# The keyword-only options of Newton–Schulz, and those of Muon's momentum.
+NEWTON_SCHULZ = {f.name: f for f in dataclasses.fields(_steps.NewtonSchulzOptions)}
+MOMENTUM = {
+    f.name: f
+    for f in dataclasses.fields(_steps.MuonOptions)
+    if f.name not in NEWTON_SCHULZ
 }
+SHARED = (
+    {name: fields.MUON.declared(name) for name in POSITIONAL}
+    | NEWTON_SCHULZ
+    | MOMENTUM
+    | {
+        "consistent_rms": fields.consistent_rms(None),
+        "shape_scaling": fields.shape_scaling(None),
+    }
+)
 
 # Defaults a member documents as its own (the option means the same).
 OWN_DEFAULTS = {
@@ -205,13 +210,36 @@ def test_every_member_declares_the_shared_options_as_declared(cls):
         assert mine.default == default, (cls.__name__, name, mine.default)
 
 
-def test_a_newton_schulz_member_keeps_every_keyword_option_or_none():
-    # The keyword options come as a set: a member takes all four (and passes
-    # them to its NewtonSchulz) or none (Scion: the defaults, no mesh).
-    keyword = {"preconditioning", "method", "precision", "distributed"}
+def test_the_keyword_options_are_declared_once():
+    # A member takes the four Newton–Schulz keyword options together or none
+    # (Scion: the defaults, no mesh), and then inherits them, and Muon's
+    # momentum options, from the one base that declares them: the same
+    # declaration (one Spec object each), keyword-only, never written again
+    # (a member may give a plain default: NorMuon's bias_correction=False).
     for cls in MEMBERS:
-        names = {f.name for f in dataclasses.fields(cls)}
-        assert keyword <= names or not keyword & names, cls.__name__
+        declared = {f.name: f for f in dataclasses.fields(cls)}
+        taken = NEWTON_SCHULZ.keys() & declared.keys()
+        assert taken in (set(), NEWTON_SCHULZ.keys()), cls.__name__
+        if taken:
+            assert issubclass(cls, _steps.NewtonSchulzOptions), cls.__name__
+        if MOMENTUM.keys() <= declared.keys() and taken:
+            assert issubclass(cls, _steps.MuonOptions), cls.__name__
+        bases = NEWTON_SCHULZ | MOMENTUM if taken else {}
+        for name in bases.keys() & declared.keys():
+            mine, theirs = declared[name], bases[name]
+            assert spec_of(mine) is spec_of(theirs), (cls.__name__, name)
+            assert mine.kw_only and is_static(mine), (cls.__name__, name)
+
+
+def test_a_member_without_the_newton_schulz_steps_is_refused():
+    # The member's base requires what its NewtonSchulz is built from.
+    with pytest.raises(TypeError, match="declares no eps, ns_steps"):
+
+        class _half_member(_steps.NewtonSchulzMember, gradax.GradientTransformation):
+            ns_coeffs: Any = fields.MUON.field()
+
+            def update_state(self, updates, state, params=None, **extra_args):
+                return updates, state
 
 
 def test_momentum_step_is_shared():
