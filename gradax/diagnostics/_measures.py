@@ -327,10 +327,11 @@ def newton_schulz_residual(site: anatomy.Site) -> jax.Array:
         return jnp.full([], jnp.nan, F32)
     index = max(chosen, key=lambda i: (leaves[i].size, -i))
     x, d = leaves[index], flat_dims[index]
-    ns = site.tx.newton_schulz()
+    ns, eps = site.tx.newton_schulz, site.tx.eps
     total, count = jnp.zeros([], F32), 0
     for stack in matrix_blocks(x.shape, d).to_stacks(x):
-        o = ns.orthogonalize_matrices(stack).astype(jnp.promote_types(stack.dtype, F32))
+        o = ns.orthogonalize_matrices(stack, eps)
+        o = o.astype(jnp.promote_types(stack.dtype, F32))
         m, n = o.shape[-2:]
         if m > n:
             o = jnp.conj(jnp.swapaxes(o, -1, -2))

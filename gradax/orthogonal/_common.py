@@ -178,8 +178,10 @@ class NormalizedMuonBase(MuonOptions, GradientTransformation):
         )
         dims = self.dimension_numbers(updates)
         # Muon's batched (and, under a mesh, distributed) orthogonalization.
-        orthogonal = self.newton_schulz().orthogonalize_tree(
-            dims, map_matrices(lambda d, x: self._prepare(x), dims, direction)
+        orthogonal = self.newton_schulz.orthogonalize_tree(
+            dims,
+            map_matrices(lambda d, x: self._prepare(x), dims, direction),
+            self.eps,
         )
 
         def one(d, o, nu, g):

@@ -1,18 +1,19 @@
 """The Muon family's two shared steps: Newton–Schulz and Muon's momentum.
 
 A member composes them (optimistix's model: a solver holds its descent and
-its search): a direction builds a :class:`NewtonSchulz` from its own fields
-in one line and calls it, and calls :func:`momentum_step` with its
-momentum options. Option names are optax's (`ns_coeffs`, `ns_steps`,
-`preconditioning`) all the way down to
-:meth:`NewtonSchulz.orthogonalize_matrices`, the one place that hands them to
-:func:`gradax.orthogonalize` under its own names (`coefficients`, `steps`,
-`normalization` and `precondition`).
+its search): it builds its :class:`NewtonSchulz` from its own fields once,
+when it is constructed, holds it (`tx.newton_schulz`) and calls it with its
+`eps`, and calls :func:`momentum_step` with its momentum options. Option
+names are optax's (`ns_coeffs`, `ns_steps`, `preconditioning`) all the way
+down to :meth:`NewtonSchulz.orthogonalize_matrices`, the one place that hands
+them to :func:`gradax.orthogonalize` under its own names (`coefficients`,
+`steps`, `normalization` and `precondition`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -75,13 +76,14 @@ class NewtonSchulzOptions(Module):
 class NewtonSchulz(NewtonSchulzOptions):
     """How a member of the Muon family orthogonalizes: its options, and the steps.
 
-    A member builds it from its options of the same names
-    (:meth:`NewtonSchulzMember.newton_schulz`).
+    A member builds it from its options of the same names when it is
+    constructed, and holds it (:class:`NewtonSchulzMember`). Every option is
+    structure (static), so it has no leaves: the member's `eps`, a leaf
+    (`jit` traces it, `grad` differentiates it), is given at each call.
 
     Args:
       ns_coeffs: a preset name or coefficients of shape (3,) or (T, 3).
       ns_steps: Newton–Schulz steps, >= 1 (a table must not have more rows).
-      eps: added to the norm before dividing, >= 0.
       preconditioning: 'frobenius' (divide by the Frobenius norm), 'spectral'
         (by the spectral norm), 'aol' (Turbo-Muon's row scaling) or
         'schatten' (by the Schatten-4 norm); see :func:`orthogonalize`.
@@ -100,24 +102,26 @@ class NewtonSchulz(NewtonSchulzOptions):
     # The keyword-only options are NewtonSchulzOptions'.
     ns_coeffs: Any = fields.MUON.field()
     ns_steps: int = fields.MUON.field()
-    eps: Any = fields.MUON.field()
     owner: str = static_field(default="NewtonSchulz", kw_only=True, repr=False)
 
     def __check_init__(self) -> None:
         # A table longer than ns_steps fails here, not at the first update.
         newton_schulz_table(self.ns_coeffs, self.ns_steps)
 
-    def orthogonalize_matrices(self, matrices: jax.Array) -> jax.Array:
+    def orthogonalize_matrices(self, matrices: jax.Array, eps: Any) -> jax.Array:
         """Orthogonalize a stack of matrices `(..., m, n)` with these options.
 
         The one place where the family's option names become those of
         :func:`gradax.orthogonalize`: `newton_schulz_table(ns_coeffs,
         ns_steps)` gives its `coefficients` and `steps`, and
         `preconditioning` its `normalization` and `precondition`.
+
+        Args:
+          matrices: the stack to orthogonalize.
+          eps: the member's `eps`, added to the norm before dividing.
         """
         coefficients, steps = newton_schulz_table(self.ns_coeffs, self.ns_steps)
         normalization, precondition = fields.PRECONDITIONING[self.preconditioning]
-        eps = self.eps
         if self.preconditioning in ("aol", "schatten"):
             eps = FIRST_STEP_EPS
         return orthogonalize(
@@ -145,32 +149,38 @@ class NewtonSchulz(NewtonSchulzOptions):
             return mesh
         return self.distributed
 
-    def orthogonalize_tree(self, dims: Any, tree: Any) -> Any:
+    def orthogonalize_tree(self, dims: Any, tree: Any, eps: Any) -> Any:
         """Orthogonalize every leaf of `tree` that has dimension numbers.
 
         Under a device mesh, same-shape matrices are stacked and each device
         orthogonalizes whole matrices (no collective inside the iteration).
         A leaf split into blocks (heads, fused QKV) gives one stack per block
         size, stacked with the other leaves' matrices of that shape.
+
+        Args:
+          dims: the dimension numbers of each leaf (None: not a matrix).
+          tree: the arrays, like `dims`.
+          eps: the member's `eps` (see :meth:`orthogonalize_matrices`).
         """
         flat_dims, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
         flat = treedef.flatten_up_to(tree)
         mesh = self.mesh()
         if mesh is None:
             return jax.tree.unflatten(
-                treedef, self._orthogonalize_on_one(flat_dims, flat)
+                treedef, self._orthogonalize_on_one(flat_dims, flat, eps)
             )
         chosen = [i for i, d in enumerate(flat_dims) if d is not None]
         blocks = [matrix_blocks(flat[i].shape, flat_dims[i]) for i in chosen]
         stacks = [b.to_stacks(flat[i]) for b, i in zip(blocks, chosen, strict=True)]
         matrices = [m for leaf in stacks for m in leaf]
-        results = iter(orthogonalize_many(matrices, self.orthogonalize_matrices, mesh))
+        orthogonalize = functools.partial(self.orthogonalize_matrices, eps=eps)
+        results = iter(orthogonalize_many(matrices, orthogonalize, mesh))
         out: list[Any] = list(flat)
         for i, b, leaf in zip(chosen, blocks, stacks, strict=True):
             out[i] = b.from_stacks([next(results) for _ in leaf])
         return jax.tree.unflatten(treedef, out)
 
-    def _orthogonalize_on_one(self, flat_dims: list, flat: list) -> list:
+    def _orthogonalize_on_one(self, flat_dims: list, flat: list, eps: Any) -> list:
         """Every leaf with dimension numbers orthogonalized, no mesh given.
 
         Without a mesh the matrices are stacked by shape. Under one (with
@@ -186,17 +196,26 @@ class NewtonSchulz(NewtonSchulzOptions):
         ]
         for i, d in enumerate(flat_dims):
             if d is not None and i not in grouped:
-                out[i] = self.orthogonalize_leaf(flat[i], d)
+                out[i] = self.orthogonalize_leaf(flat[i], d, eps)
         blocks = [matrix_blocks(flat[i].shape, flat_dims[i]) for i in grouped]
         stacks = [b.to_stacks(flat[i]) for b, i in zip(blocks, grouped, strict=True)]
         matrices = [m for leaf in stacks for m in leaf]
-        results = iter(orthogonalize_grouped(matrices, self.orthogonalize_matrices))
+        orthogonalize = functools.partial(self.orthogonalize_matrices, eps=eps)
+        results = iter(orthogonalize_grouped(matrices, orthogonalize))
         for i, b, leaf in zip(grouped, blocks, stacks, strict=True):
             out[i] = b.from_stacks([next(results) for _ in leaf])
         return out
 
-    def orthogonalize_leaf(self, x: jax.Array, dims: MuonDimensionNumbers) -> jax.Array:
-        """Orthogonalize one weight-shaped array along its matrix axes."""
+    def orthogonalize_leaf(
+        self, x: jax.Array, dims: MuonDimensionNumbers, eps: Any
+    ) -> jax.Array:
+        """Orthogonalize one weight-shaped array along its matrix axes.
+
+        Args:
+          x: the array.
+          dims: its dimension numbers.
+          eps: the member's `eps` (see :meth:`orthogonalize_matrices`).
+        """
         sharding = explicit_sharding(x)
         if sharding is not None:
             # Sharding in types forbids the row-sharded X X^T; iterate on a
@@ -205,7 +224,7 @@ class NewtonSchulz(NewtonSchulzOptions):
         # One batched call per block size (one for a whole matrix or heads).
         blocks = matrix_blocks(x.shape, dims)
         out = blocks.from_stacks(
-            [self.orthogonalize_matrices(m) for m in blocks.to_stacks(x)]
+            [self.orthogonalize_matrices(m, eps) for m in blocks.to_stacks(x)]
         )
         if sharding is not None:
             out = reshard(out, sharding.spec)
@@ -213,13 +232,26 @@ class NewtonSchulz(NewtonSchulzOptions):
 
 
 class NewtonSchulzMember(NewtonSchulzOptions):
-    """A member that orthogonalizes: the :class:`NewtonSchulz` options.
+    """A member that orthogonalizes: the :class:`NewtonSchulz` options, and
+    the NewtonSchulz they make.
 
     A concrete member declares `ns_coeffs`, `ns_steps` and `eps` (checked
-    as the class is made); the keyword-only options are inherited.
+    as the class is made); the keyword-only options are inherited. It
+    builds its :class:`NewtonSchulz` once, when it is constructed (and
+    again in :meth:`replace`), and holds it as `newton_schulz`, in its tree
+    definition: unflattening it, `init`, `update` and a trace build none.
+    It calls it with its `eps`, a leaf.
     """
 
     _abstract = True
+
+    # How this member orthogonalizes: built by __check_init__ from its
+    # options of the same names (not an argument; not in repr, which shows
+    # those options). A dataclass sets a field that is not an argument only
+    # from a factory: None until __check_init__ runs.
+    newton_schulz: NewtonSchulz = static_field(
+        default_factory=lambda: None, init=False, repr=False
+    )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -232,11 +264,9 @@ class NewtonSchulzMember(NewtonSchulzOptions):
             )
 
     def __check_init__(self) -> None:
-        self.newton_schulz()  # a table longer than ns_steps fails here
-
-    def newton_schulz(self) -> NewtonSchulz:
-        """How this member orthogonalizes: its options of the same names."""
-        return self.part(NewtonSchulz, owner=self._public_name())
+        # A table longer than ns_steps fails here, not at the first update.
+        built = self.part(NewtonSchulz, owner=self._public_name())
+        object.__setattr__(self, "newton_schulz", built)
 
 
 class MuonOptions(NewtonSchulzMember):

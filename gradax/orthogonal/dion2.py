@@ -111,7 +111,7 @@ class scale_by_dion2(NewtonSchulzMember, GradientTransformation):
         )
         chosen = pick(dims, picked, 0)
         # Muon's batched (and, under a mesh, distributed) orthogonalization.
-        ortho = self.newton_schulz().orthogonalize_tree(
+        ortho = self.newton_schulz.orthogonalize_tree(
             map_matrices(
                 lambda d, c: MuonDimensionNumbers(c.ndim - 2, c.ndim - 1),
                 dims,
@@ -119,6 +119,7 @@ class scale_by_dion2(NewtonSchulzMember, GradientTransformation):
                 otherwise=lambda c: None,
             ),
             chosen,
+            self.eps,
         )
 
         def finish(d, g, selection, o):

@@ -104,7 +104,7 @@ class scale_by_muon(MuonOptions, GradientTransformation):
             bias_correction=self.bias_correction,
         )
         dims = self.dimension_numbers(updates)
-        orthogonal = self.newton_schulz().orthogonalize_tree(dims, direction)
+        orthogonal = self.newton_schulz.orthogonalize_tree(dims, direction, self.eps)
         if self.adaptive:
             orthogonal = jax.tree.map(
                 lambda m, o: jnp.sum(jnp.conj(m) * o) * o, direction, orthogonal

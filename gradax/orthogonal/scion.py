@@ -127,22 +127,24 @@ class scale_by_scion(GradientTransformation):
     lmo: Any = _SCION.field()
     weight_dimension_numbers: Any = _SCION.field()
     mu_dtype: Any = fields.MUON.field()
+    # How the spectral oracle orthogonalizes (built by __check_init__).
+    newton_schulz: NewtonSchulz = static_field(
+        default_factory=lambda: None, init=False, repr=False
+    )
 
     def __check_init__(self):
         if isinstance(self.lmo, str) and self.lmo not in LMOS:
             raise ValueError(f"lmo must be one of {LMOS}, got {self.lmo!r}")
-        self.newton_schulz()  # a table longer than ns_steps fails here
-
-    def newton_schulz(self) -> NewtonSchulz:
-        """How the spectral oracle orthogonalizes: Muon's defaults, never
-        spread over a mesh (each leaf is orthogonalized where it is)."""
-        return NewtonSchulz(
+        # How the spectral oracle orthogonalizes: Muon's defaults, never
+        # spread over a mesh (each leaf is orthogonalized where it is). Built
+        # once; a table longer than ns_steps fails here.
+        built = NewtonSchulz(
             self.ns_coeffs,
             self.ns_steps,
-            self.eps,
             distributed=False,
             owner=self._public_name(),
         )
+        object.__setattr__(self, "newton_schulz", built)
 
     def lmo_tree(self, tree: Any) -> Any:
         """The oracle name of each leaf of `tree`.
@@ -218,7 +220,7 @@ class scale_by_scion(GradientTransformation):
     def _matrix_lmo(self, name, x, fan_in, fan_out):
         eps = self.eps
         if name == "spectral":
-            o = self.newton_schulz().orthogonalize_matrices(x)
+            o = self.newton_schulz.orthogonalize_matrices(x, eps)
             return o * shape_scale(fan_in, fan_out, "spectral")
         if name == "sign":
             return jnp.sign(x) / fan_in

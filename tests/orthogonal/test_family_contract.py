@@ -114,7 +114,7 @@ def test_scion_spectral_oracle_is_muons_orthogonalization():
     scion = gradax.scale_by_scion(**ns, beta=0.0, lmo="spectral")
     muon = gradax.scale_by_muon(**ns, beta=0.0, nesterov=False)
     out_scion, _ = scion.update(g, scion.init(g))
-    orthogonal = muon.newton_schulz().orthogonalize_matrices(g)
+    orthogonal = muon.newton_schulz.orthogonalize_matrices(g, muon.eps)
     np.testing.assert_allclose(out_scion, orthogonal * np.sqrt(4 / 8), rtol=1e-6)
 
 
@@ -148,10 +148,11 @@ POSITIONAL = (
 )
 # The keyword-only options of Newton–Schulz, and those of Muon's momentum.
 NEWTON_SCHULZ = {f.name: f for f in dataclasses.fields(_steps.NewtonSchulzOptions)}
+# (NewtonSchulzMember adds no option: the NewtonSchulz it builds and holds.)
 MOMENTUM = {
     f.name: f
     for f in dataclasses.fields(_steps.MuonOptions)
-    if f.name not in NEWTON_SCHULZ
+    if f.name not in {g.name for g in dataclasses.fields(_steps.NewtonSchulzMember)}
 }
 SHARED = (
     {name: fields.MUON.declared(name) for name in POSITIONAL}
@@ -187,7 +188,11 @@ def test_every_member_declares_the_shared_options_as_declared(cls):
     # leaf or static, and the same default unless documented above.
     declared = {f.name: f for f in dataclasses.fields(cls)}
     shared = [name for name in SHARED if name in declared]
-    assert {"ns_coeffs", "ns_steps", "eps"} <= set(shared) or cls in (
+    # NewtonSchulz holds no eps: its member passes its own (a leaf) at each call.
+    needed = {"ns_coeffs", "ns_steps"} | (
+        {"eps"} if cls is not _steps.NewtonSchulz else set()
+    )
+    assert needed <= set(shared) or cls in (
         gradax.dion,
         gradax.adamh,
     ), f"{cls.__name__} orthogonalizes without the Newton–Schulz options"
@@ -255,3 +260,100 @@ def test_momentum_step_is_shared():
             _, sa = a.update(g, sa)
             _, sb = b.update(g, sb)
         np.testing.assert_array_equal(sa.mu["w"], sb.mu["w"])
+
+
+def test_a_member_builds_its_newton_schulz_once_and_replace_rebuilds_it(
+    monkeypatch,
+):
+    # A member builds its NewtonSchulz when it is constructed and holds it in
+    # its tree definition: an update, jit's unflatten and a trace build none;
+    # replace builds a new one, and the replaced options reach the iteration.
+    built: list[Any] = []
+    finish = _steps.NewtonSchulz._finish_init
+
+    def counted(ns):
+        built.append(ns)
+        finish(ns)
+
+    monkeypatch.setattr(_steps.NewtonSchulz, "_finish_init", counted)
+    iterations: list[tuple] = []
+
+    def recording(x, **kwargs):
+        iterations.append((kwargs["method"], kwargs["steps"]))
+        return newton_schulz.orthogonalize(x, **kwargs)
+
+    monkeypatch.setattr(_steps, "orthogonalize", recording)
+    params = {"w": jax.random.normal(jax.random.key(0), (6, 4)), "b": jnp.ones(4)}
+    txs = [gradax.muon(rate, method="ns", ns_steps=3) for rate in (0.1, 0.2)]
+    assert built, "muon builds its NewtonSchulz when it is constructed"
+    assert txs[0].newton_schulz == _steps.NewtonSchulz(
+        txs[0].ns_coeffs, 3, method="ns", owner="muon"
+    )
+    state = txs[0].init(params)  # builds the groups for this routing
+    traces = []
+
+    @jax.jit
+    def step(tx, state):
+        traces.append(None)
+        return tx.update(params, state, params)
+
+    built.clear()
+    txs[0].update(params, state, params)
+    for tx in txs:
+        step(tx, state)
+    assert len(traces) == 1  # a new learning rate: the same program
+    assert not built, "an update or a trace built a NewtonSchulz"
+    assert iterations and set(iterations) == {("ns", 3)}
+    # Two equal members are equal, with equal hashes (jit's cache key).
+    again = gradax.muon(0.1, method="ns", ns_steps=3)
+    assert again == txs[0] and hash(again) == hash(txs[0])
+    assert again != gradax.muon(0.1, method="gram", ns_steps=3)
+
+    for tx, changes, expected in (
+        (txs[0], dict(method="gram", ns_steps=2), ("gram", 2)),
+        (
+            gradax.scale_by_muon(method="ns"),
+            dict(method="gram", ns_steps=2),
+            ("gram", 2),
+        ),
+        # Scion's spectral oracle takes Muon's default method.
+        (gradax.scale_by_scion(lmo="spectral"), dict(ns_steps=2), ("auto", 2)),
+    ):
+        built.clear()
+        replaced = tx.replace(**changes)
+        assert built, f"{type(tx).__name__}.replace built no NewtonSchulz"
+        assert replaced.newton_schulz.ns_steps == 2
+        iterations.clear()
+        # (A direction orthogonalizes every leaf: the matrix alone.)
+        matrix = {"w": params["w"]}
+        replaced.update(matrix, replaced.init(matrix), matrix)
+        assert set(iterations) == {expected}, type(tx).__name__
+
+
+def test_a_gradient_reaches_eps_through_the_iteration():
+    # eps is the member's leaf, given to the held NewtonSchulz at each call:
+    # jax.grad with respect to the member reaches it. With no momentum
+    # (beta=0) the direction is NS(g), so the gradient is that of
+    # gradax.orthogonalize's eps; both run the same program (rtol 1e-5 for
+    # the order of the float32 sums). eps=0.5 beside a norm near 5 makes it
+    # far from zero.
+    g = jax.random.normal(jax.random.key(3), (6, 4))
+    weights = jax.random.normal(jax.random.key(4), (6, 4))
+    tx = gradax.scale_by_muon(beta=0.0, eps=0.5, nesterov=False, method="ns")
+    state = tx.init(g)
+
+    def through_the_member(t):
+        return jnp.sum(weights * t.update(g, state)[0])
+
+    coefficients, steps = newton_schulz_table(tx.ns_coeffs, tx.ns_steps)
+
+    def through_the_iteration(eps):
+        o = gradax.orthogonalize(
+            g, coefficients=coefficients, steps=steps, eps=eps, method="ns"
+        )
+        return jnp.sum(weights * o)
+
+    ours = jax.jit(jax.grad(through_the_member))(tx).eps
+    expected = jax.jit(jax.grad(through_the_iteration))(0.5)
+    assert abs(float(expected)) > 1e-3
+    np.testing.assert_allclose(ours, expected, rtol=1e-5)

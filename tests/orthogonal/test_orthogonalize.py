@@ -120,7 +120,7 @@ def test_keller_matches_optax():
 def test_preconditioning_matches_optax(preconditioning):
     g = jax.random.normal(jax.random.key(5), (24, 40))
     tx = gradax.scale_by_muon(preconditioning=preconditioning, method="ns")
-    ours = tx.newton_schulz().orthogonalize_leaf(g, gradax.MuonDimensionNumbers())
+    ours = tx.newton_schulz.orthogonalize_leaf(g, gradax.MuonDimensionNumbers(), tx.eps)
     theirs = optax_ns(g, jnp.asarray(KELLER[0]), 5, preconditioning=preconditioning)
     np.testing.assert_allclose(ours, theirs, atol=2e-6)
 
