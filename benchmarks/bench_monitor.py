@@ -20,9 +20,10 @@ of squares of each, which adds a read wherever XLA does not fuse the sum
 into an operation that already reads the leaf. On the CPU backend no
 reduction joins another fusion (XLA:CPU has no multi-output fusion), so
 each metric sum of a large leaf is a kernel of its own that reads it once
-more; the small leaves of a group are summed in one kernel (they are
-raveled into one vector); behind a clip the gradients' sums are the clip's
-own (the same operations, computed once).
+more; the small leaves of a group are joined as they are (by dtype and
+shape past the first axis) and squared inside one sum, so the optimizer's
+own kernels stay as they were; behind a clip the gradients' sums are the
+clip's own (the same operations, computed once).
 
 ``--quick`` times the 434-leaf tree and a 1-layer w256 tree, with fewer
 rounds. Run: python benchmarks/bench_monitor.py [--quick] [--json FILE]

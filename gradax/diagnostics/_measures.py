@@ -36,8 +36,8 @@ F32 = jnp.float32
 EXTRAS = ("leaf_norms", "orthogonality", "max_logits")
 
 
-# Leaves of at most this many elements are summed together, per group, in
-# one kernel (see `square_sums`).
+# Leaves of at most this many elements are summed together, per group and
+# per dtype and shape past the first axis, in one kernel (see `square_sums`).
 SMALL = 1 << 14
 
 
@@ -83,11 +83,17 @@ def square_sums(
     float32. A large leaf is summed by itself: one reduction, which a
     backend may fuse with the work that reads the leaf already. The small
     leaves of a group (biases, norms, the many leaves of a deep model) are
-    raveled into one vector and summed at once: on a backend that runs each
-    reduction as a kernel of its own (XLA:CPU), a kernel per leaf would cost
-    more than the arithmetic. The optimization barrier keeps the vector
-    whole (XLA otherwise splits a sum of a concatenation into the sums of
-    its pieces).
+    summed at once: on a backend that runs each reduction as a kernel of
+    its own (XLA:CPU), a kernel per leaf would cost more than the
+    arithmetic. They are joined as they are, and squared in the sum: a
+    concatenation of their squares costs XLA:CPU a kernel per leaf to
+    write each square, and makes it compute each update again (and the
+    optimizer's loop split in two to share the part before it). Leaves
+    of one dtype and one shape past the first axis are joined along it,
+    with no reshape (XLA:CPU would compute a leaf again in the new shape
+    rather than view the one the step returns); scalars are raveled. The
+    optimization barrier keeps each joined array whole (XLA otherwise
+    splits a sum of a concatenation into the sums of its pieces).
 
     A leaf marked `shared` (a clip of the raw gradients sums its squares
     already) is summed by itself with the clip's own operations, which XLA
@@ -114,11 +120,15 @@ def square_sums(
     for group in dict.fromkeys(groups):
         members = [i for i, g in enumerate(groups) if g == group]
         total = sum((each[i] for i in members if i in each), jnp.zeros([], F32))
-        pieces = [squares(leaves[i]) for i in members if not alone[i]]
-        pieces = [p.ravel() for p in pieces if p is not None]
-        if pieces:
+        stacks: dict[tuple, list[jax.Array]] = {}
+        for i in members:
+            if not alone[i] and squares(leaves[i]) is not None:
+                x = jnp.asarray(leaves[i])
+                x = x if x.ndim else x.ravel()
+                stacks.setdefault((x.dtype, x.shape[1:]), []).append(x)
+        for pieces in stacks.values():
             joined = jax.lax.optimization_barrier(jnp.concatenate(pieces))
-            total = total + jnp.sum(joined).astype(F32)
+            total = total + square_sum(joined)
         totals[group] = total
     if None not in totals:
         totals[None] = sum(totals.values(), jnp.zeros([], F32))
