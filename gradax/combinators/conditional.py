@@ -58,10 +58,13 @@ class _Conditional(GradientTransformation):
     should_transform_fn: Callable[..., Any] = static_field()
     forward_extra_args: bool = static_field(default=False)
 
+    # `_state_class` and `_on_skip` are each wrapper's (typed Any here).
     def init_state(self, params):
-        return self._state_class(inner_state=self.inner.init(params), step=zero_count())
+        this: Any = self
+        return this._state_class(inner_state=self.inner.init(params), step=zero_count())
 
     def update_state(self, updates, state, params=None, **extra_args):
+        this: Any = self
         kwargs = extra_args if self.forward_extra_args else {}
         new_updates, inner_state = cond_update(
             self.should_transform_fn(state.step, **kwargs),
@@ -70,10 +73,10 @@ class _Conditional(GradientTransformation):
             state.inner_state,
             params,
             extra_args,
-            on_skip=self._on_skip,
+            on_skip=this._on_skip,
             owner=type(self).__name__,
         )
-        return new_updates, self._state_class(
+        return new_updates, this._state_class(
             inner_state=inner_state, step=safe_increment(state.step)
         )
 

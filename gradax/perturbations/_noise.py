@@ -25,7 +25,8 @@ class _StandardNoise(Module):
           sample_shape: the shape of the samples.
           dtype: their floating-point dtype.
         """
-        return self._draw(key, sample_shape, dtype)
+        this: Any = self  # `_draw` is each distribution's
+        return this._draw(key, sample_shape, dtype)
 
 
 class Normal(_StandardNoise):

@@ -221,18 +221,21 @@ class _Ramp(ScheduleBase):
 
     _abstract = True
 
+    # The fields and `_power` are each schedule's (typed Any here).
     def __check_init__(self):
+        this: Any = self
         # Accepted, as in optax, with a note on how they are read.
-        _note_polynomial_fallbacks(self.transition_steps, self.transition_begin)
+        _note_polynomial_fallbacks(this.transition_steps, this.transition_begin)
 
     def _evaluate(self, count):
+        this: Any = self
         return polynomial_value(
             count,
-            self.init_value,
-            self.end_value,
-            self._power(),
-            self.transition_steps,
-            self.transition_begin,
+            this.init_value,
+            this.end_value,
+            this._power(),
+            this.transition_steps,
+            this.transition_begin,
         )
 
 

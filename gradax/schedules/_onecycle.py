@@ -32,18 +32,21 @@ class _OneCycle(ScheduleBase):
 
     _abstract = True
 
+    # The fields and `_pairs`/`_kind` are each schedule's (typed Any here).
     def _evaluate(self, count):
-        init_value = self.peak_value / self.div_factor
-        steps, scales = _merged(self._pairs(self.div_factor, self.final_div_factor))
-        return piecewise_interpolate_value(count, self._kind, init_value, steps, scales)
+        this: Any = self
+        init_value = this.peak_value / this.div_factor
+        steps, scales = _merged(this._pairs(this.div_factor, this.final_div_factor))
+        return piecewise_interpolate_value(count, this._kind, init_value, steps, scales)
 
     def bounds(self):
-        known = known_numbers(self.peak_value, self.div_factor, self.final_div_factor)
+        this: Any = self
+        known = known_numbers(this.peak_value, this.div_factor, this.final_div_factor)
         if known is None:
             return None
         peak, div, final_div = known
         return piecewise_interpolate_bounds(
-            peak / div, *_merged(self._pairs(div, final_div))
+            peak / div, *_merged(this._pairs(div, final_div))
         )
 
 

@@ -108,7 +108,8 @@ class _ScaleByParamBlock(GradientTransformation):
 
     def update_state(self, updates, state, params=None, **extra_args):
         _needs_params(type(self).__name__, params)
-        statistic, floor = self._block_statistic, self.min_scale
+        this: Any = self  # `_block_statistic` is each scaling's
+        statistic, floor = this._block_statistic, self.min_scale
         return jax.tree.map(
             lambda u, p: u * _floored(p, statistic, floor), updates, params
         ), state
