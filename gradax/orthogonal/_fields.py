@@ -55,7 +55,6 @@ DISTRIBUTED = OneOf(
     ("auto", True, False), also=_is_mesh, also_text="a jax.sharding.Mesh"
 )
 MOMENTUM = OneOf(("ema", "sum"))
-CONSISTENT_RMS = NONNEGATIVE
 
 
 # The positional options, each member in its own signature's order.

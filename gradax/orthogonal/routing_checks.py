@@ -194,15 +194,6 @@ def _likely_input_or_output(leaves: list[_Leaf]) -> list[tuple[_Leaf, str]]:
     return flagged
 
 
-def likely_input_or_output(dims: Any, tree: Any) -> dict[str, str]:
-    """Path -> why, for each leaf of `tree` routed to Muon by `dims` (one
-    entry per leaf, None: AdamW) that looks like an input or output layer."""
-    return {
-        leaf.text: why
-        for leaf, why in _likely_input_or_output(list(_leaves(dims, tree)))
-    }
-
-
 def _key_name(path: tuple) -> str:
     """A regular expression for the last key of `path`: `fc1`, or for a list
     index the list's name with it (`layers[0]`, escaped)."""
