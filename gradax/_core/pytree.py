@@ -470,7 +470,18 @@ class Module(metaclass=ModuleMeta):
         Works for every module, including those whose `__init__` takes
         other arguments than their fields (`chain(*transforms)`).
         """
-        names = {f.name for f in _fields_of(self)}
+        fields = _fields_of(self)
+        names = {f.name for f in fields if f.init}
+        derived = sorted(set(changes) & {f.name for f in fields if not f.init})
+        if derived:
+            # Built at construction from the other fields (a Muon member's
+            # `newton_schulz` from its options): setting one alone would
+            # leave it disagreeing with them, or be silently rebuilt.
+            raise TypeError(
+                f"{self._public_name()}.replace cannot set {derived}: made at "
+                "construction from the other fields; replace those instead "
+                f"(its fields are {sorted(names)})"
+            )
         unknown = sorted(set(changes) - names)
         if unknown:
             raise TypeError(

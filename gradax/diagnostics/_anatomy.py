@@ -106,7 +106,7 @@ def muon_parts(tx: MuonGroups, tree: Any | None) -> GradientTransformation | Non
         return None
     # A routing that reads the whole tree: the optimizer keeps the parts it
     # built for it (the ones its update runs), found by the same call.
-    return tx._parts_for(tree, quiet=True)
+    return tx.parts_for(tree, quiet=True)
 
 
 def _wrapped(tx: Any) -> Any:

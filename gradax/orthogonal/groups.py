@@ -279,7 +279,7 @@ class MuonGroups(Alias):
             Alias._finish_init(self)
         else:
             # A tree or a function of the params: the routing of the whole
-            # tree decides the parts (_parts_for).
+            # tree decides the parts (parts_for).
             GradientTransformation._finish_init(self)
 
     def build(self) -> GradientTransformation:
@@ -355,12 +355,18 @@ class MuonGroups(Alias):
             "or put None at those paths"
         )
 
-    def _parts_for(self, tree: Any, *, quiet: bool) -> GradientTransformation:
-        """The parts for `tree`: its routing resolved, the parts kept by it.
+    def parts_for(self, tree: Any, *, quiet: bool = True) -> GradientTransformation:
+        """The parts this optimizer runs on `tree`: its routing resolved.
 
-        With a routing that decides each leaf by itself, the parts held since
-        construction; the routing is resolved only to warn and report (at
-        init, not at each update).
+        With a routing that decides each leaf by itself (None, "auto", one
+        :class:`MuonDimensionNumbers`), the parts held since construction,
+        as :meth:`parts`. With a tree or a function of the params, the parts
+        depend on the tree: they are built for its routing once and kept by
+        the instance (a copy with other fields starts without them), so
+        `init`, `update` and a reader such as :func:`gradax.group_labels` get
+        the same object. `quiet=False` also warns about likely
+        input or output layers routed to Muon and prints the report
+        `muon_labels` prints (as `init` does).
         """
         if routes_each_leaf(self.muon_weight_dimension_numbers):
             if not quiet:
@@ -394,10 +400,10 @@ class MuonGroups(Alias):
         return obj
 
     def init_state(self, params):
-        return self._parts_for(params, quiet=False).init(params)
+        return self.parts_for(params, quiet=False).init(params)
 
     def update_state(self, updates, state, params=None, **extra_args):
-        parts = self._parts_for(updates, quiet=True)
+        parts = self.parts_for(updates, quiet=True)
         return parts.update(updates, state, params, **extra_args)
 
 

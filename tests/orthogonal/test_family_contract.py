@@ -357,3 +357,11 @@ def test_a_gradient_reaches_eps_through_the_iteration():
     expected = jax.jit(jax.grad(through_the_iteration))(0.5)
     assert abs(float(expected)) > 1e-3
     np.testing.assert_allclose(ours, expected, rtol=1e-5)
+
+
+def test_replace_refuses_the_newton_schulz_it_builds():
+    # `newton_schulz` is made from the member's options at construction:
+    # replacing it alone would be silently rebuilt from them (or disagree).
+    for tx in (gradax.muon(0.1), gradax.scale_by_scion(lmo="spectral")):
+        with pytest.raises(TypeError, match=r"cannot set \['newton_schulz'\]"):
+            tx.replace(newton_schulz=tx.newton_schulz)

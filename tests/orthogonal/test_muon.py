@@ -354,7 +354,7 @@ def test_options_reach_the_direction_of_every_variant():
     ):
         tx = getattr(gradax, name)(0.02, **options, **extra)
         # The direction heads the matrices' group of the parts it builds.
-        parts = tx._parts_for({"w": jnp.zeros((4, 8))}, quiet=True)
+        parts = tx.parts_for({"w": jnp.zeros((4, 8))}, quiet=True)
         direction = parts.transforms["muon"].transforms[0]
         for key, value in {**options, **extra}.items():
             assert getattr(direction, key) == value, (name, key)
