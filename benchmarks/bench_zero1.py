@@ -2,29 +2,35 @@
 
 For AdamW and Muon on a small transformer-shaped tree, one compiled training
 step (gradients of a batch split over the ``data`` axis, optimizer update,
-apply) with replicated parameters, in two forms:
+apply) with replicated parameters, the state replicated (data parallel) or
+wrapped in ``shard_state(tx, axis="data")`` (ZeRO-1), the gradients computed
+three ways:
 
-- plain data parallelism: state replicated like the parameters; the
-  compiler all-reduces the gradients;
-- ZeRO-1: the same step with the transformation wrapped in
-  ``shard_state(tx, axis="data")``, the gradients still all-reduced;
-- ZeRO-1 with reduce-scattered gradients: the gradients from
-  ``gradax.sharding.data_parallel_value_and_grad``, each device receiving
-  only the summed slice it updates (then the updates are all-gathered).
+- ``jax.grad``: a plain ``jax.grad(loss)(params, batch)`` under ``jit``,
+  what users write; the compiler places the gradients' reduction;
+- ``pmean``: each device's gradient inside ``shard_map``, averaged;
+- ``data_parallel_value_and_grad``: each device receives only the summed
+  slice it updates (a reduce-scatter), then the updates are all-gathered.
 
 Printed per form: the optimizer state's bytes on each device, and the
 collectives in the compiled step's HLO (count of each kind, and bytes each
-device receives, estimated as gradax's distributed benchmark does). Runs on
-simulated CPU devices; the counts and bytes are the compiler's plan, not
-timings.
+device receives, estimated as gradax's distributed benchmark does). The
+inputs are abstract (nothing runs): the counts and bytes are the compiler's
+plan, not timings. ``--explicit`` uses an Explicit mesh axis (the plain
+``jax.grad`` forms only). ``--tpu v5e:2x4`` compiles for a TPU topology
+ahead of time instead of for 8 simulated CPU devices; it needs the
+``libtpu`` package importable (no TPU), e.g. ``pip install --target DIR
+libtpu`` and ``PYTHONPATH=DIR``. XLA:TPU forms a reduce-scatter as a fusion
+of an all-reduce and a slice, counted here as a reduce-scatter.
 
-Run: python benchmarks/bench_zero1.py [--json FILE]
+Run: python benchmarks/bench_zero1.py [--explicit] [--tpu TOPOLOGY] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 
@@ -34,6 +40,7 @@ if SIMULATED not in os.environ.get("XLA_FLAGS", ""):
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 import gradax  # noqa: E402
 from gradax_cli.benchmarks.distributed import collective_bytes  # noqa: E402
@@ -46,7 +53,7 @@ KINDS = (
     "collective-permute",
     "all-to-all",
 )
-VOCAB, WIDTH, LAYERS, BATCH = 1024, 256, 8, 64
+VOCAB, WIDTH, LAYERS, BATCH = 1024, 256, 8, 16384
 
 
 def make_params() -> dict:
@@ -60,11 +67,17 @@ def make_params() -> dict:
 
 
 def loss_fn(p: dict, tokens: jax.Array) -> jax.Array:
-    h = p["embed"][tokens] + p["bias"]
+    if jax.typeof(tokens).sharding.spec[0] is not None:
+        # Explicit axes: the rows of a replicated table gathered by split
+        # tokens are split like the tokens (JAX asks which).
+        rows = p["embed"].at[tokens].get(out_sharding=P("data"))
+    else:
+        rows = p["embed"][tokens]
+    h = rows + p["bias"]
     for i in range(LAYERS):
         h = h + jnp.tanh(h @ p["layers"][i])
-    logits = h @ p["head"]
-    return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(tokens.size), tokens])
+    log_p = jax.nn.log_softmax(h @ p["head"])
+    return -jnp.mean(jnp.take_along_axis(log_p, tokens[:, None], axis=1))
 
 
 def optimizers() -> dict:
@@ -94,13 +107,34 @@ def reduce_scattered_grads(p, t):
     return gradax.sharding.data_parallel_value_and_grad(loss_fn)(p, t)[1]
 
 
-def measure(tx, mesh, grads_fn=all_reduced_grads) -> dict:
-    replicated = jax.NamedSharding(mesh, P())
-    params = jax.device_put(make_params(), replicated)
-    tokens = jax.device_put(
-        jnp.arange(BATCH) % VOCAB, jax.NamedSharding(mesh, P("data"))
+def plain_grads(p, t):
+    """What users write: `jax.grad` under `jit`, the batch split over "data"."""
+    return jax.grad(loss_fn)(p, t)
+
+
+def abstract(tree, sharding):
+    return jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), tree
     )
-    state = jax.jit(tx.init)(params)
+
+
+def measure(tx, mesh, grads_fn=all_reduced_grads) -> dict:
+    """One compiled step's collectives, from abstract inputs (nothing runs).
+
+    The mesh's devices may be simulated CPU devices or a TPU topology's
+    (ahead-of-time compilation: `--tpu`).
+    """
+    replicated = jax.NamedSharding(mesh, P())
+    params = abstract(jax.eval_shape(make_params), replicated)
+    tokens = jax.ShapeDtypeStruct(
+        (BATCH,), jnp.int32, sharding=jax.NamedSharding(mesh, P("data"))
+    )
+    init = jax.jit(tx.init).lower(params).compile()
+    state = jax.tree.map(
+        lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
+        jax.eval_shape(tx.init, params),
+        init.output_shardings,
+    )
 
     @jax.jit
     def step(p, s, t):
@@ -109,56 +143,110 @@ def measure(tx, mesh, grads_fn=all_reduced_grads) -> dict:
         return gradax.apply_updates(p, updates), s
 
     hlo = step.lower(params, state, tokens).compile().as_text()
-    per_device: dict = {}
-    for leaf in jax.tree.leaves(state):
-        for shard in leaf.addressable_shards:
-            per_device[shard.device] = per_device.get(shard.device, 0) + (
-                shard.data.nbytes
-            )
-    whole = sum(leaf.nbytes for leaf in jax.tree.leaves(state))
-    received = collective_bytes(hlo, mesh.size)
+    leaves = jax.tree.leaves(state)
+    whole = sum(x.size * x.dtype.itemsize for x in leaves)
+    per_device = sum(
+        math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize for x in leaves
+    )
+    counts, received = collectives(hlo, mesh.size)
     return {
         "state_bytes_whole": int(whole),
-        "state_bytes_per_device": int(max(per_device.values())),
-        "collectives": count(hlo),
+        "state_bytes_per_device": int(per_device),
+        "collectives": counts,
         "received_bytes": {k: int(v) for k, v in received.items()},
     }
 
 
-def run() -> dict:
-    mesh = jax.make_mesh((8,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
+def tpu_reduce_scatters(hlo: str) -> tuple[str, list[str]]:
+    """`hlo` without the all-reduces XLA:TPU turns into reduce-scatters, and
+    those all-reduces' lines.
+
+    XLA:TPU forms a reduce-scatter as a fusion (`calls=%all-reduce-scatter`)
+    of an all-reduce and the slice each device keeps: each device receives
+    the other devices' parts of its slice, (n - 1)/n of the all-reduce's
+    result, once (an all-reduce moves it twice). Other platforms' text has
+    none.
+    """
+    rest, formed, inside = [], [], False
+    for line in hlo.splitlines():
+        if line.lstrip("%").startswith("all-reduce-scatter"):
+            inside = True
+        elif line.startswith("}"):
+            inside = False
+        (formed if inside and " all-reduce(" in line else rest).append(line)
+    return "\n".join(rest), formed
+
+
+def collectives(hlo: str, devices: int) -> tuple[dict, dict]:
+    """Counts of each kind of collective, and bytes each device receives."""
+    rest, formed = tpu_reduce_scatters(hlo)
+    counts = count(rest)
+    received = collective_bytes(rest, devices)
+    if formed:
+        counts["reduce-scatter"] += len(formed)
+        # collective_bytes counts an all-reduce twice: a reduce-scatter once.
+        once = collective_bytes("\n".join(formed), devices)["all-reduce"] / 2
+        received["reduce-scatter"] = received.get("reduce-scatter", 0.0) + once
+    return counts, received
+
+
+FORMS = {
+    "data parallel, jax.grad": (False, plain_grads),
+    "zero-1, jax.grad": (True, plain_grads),
+    "data parallel, pmean": (False, all_reduced_grads),
+    "zero-1, pmean": (True, all_reduced_grads),
+    "zero-1, data_parallel_value_and_grad": (True, reduce_scattered_grads),
+}
+
+
+def run(tpu: str | None = None, explicit: bool = False) -> dict:
+    types = jax.sharding.AxisType
+    axis_type = types.Explicit if explicit else types.Auto
+    if tpu:
+        from jax.experimental import topologies
+
+        devices = np.asarray(topologies.get_topology_desc(tpu, "tpu").devices)
+        mesh = jax.sharding.Mesh(
+            devices.reshape(-1), ("data",), axis_types=(axis_type,)
+        )
+    else:
+        mesh = jax.make_mesh((8,), ("data",), axis_types=(axis_type,))
     results = {}
     with jax.set_mesh(mesh):
         for name, tx in optimizers().items():
-            results[name] = {
-                "data parallel": measure(tx, mesh),
-                "zero-1": measure(gradax.shard_state(tx, axis="data"), mesh),
-                "zero-1 rs": measure(
-                    gradax.shard_state(tx, axis="data"), mesh, reduce_scattered_grads
-                ),
-            }
+            results[name] = {}
+            for form, (zero, grads_fn) in FORMS.items():
+                if explicit and grads_fn is not plain_grads:
+                    continue  # the shard_map forms need Auto axes' pcast
+                wrapped = gradax.shard_state(tx, axis="data") if zero else tx
+                results[name][form] = measure(wrapped, mesh, grads_fn)
     return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--tpu",
+        metavar="TOPOLOGY",
+        help="compile ahead of time for a TPU topology (e.g. v5e:2x4; needs "
+        "the libtpu package importable, no TPU) instead of 8 CPU devices",
+    )
+    parser.add_argument("--explicit", action="store_true", help="Explicit mesh axes")
     args = parser.parse_args()
     params = sum(x.size for x in jax.tree.leaves(make_params()))
-    print(f"{params} parameters (float32), 8 devices on one 'data' axis")
-    results = run()
+    where = f"TPU {args.tpu} (ahead of time)" if args.tpu else "8 simulated CPU devices"
+    kind = "Explicit" if args.explicit else "Auto"
+    print(f"{params} parameters (float32), {where}, one {kind} 'data' axis")
+    results = run(args.tpu, args.explicit)
     for name, forms in results.items():
         for form, r in forms.items():
             ops = ", ".join(f"{k} {v}" for k, v in r["collectives"].items() if v)
-            received = ", ".join(
-                f"{k} {v / 2**20:.2f} MiB" for k, v in r["received_bytes"].items()
-            )
+            total = sum(r["received_bytes"].values())
             print(
-                f"{name:6s} {form:13s} state/device "
-                f"{r['state_bytes_per_device'] / 2**20:6.2f} MiB "
-                f"(whole {r['state_bytes_whole'] / 2**20:.2f} MiB) | ops: {ops} "
-                f"| received/device: {received} "
-                f"(total {sum(r['received_bytes'].values()) / 2**20:.2f} MiB)"
+                f"{name:6s} {form:37s} state/device "
+                f"{r['state_bytes_per_device'] / 2**20:5.2f} MiB | {ops} "
+                f"| received/device {total / 2**20:.2f} MiB"
             )
     if args.json:
         with open(args.json, "w") as f:

@@ -41,6 +41,7 @@ _OP = re.compile(
     r"=\s*(\(?[^=]*?)\s+(all-gather|all-reduce|reduce-scatter|all-to-all|"
     r"collective-permute)(?:-start)?\("
 )
+_COMMENT = re.compile(r"/\*.*?\*/")
 _SHAPE = re.compile(r"(f64|f32|bf16|f16|s32|u32|pred)\[([\d,]*)\]")
 _BYTES = {"f64": 8, "f32": 4, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "pred": 1}
 
@@ -50,7 +51,9 @@ def collective_bytes(hlo: str, devices: int) -> dict[str, float]:
     totals: dict[str, float] = {}
     share = (devices - 1) / devices
     for line in hlo.splitlines():
-        match = _OP.search(line)
+        # A combined collective's tuple type numbers its elements with
+        # comments (`/*index=5*/`) whose "=" the pattern would stop at.
+        match = _OP.search(_COMMENT.sub("", line))
         if not match:
             continue
         out_type, kind = match.groups()
