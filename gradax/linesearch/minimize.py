@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import tree as gtree
 from .._core.declarations import Range, Spec, validate
@@ -81,6 +82,12 @@ class MinimizeResult(NamedTuple):
 
 def _as_params(x: Any) -> jax.Array:
     """A leaf of `x0` as a strongly typed floating-point array."""
+    if (
+        isinstance(x, jax.Array)
+        and not x.weak_type
+        and jnp.issubdtype(x.dtype, jnp.inexact)
+    ):
+        return x  # already one: no eager operation to dispatch
     x = jnp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.inexact):
         x = x.astype(jnp.result_type(float))
@@ -248,7 +255,45 @@ def _solve(fun, solver, x0, args, max_steps, tol) -> MinimizeResult:
     )
 
 
-_solve_jit = jax.jit(_solve, static_argnums=0)
+def _solve_flat(fun, solver_def, solver_leaves, *inputs) -> MinimizeResult:
+    solver = jax.tree.unflatten(solver_def, solver_leaves)
+    return _solve(fun, solver, *inputs)
+
+
+# The solver travels flattened: its tree definition (static) and its leaves,
+# built once per set of options. Building it at every call cost about 0.2 ms
+# of Python, most of minimize's overhead on a small problem.
+_solve_jit = jax.jit(_solve_flat, static_argnums=(0, 1))
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_solver(options: tuple[tuple[str, type, Any], ...]) -> tuple[Any, tuple]:
+    solver = lbfgs(**{name: value for name, _, value in options})
+    leaves, solver_def = jax.tree.flatten(solver)
+    return solver_def, tuple(leaves)
+
+
+def _flat_solver(options: dict[str, Any]) -> tuple[Any, tuple]:
+    """`lbfgs(**options)` flattened, built once per distinct (hashable) options."""
+    # The type is part of the key: True == 1 and 1 == 1.0, but they build
+    # solvers of different leaves (and errors).
+    key = tuple((name, type(value), value) for name, value in sorted(options.items()))
+    try:
+        hash(key)
+    except TypeError:  # an array or other unhashable option: build it afresh
+        leaves, solver_def = jax.tree.flatten(lbfgs(**options))
+        return solver_def, tuple(leaves)
+    return _cached_solver(key)
+
+
+def _as_traced_number(value: Any, dtype: Any = None) -> Any:
+    """A Python number as is (jit converts it without an eager dispatch, to the
+    same weak type as `jnp.asarray`), anything else as an array."""
+    if type(value) in (int, float) and dtype is None:
+        return value
+    if type(value) is int:
+        return np.asarray(value, dtype)  # a strong int32 scalar, like jnp's
+    return jnp.asarray(value, dtype)
 
 
 def minimize(
@@ -313,11 +358,18 @@ def minimize(
             f"minimize: unknown option(s) {', '.join(unknown)}; the options are "
             f"those of lbfgs: {', '.join(lbfgs.__dataclass_fields__)}"
         )
-    solver = lbfgs(**options)
+    solver_def, solver_leaves = _flat_solver(options)
     x0 = jax.tree.map(_as_params, x0)
-    inputs = (solver, x0, tuple(args), jnp.asarray(steps, jnp.int32))
+    inputs = (
+        solver_leaves,
+        x0,
+        tuple(args),
+        _as_traced_number(steps, jnp.int32),
+        _as_traced_number(tol),
+    )
     try:
         hash(fun)
     except TypeError:  # not cacheable: compile for this call only
-        return jax.jit(functools.partial(_solve, fun))(*inputs, jnp.asarray(tol))
-    return _solve_jit(fun, *inputs, jnp.asarray(tol))
+        solve = jax.jit(functools.partial(_solve_flat, fun, solver_def))
+        return solve(*inputs)
+    return _solve_jit(fun, solver_def, *inputs)

@@ -1,7 +1,8 @@
 """Time L-BFGS on a regularized logistic regression: gradax against scipy, optax.
 
 The problem: 4000 samples, 2000 features, L2-regularized logistic loss, in
-float64, solved from zero to a gradient norm of 1e-5 by
+float64 (``--dtype float32`` for float32), solved from zero to a gradient norm
+of 1e-5 in at most ``--max-steps`` iterations (2000 by default) by
 
 - ``gradax.minimize`` (the whole run is one compiled ``lax.while_loop``);
 - scipy's L-BFGS-B, fed a jitted ``value_and_grad`` and stopped by a callback
@@ -10,18 +11,22 @@ float64, solved from zero to a gradient norm of 1e-5 by
   ``optax.value_and_grad_from_state``, as optax's documentation suggests.
 
 All three take the same memory size (10); scipy and optax are left out where
-they are not installed. Times are medians of interleaved runs (see
-``common.time_interleaved``). ``--quick`` solves a 1000x500 problem instead.
-``run`` turns on float64 for the whole process (``gradax bench`` runs each
-benchmark in a process of its own).
+they are not installed. Each solver's iterations, evaluations of the objective
+and gradient, and final loss are printed beside its time. Times are medians of
+15 interleaved runs (see ``common.time_interleaved``). ``--quick`` solves a
+1000x500 problem instead. ``run`` sets float64 on for the whole process in
+float64 and off in float32, so that float32 is the plain JAX setting
+(``gradax bench`` runs each benchmark in a process of its own).
 
-Run: python benchmarks/bench_lbfgs.py [--quick] [--json FILE]
+Run: python benchmarks/bench_lbfgs.py [--quick] [--dtype float32]
+[--max-steps 300] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import jax
@@ -36,7 +41,9 @@ TOL = 1e-5
 MAX_STEPS = 2000
 
 
-def make_problem(samples: int = 4000, features: int = 2000, seed: int = 0):
+def make_problem(
+    samples: int = 4000, features: int = 2000, seed: int = 0, dtype: str = "float64"
+):
     """Features of uneven scales, +-1 labels from a noisy linear model, the loss.
 
     Feature scales spread over about two orders of magnitude make the problem
@@ -53,15 +60,22 @@ def make_problem(samples: int = 4000, features: int = 2000, seed: int = 0):
     def loss(w, x, y):
         return jnp.mean(jax.nn.softplus(-y * (x @ w))) + 0.5 * reg * jnp.sum(w * w)
 
-    return loss, jnp.asarray(x), jnp.asarray(y), jnp.zeros(features)
+    # Drawn in float64 with NumPy, then rounded once: both dtypes solve the
+    # same problem.
+    return (
+        loss,
+        jnp.asarray(x.astype(dtype)),
+        jnp.asarray(y.astype(dtype)),
+        jnp.zeros(features, dtype),
+    )
 
 
-def solve_gradax(loss, x, y, w0):
-    result = gradax.minimize(loss, w0, args=(x, y), tol=TOL, max_steps=MAX_STEPS)
+def solve_gradax(loss, x, y, w0, max_steps: int = MAX_STEPS):
+    result = gradax.minimize(loss, w0, args=(x, y), tol=TOL, max_steps=max_steps)
     return result.params, result.value, result.steps, result.num_fun_evals
 
 
-def make_solve_scipy(loss):
+def make_solve_scipy(loss, max_steps: int = MAX_STEPS):
     import scipy.optimize
 
     value_and_grad = jax.jit(jax.value_and_grad(loss))
@@ -86,14 +100,14 @@ def make_solve_scipy(loss):
             jac=True,
             method="L-BFGS-B",
             callback=callback,
-            options=dict(maxiter=MAX_STEPS, maxcor=10, ftol=0.0, gtol=0.0),
+            options=dict(maxiter=max_steps, maxcor=10, ftol=0.0, gtol=0.0),
         )
         return result.x, result.fun, result.nit, result.nfev
 
     return solve
 
 
-def make_solve_optax(loss):
+def make_solve_optax(loss, max_steps: int = MAX_STEPS):
     import optax
 
     solver = optax.lbfgs()
@@ -114,7 +128,7 @@ def make_solve_optax(loss):
             _, state, k, _ = carry
             grad = optax.tree.get(state, "grad")
             first = k == 0
-            return (first | (optax.tree.norm(grad) > TOL)) & (k < MAX_STEPS)
+            return (first | (optax.tree.norm(grad) > TOL)) & (k < max_steps)
 
         # One evaluation before the first step, then the line searches'.
         start = (w0, solver.init(w0), 0, 1)
@@ -134,23 +148,30 @@ def _optional_scipy():
     return True
 
 
-def run(quick: bool = False) -> dict:
-    jax.config.update("jax_enable_x64", True)
+DTYPES = ("float64", "float32")
+
+
+def run(
+    quick: bool = False, dtype: str = "float64", max_steps: int = MAX_STEPS
+) -> dict:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    jax.config.update("jax_enable_x64", dtype == "float64")
     samples, features = (1000, 500) if quick else (4000, 2000)
-    loss, x, y, w0 = make_problem(samples, features)
-    solvers = {"gradax": lambda: solve_gradax(loss, x, y, w0)}
+    loss, x, y, w0 = make_problem(samples, features, dtype=dtype)
+    solvers = {"gradax": lambda: solve_gradax(loss, x, y, w0, max_steps)}
     if _optional_scipy():
-        solve_scipy = make_solve_scipy(loss)
+        solve_scipy = make_solve_scipy(loss, max_steps)
         solvers["scipy"] = lambda: solve_scipy(x, y, w0)
     if optional_optax() is not None:
-        solve_optax = make_solve_optax(loss)
+        solve_optax = make_solve_optax(loss, max_steps)
         solvers["optax"] = lambda: solve_optax(x, y, w0)
     # One compiled program for the checks (eager grad compiles each op).
     grad_norm_of = jax.jit(lambda w, x, y: jnp.linalg.norm(jax.grad(loss)(w, x, y)))
     outcomes = {}
     for name, solve in solvers.items():
         w, value, steps, evals = jax.block_until_ready(solve())
-        grad_norm = grad_norm_of(jnp.asarray(w), x, y)
+        grad_norm = grad_norm_of(jnp.asarray(w, dtype), x, y)
         outcomes[name] = dict(
             loss=float(value),
             iterations=int(steps),
@@ -158,14 +179,19 @@ def run(quick: bool = False) -> dict:
             grad_norm=float(grad_norm),
         )
     # Each solver has run once above: compiled and warm.
-    times = time_interleaved(solvers, repeats=3 if quick else 10, inner=1, warmup=False)
-    label = f"lbfgs {samples}x{features}"
+    times = time_interleaved(solvers, repeats=3 if quick else 15, inner=1, warmup=False)
+    label = f"lbfgs {samples}x{features}" + ("" if dtype == "float64" else f" {dtype}")
     steps = ", ".join(f"{name} {o['iterations']}" for name, o in outcomes.items())
     return {
         "benchmark": (
-            f"L-BFGS, logistic regression {samples}x{features}, float64, to |g| <= 1e-5"
+            f"L-BFGS, logistic regression {samples}x{features}, {dtype}, "
+            f"to |g| <= 1e-5 in at most {max_steps} iterations"
         ),
         "device": str(jax.devices()[0]),
+        # Timings on a shared machine mean little without its load.
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "dtype": dtype,
+        "max_steps": max_steps,
         "seconds": times,
         "outcomes": outcomes,
         "ratio_gradax_over_scipy": (
@@ -183,15 +209,19 @@ def main() -> None:
     """Print the timings (``--json FILE`` writes them too)."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--dtype", choices=DTYPES, default="float64")
+    parser.add_argument("--max-steps", type=int, default=MAX_STEPS)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    result = run(args.quick)
+    result = run(args.quick, args.dtype, args.max_steps)
     print(result["benchmark"], "on", result["device"])
+    if result["load_average"] is not None:
+        print("  load average (1, 5, 15 min):", *result["load_average"])
     for name, seconds in result["seconds"].items():
         o = result["outcomes"][name]
         print(
             f"  {name:7s} {seconds:8.3f} s  {o['iterations']:4d} iterations  "
-            f"{o['evaluations']:4d} evaluations  loss {o['loss']:.12f}  "
+            f"{o['evaluations']:4d} evaluations  loss {o['loss']!r}  "
             f"|grad| {o['grad_norm']:.2e}"
         )
     for row in result["comparisons"]:

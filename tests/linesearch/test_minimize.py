@@ -212,6 +212,28 @@ def test_options_reach_lbfgs():
     np.testing.assert_allclose(result.params, reference.params, atol=1e-3)
 
 
+def test_each_call_gets_the_solver_of_its_options():
+    # minimize builds the solver of each distinct set of options once and
+    # reuses it: another value must not get the cached solver, and an
+    # unhashable array or an int of the same value must work as well.
+    def fun(x):
+        return jnp.sum(jnp.arange(1.0, 4.0) * (x - 1.0) ** 2)
+
+    def one_step(learning_rate):
+        result = gradax.minimize(
+            fun, jnp.zeros(3), max_steps=1, linesearch=None,
+            learning_rate=learning_rate,
+        )  # fmt: skip
+        return np.asarray(result.params)
+
+    half = one_step(0.5)
+    assert np.all(half > 0.0)
+    np.testing.assert_array_equal(one_step(jnp.asarray(0.5)), half)
+    np.testing.assert_allclose(one_step(1), 2.0 * half, rtol=1e-6)
+    np.testing.assert_allclose(one_step(1.0), 2.0 * half, rtol=1e-6)
+    np.testing.assert_array_equal(one_step(0.5), half)
+
+
 def test_bad_arguments_raise_at_once():
     with pytest.raises(ValueError, match="method"):
         gradax.minimize(rosenbrock, jnp.zeros(2), method="bfgs")
