@@ -10,12 +10,11 @@ import jax.numpy as jnp
 from .. import tree as gtree
 from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import safe_increment
-from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.protocol import GradientTransformation, LearningRateAlias
 from .._core.pytree import Module, static_field
-from ..combinators.chain import chain
 from ..optimizers.adabelief import ScaleByBeliefState
-from ..transforms.scaling import scale_by_learning_rate
-from ..transforms.weight_decay import add_decayed_weights
+from ..optimizers.adam import zero_moments
+from ..transforms.cautious import decayed_descent
 
 
 class _AcpropOptions(Module):
@@ -41,11 +40,7 @@ class scale_by_acprop(_AcpropOptions, GradientTransformation):
     """
 
     def init_state(self, params):
-        return ScaleByBeliefState(
-            count=zero_count(),
-            mu=gtree.zeros_like(params),
-            nu=gtree.zeros_like(params),
-        )
+        return zero_moments(ScaleByBeliefState, params)
 
     def update_state(self, updates, state, params=None, **extra_args):
         b2, eps, eps_root = self.b2, self.eps, self.eps_root
@@ -116,8 +111,6 @@ class acprop(_AcpropOptions, LearningRateAlias):
     mask: Any = static_field(default=None)
 
     def build(self):
-        return chain(
-            self.part(scale_by_acprop),
-            add_decayed_weights(self.weight_decay, self.mask),
-            scale_by_learning_rate(self.learning_rate),
+        return decayed_descent(
+            self.part(scale_by_acprop), self.weight_decay, self.mask, self.learning_rate
         )

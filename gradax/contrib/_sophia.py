@@ -31,9 +31,7 @@ from .._core.protocol import (
 from .._core.pytree import static_field
 from .._core.state_guard import match_state
 from .._core.treecheck import require_params
-from ..combinators.chain import chain
-from ..transforms.scaling import scale_by_learning_rate
-from ..transforms.weight_decay import add_decayed_weights
+from ..transforms.cautious import decayed_descent
 
 
 class HutchinsonState(NamedTuple):
@@ -320,8 +318,9 @@ class sophia(Alias):
     bias_correction: bool = _SOPHIA.field()
 
     def build(self):
-        return chain(
+        return decayed_descent(
             self.part(scale_by_sophia),
-            add_decayed_weights(self.weight_decay, self.weight_decay_mask),
-            scale_by_learning_rate(self.learning_rate),
+            self.weight_decay,
+            self.weight_decay_mask,
+            self.learning_rate,
         )

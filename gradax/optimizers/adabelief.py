@@ -10,12 +10,12 @@ import jax
 from .. import tree as gtree
 from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import safe_increment
-from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.protocol import GradientTransformation, LearningRateAlias
 from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
-from .adam import adam_ratio, debiased_first_moment
+from .adam import adam_ratio, debiased_first_moment, zero_moments
 
 
 class ScaleByBeliefState(NamedTuple):
@@ -57,11 +57,7 @@ class scale_by_belief(_BeliefOptions, GradientTransformation):
     """
 
     def init_state(self, params):
-        return ScaleByBeliefState(
-            count=zero_count(),
-            mu=gtree.zeros_like(params),
-            nu=gtree.zeros_like(params),
-        )
+        return zero_moments(ScaleByBeliefState, params)
 
     def update_state(self, updates, state, params=None, **extra_args):
         b1, b2, eps_root = self.b1, self.b2, self.eps_root

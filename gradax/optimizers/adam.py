@@ -27,6 +27,19 @@ class ScaleByAdamState(NamedTuple):
     nu: Any  # second moment, like params (nu_dtype)
 
 
+def zero_moments(state_type: Any, params: Any) -> Any:
+    """`state_type(count, mu, nu)` at step 0: two zero moments like the params.
+
+    The initial state of the Adam relatives whose moments keep the params'
+    dtypes (adamax, radam, adabelief, acprop).
+    """
+    return state_type(
+        count=zero_count(),
+        mu=gtree.zeros_like(params),
+        nu=gtree.zeros_like(params),
+    )
+
+
 def debiased_first_moment(
     mu: Any, grads: Any, b1: Any, count: Any, nesterov: bool
 ) -> Any:
@@ -48,6 +61,15 @@ def adam_ratio(mu_hat: Any, nu_hat: Any, eps: Any, eps_root: Any) -> Any:
         nu_hat,
         is_leaf=lambda x: x is None,
     )
+
+
+def adam_direction(tx: Any, mu_hat: Any, nu_hat: Any, grads: Any) -> Any:
+    """Adam's step from the debiased moments, cautious when `tx.cautious` is.
+
+    `tx` gives `eps`, `eps_root` and `cautious` (adam's, amsgrad's, yogi's).
+    """
+    direction = adam_ratio(mu_hat, nu_hat, tx.eps, tx.eps_root)
+    return caution(direction, grads) if tx.cautious else direction
 
 
 # Adam's options, declared once. lamb and the optimistic optimizers take
@@ -113,9 +135,7 @@ class scale_by_adam(_AdamOptions, GradientTransformation):
         count = safe_increment(state.count)
         mu_hat = debiased_first_moment(mu, updates, b1, count, self.nesterov)
         nu_hat = gtree.bias_correction(nu, b2, count)
-        new_updates = adam_ratio(mu_hat, nu_hat, self.eps, self.eps_root)
-        if self.cautious:
-            new_updates = caution(new_updates, updates)
+        new_updates = adam_direction(self, mu_hat, nu_hat, updates)
         # The moments keep the dtypes init gave them (the base class enforces it).
         return new_updates, ScaleByAdamState(count=count, mu=mu, nu=nu)
 

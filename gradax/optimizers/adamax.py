@@ -10,12 +10,12 @@ import jax
 from .. import tree as gtree
 from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import safe_increment
-from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.protocol import GradientTransformation, LearningRateAlias
 from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
-from ..transforms.cautious import caution, decayed_weights
+from ..transforms.cautious import caution, decayed_descent
 from ..transforms.scaling import scale_by_learning_rate
-from .adam import ScaleByAdamState
+from .adam import ScaleByAdamState, zero_moments
 
 
 class _AdamaxOptions(Module):
@@ -45,11 +45,7 @@ class scale_by_adamax(_AdamaxOptions, GradientTransformation):
     """
 
     def init_state(self, params):
-        return ScaleByAdamState(
-            count=zero_count(),
-            mu=gtree.zeros_like(params),
-            nu=gtree.zeros_like(params),
-        )
+        return zero_moments(ScaleByAdamState, params)
 
     def update_state(self, updates, state, params=None, **extra_args):
         count = safe_increment(state.count)
@@ -150,10 +146,10 @@ class adamaxw(_AdamaxOptions, LearningRateAlias):
     cautious_weight_decay: bool = static_field(default=False)
 
     def build(self):
-        return chain(
+        return decayed_descent(
             self.part(scale_by_adamax),
-            decayed_weights(
-                self.weight_decay, self.mask, cautious=self.cautious_weight_decay
-            ),
-            scale_by_learning_rate(self.learning_rate),
+            self.weight_decay,
+            self.mask,
+            self.learning_rate,
+            cautious=self.cautious_weight_decay,
         )

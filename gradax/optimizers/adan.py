@@ -12,9 +12,7 @@ from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hype
 from .._core.numerics import safe_increment
 from .._core.protocol import Alias, GradientTransformation, zero_count
 from .._core.pytree import static_field
-from ..combinators.chain import chain
-from ..transforms.scaling import scale_by_learning_rate
-from ..transforms.weight_decay import add_decayed_weights
+from ..transforms.cautious import decayed_descent
 
 
 class ScaleByAdanState(NamedTuple):
@@ -145,8 +143,6 @@ class adan(Alias):
     mask: Any = static_field(default=None)
 
     def build(self):
-        return chain(
-            self.part(scale_by_adan),
-            add_decayed_weights(self.weight_decay, self.mask),
-            scale_by_learning_rate(self.learning_rate),
+        return decayed_descent(
+            self.part(scale_by_adan), self.weight_decay, self.mask, self.learning_rate
         )

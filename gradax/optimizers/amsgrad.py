@@ -14,9 +14,8 @@ from .._core.numerics import canonical_dtype, safe_increment
 from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
 from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
-from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
-from .adam import adam_ratio
+from .adam import adam_direction
 
 
 class ScaleByAmsgradState(NamedTuple):
@@ -78,9 +77,7 @@ class scale_by_amsgrad(_AmsgradOptions, GradientTransformation):
         mu_hat = gtree.bias_correction(mu, b1, count) if self.bias_correction_mu else mu
         nu_eff = gtree.bias_correction(nu, b2, count) if self.bias_correction_nu else nu
         nu_max = jax.tree.map(jnp.maximum, state.nu_max, nu_eff)
-        new_updates = adam_ratio(mu_hat, nu_max, self.eps, self.eps_root)
-        if self.cautious:
-            new_updates = caution(new_updates, updates)
+        new_updates = adam_direction(self, mu_hat, nu_max, updates)
         return new_updates, ScaleByAmsgradState(
             count=count, mu=mu, nu=nu, nu_max=nu_max
         )

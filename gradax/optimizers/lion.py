@@ -13,9 +13,7 @@ from .._core.declarations import LEARNING_RATE, NONNEGATIVE, UNIT, OneOf, Shared
 from .._core.numerics import canonical_dtype, safe_increment
 from .._core.protocol import Alias, GradientTransformation, zero_count
 from .._core.pytree import static_field
-from ..combinators.chain import chain
-from ..transforms.cautious import MASK_SCALE, caution, decayed_weights
-from ..transforms.scaling import scale_by_learning_rate
+from ..transforms.cautious import MASK_SCALE, caution, decayed_descent
 
 
 class ScaleByLionState(NamedTuple):
@@ -163,10 +161,10 @@ class lion(Alias):
     cautious_weight_decay: bool = static_field(default=False)
 
     def build(self):
-        return chain(
+        return decayed_descent(
             self.part(scale_by_lion),
-            decayed_weights(
-                self.weight_decay, self.mask, cautious=self.cautious_weight_decay
-            ),
-            scale_by_learning_rate(self.learning_rate),
+            self.weight_decay,
+            self.mask,
+            self.learning_rate,
+            cautious=self.cautious_weight_decay,
         )

@@ -11,12 +11,12 @@ import jax.numpy as jnp
 from .. import tree as gtree
 from .._core.declarations import DECAY, NONNEGATIVE, Range, hyper
 from .._core.numerics import safe_increment
-from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.protocol import GradientTransformation, LearningRateAlias
 from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
-from .adam import ScaleByAdamState, debiased_first_moment
+from .adam import ScaleByAdamState, debiased_first_moment, zero_moments
 
 # rho_t >= 4 keeps the rectification sqrt((rho-4)(rho-2)...) real; inf never
 # rectifies (momentum steps only).
@@ -58,11 +58,7 @@ class scale_by_radam(_RadamOptions, GradientTransformation):
     """
 
     def init_state(self, params):
-        return ScaleByAdamState(
-            count=zero_count(),
-            mu=gtree.zeros_like(params),
-            nu=gtree.zeros_like(params),
-        )
+        return zero_moments(ScaleByAdamState, params)
 
     def update_state(self, updates, state, params=None, **extra_args):
         b1, b2 = self.b1, self.b2

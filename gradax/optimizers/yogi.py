@@ -14,9 +14,8 @@ from .._core.numerics import abs_sq, safe_increment
 from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
 from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
-from ..transforms.cautious import caution
 from ..transforms.scaling import scale_by_learning_rate
-from .adam import ScaleByAdamState, adam_ratio
+from .adam import ScaleByAdamState, adam_direction
 
 
 class _YogiOptions(Module):
@@ -70,9 +69,7 @@ class scale_by_yogi(_YogiOptions, GradientTransformation):
         count = safe_increment(state.count)
         mu_hat = gtree.bias_correction(mu, b1, count)
         nu_hat = gtree.bias_correction(nu, b2, count)
-        new_updates = adam_ratio(mu_hat, nu_hat, self.eps, self.eps_root)
-        if self.cautious:
-            new_updates = caution(new_updates, updates)
+        new_updates = adam_direction(self, mu_hat, nu_hat, updates)
         return new_updates, ScaleByAdamState(count=count, mu=mu, nu=nu)
 
 

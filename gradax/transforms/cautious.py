@@ -42,8 +42,9 @@ import jax.numpy as jnp
 from .._core.declarations import NONNEGATIVE, OneOf, hyper
 from .._core.protocol import Alias, GradientTransformation
 from .._core.pytree import static_field
-from ..combinators.masked import masked
-from .weight_decay import add_decayed_weights
+from ..combinators.chain import chain
+from .scaling import scale_by_learning_rate
+from .weight_decay import add_decayed_weights, on_mask
 
 # Floor of the kept fraction: rescaling never multiplies by more than 1000.
 CAUTION_MIN_FRACTION = 1e-3
@@ -168,9 +169,7 @@ class add_cautious_decayed_weights(Alias):
     mask: Any = static_field(default=None)
 
     def build(self):
-        if self.mask is None:
-            return _cautious_decay(self.weight_decay)
-        return masked(_cautious_decay(self.weight_decay), self.mask)
+        return on_mask(_cautious_decay(self.weight_decay), self.mask)
 
 
 def decayed_weights(
@@ -180,3 +179,24 @@ def decayed_weights(
     if cautious:
         return add_cautious_decayed_weights(weight_decay, mask)
     return add_decayed_weights(weight_decay, mask)
+
+
+def decayed_descent(
+    direction: Any,
+    weight_decay: Any,
+    mask: Any,
+    learning_rate: Any,
+    *,
+    cautious: bool = False,
+) -> GradientTransformation:
+    """AdamW's shape: `direction`, then decoupled weight decay, then -lr.
+
+    The composition most optimizers with a `weight_decay` build (optax's
+    `adamw`, `lion`, `adan`, ...): the decay is added to the direction, not to
+    the gradient, and both are scaled by the learning rate.
+    """
+    return chain(
+        direction,
+        decayed_weights(weight_decay, mask, cautious=cautious),
+        scale_by_learning_rate(learning_rate),
+    )

@@ -12,6 +12,11 @@ from .._core.pytree import static_field
 from ..combinators.masked import masked
 
 
+def on_mask(stage: GradientTransformation, mask: Any) -> GradientTransformation:
+    """`stage` on the leaves `mask` selects; on every leaf when `mask` is None."""
+    return stage if mask is None else masked(stage, mask)
+
+
 class _decay(GradientTransformation):
     """The stage add_decayed_weights builds (without its mask)."""
 
@@ -54,6 +59,4 @@ class add_decayed_weights(Alias):
     mask: Any = static_field(default=None)
 
     def build(self):
-        if self.mask is None:
-            return _decay(self.weight_decay)
-        return masked(_decay(self.weight_decay), self.mask)
+        return on_mask(_decay(self.weight_decay), self.mask)

@@ -8,11 +8,16 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ... import tree as gtree
 from ..._core.declarations import POSITIVE_INT, hyper, static_field
-from ..._core.protocol import EmptyState, GradientTransformation, zero_count
+from ..._core.protocol import GradientTransformation
 from ...combinators.chain import chain
-from ._base import Aggregator, MaybeAxis, canonical_axis
+from ._base import (
+    Aggregator,
+    MaybeAxis,
+    accumulation_start,
+    accumulation_step,
+    canonical_axis,
+)
 
 
 class average_per_element_updates(Aggregator):
@@ -86,12 +91,8 @@ class accumulate_avg_updates(GradientTransformation):
     accumulation_steps: int = hyper(valid=POSITIVE_INT, static=True)
 
     def init_state(self, params):
-        if self.accumulation_steps == 1:
-            return EmptyState()
-        return AccumulateAvgUpdatesState(
-            micro_step=zero_count(),
-            ready=jnp.asarray(False),
-            avg_grad=gtree.zeros_like(params),
+        return accumulation_start(
+            AccumulateAvgUpdatesState, self.accumulation_steps, params, 1
         )
 
     def update_state(self, updates, state, params=None, **extra_args):
@@ -99,18 +100,8 @@ class accumulate_avg_updates(GradientTransformation):
             return updates, state
         step = state.micro_step + 1
         mean = jax.tree.map(lambda g, a: a + (g - a) / step, updates, state.avg_grad)
-        done = AccumulateAvgUpdatesState(
-            micro_step=zero_count(),
-            ready=jnp.asarray(True),
-            avg_grad=gtree.zeros_like(mean),
-        )
-        pending = AccumulateAvgUpdatesState(
-            micro_step=step, ready=jnp.asarray(False), avg_grad=mean
-        )
-        return gtree.where(
-            step == self.accumulation_steps,
-            (mean, done),
-            (gtree.zeros_like(mean), pending),
+        return accumulation_step(
+            AccumulateAvgUpdatesState, step, self.accumulation_steps, mean, (mean,)
         )
 
 

@@ -6,10 +6,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import jax
+import jax.numpy as jnp
 
 from ... import tree as gtree
 from ..._core.declarations import static_field
-from ..._core.protocol import FunctionTransformation, GradientTransformation
+from ..._core.protocol import (
+    EmptyState,
+    FunctionTransformation,
+    GradientTransformation,
+    zero_count,
+)
 
 PerElementUpdates = Any
 """A pytree of per-element updates: each leaf ``[*batch_shape, *param_shape]``."""
@@ -24,6 +30,42 @@ MaybeAxis = int | Sequence[int] | None
 def canonical_axis(axis: Any) -> Any:
     """An axis argument as JAX reductions take it (a list becomes a tuple)."""
     return tuple(axis) if isinstance(axis, list) else axis
+
+
+# The micro-batch accumulators' states are `(micro_step, ready, *statistics)`:
+# microbatches seen in this round, whether the last update completed one, and
+# the running statistics (trees like the params).
+
+
+def accumulation_start(
+    state_type: Any, accumulation_steps: int, params: Any, statistics: int
+) -> Any:
+    """The state before the first microbatch (EmptyState when not accumulating)."""
+    if accumulation_steps == 1:
+        return EmptyState()
+    zeros = [gtree.zeros_like(params) for _ in range(statistics)]
+    return state_type(zero_count(), jnp.asarray(False), *zeros)
+
+
+def accumulation_step(
+    state_type: Any,
+    step: jax.Array,
+    accumulation_steps: int,
+    outputs: Any,
+    statistics: tuple[Any, ...],
+) -> tuple[Any, Any]:
+    """`outputs` and a fresh round when `step` completes one, else zeros.
+
+    Until the round is complete the statistics are kept and the outputs are
+    zeros, so an update applied every microbatch moves nothing.
+    """
+    done = state_type(zero_count(), jnp.asarray(True), *gtree.zeros_like(statistics))
+    pending = state_type(step, jnp.asarray(False), *statistics)
+    return gtree.where(
+        step == accumulation_steps,
+        (outputs, done),
+        (gtree.zeros_like(outputs), pending),
+    )
 
 
 # A leaf without a shape, which the base's shape check skips.

@@ -12,10 +12,16 @@ import jax.numpy as jnp
 from ... import tree as gtree
 from ..._core.declarations import DECAY, POSITIVE_INT, hyper, static_field
 from ..._core.numerics import safe_increment
-from ..._core.protocol import EmptyState, GradientTransformation, zero_count
+from ..._core.protocol import GradientTransformation, zero_count
 from ..._core.simple import identity
 from ...combinators.chain import chain
-from ._base import Aggregator, canonical_axis, process
+from ._base import (
+    Aggregator,
+    accumulation_start,
+    accumulation_step,
+    canonical_axis,
+    process,
+)
 
 
 def get_batch_size_from_per_elt_updates(
@@ -114,13 +120,8 @@ class get_per_element_mean_and_sum_sq_diff_grads(Aggregator):
     accumulation_steps: int = hyper(default=1, valid=POSITIVE_INT, static=True)
 
     def init_state(self, params):
-        if self.accumulation_steps == 1:
-            return EmptyState()
-        return PerElementMeanAndSumSqDiffGradsState(
-            micro_step=zero_count(),
-            ready=jnp.asarray(False),
-            mean_grads=gtree.zeros_like(params),
-            sum_sq_diff_grads=gtree.zeros_like(params),
+        return accumulation_start(
+            PerElementMeanAndSumSqDiffGradsState, self.accumulation_steps, params, 2
         )
 
     def _batch_statistics(self, updates):
@@ -153,22 +154,12 @@ class get_per_element_mean_and_sum_sq_diff_grads(Aggregator):
             mean,
             {"sum_sq_diff_grads": total, "sample_size": batch_size * step},
         )
-        done = PerElementMeanAndSumSqDiffGradsState(
-            micro_step=zero_count(),
-            ready=jnp.asarray(True),
-            mean_grads=gtree.zeros_like(mean),
-            sum_sq_diff_grads=gtree.zeros_like(total),
-        )
-        pending = PerElementMeanAndSumSqDiffGradsState(
-            micro_step=step,
-            ready=jnp.asarray(False),
-            mean_grads=mean,
-            sum_sq_diff_grads=total,
-        )
-        return gtree.where(
-            step == self.accumulation_steps,
-            (outputs, done),
-            (gtree.zeros_like(outputs), pending),
+        return accumulation_step(
+            PerElementMeanAndSumSqDiffGradsState,
+            step,
+            self.accumulation_steps,
+            outputs,
+            (mean, total),
         )
 
 
