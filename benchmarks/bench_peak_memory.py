@@ -38,7 +38,12 @@ float32 AdamW's step.
 (``gradax.int8_blockwise.recompute_min_size = 0``; by default leaves under
 2**20 elements are stored in one pass).
 
-Run: python benchmarks/bench_peak_memory.py [--tree 17m|124m|both]
+``--tpu v5e:2x4`` compiles each step for one chip of that TPU topology
+ahead of time (XLA:TPU's fusion, not XLA:CPU's), with the ``libtpu`` package
+importable (``pip install --target DIR libtpu``, ``PYTHONPATH=DIR``); no TPU
+is needed.
+
+Run: python benchmarks/bench_peak_memory.py [--tree 17m|124m|both] [--tpu TOPOLOGY]
 [--only SUBSTRING] [--markdown] [--json FILE] [--time] [--recompute-all]
 """
 
@@ -134,9 +139,39 @@ def _bytes(tree: Any) -> int:
     return sum(math.prod(x.shape) * _itemsize(x.dtype) for x in leaves)
 
 
+# Where the step is compiled: None, this process's default device; with
+# --tpu, one device of a TPU topology, compiled ahead of time (no TPU needed).
+PLACE: Any = None
+
+
+def place_on_tpu(topology: str) -> None:
+    """Compile the steps for one chip of `topology` (needs `libtpu` importable)."""
+    global PLACE
+    from jax.experimental import topologies
+
+    device = topologies.get_topology_desc(topology, "tpu").devices[0]
+    mesh = jax.sharding.Mesh([device], ("one",))
+    PLACE = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+
+def where() -> str:
+    """The platform the steps are compiled for."""
+    if PLACE is None:
+        return jax.devices()[0].platform
+    device = next(iter(PLACE.device_set))
+    return f"one {device.device_kind} chip, compiled ahead of time"
+
+
 def compile_step(tx: Any, params: Any):
     """The compiled training step: update + apply_updates, params and state donated."""
     state = jax.eval_shape(tx.init, params)
+    if PLACE is not None:  # --tpu: every input on one device of the topology
+        params, state = (
+            jax.tree.map(
+                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=PLACE), tree
+            )
+            for tree in (params, state)
+        )
     grads = params  # same shapes and dtypes
 
     def step(params, state, grads):
@@ -190,7 +225,7 @@ def run(tree: str, only: str | None = None) -> dict[str, Any]:
 @contextlib.contextmanager
 def before_issue_46():
     """Steps traced inside are formulated as before issue 46 (same numbers)."""
-    from gradax._core import quantized
+    from gradax.precision import int8 as quantized
     from gradax.precision import master
 
     def old_encode(values, scales, block_size, signed, code="dynamic"):
@@ -294,7 +329,7 @@ def print_table(result: dict[str, Any]) -> None:
         "\nPeak of one training step, bytes per parameter: "
         f"{result['params'] / 1e6:.1f}M parameters ({shape['layers']} layers, "
         f"d {shape['d_model']}, vocab "
-        f"{shape['vocab']}; {jax.devices()[0].platform})"
+        f"{shape['vocab']}; {where()})"
     )
     print(f"  {'configuration':50s}" + "".join(f"{c:>10s}" for c in COLUMNS))
     for name, row in result["rows"].items():
@@ -337,7 +372,15 @@ def main() -> None:
         action="store_true",
         help="compile the steps as formulated before issue 46 (same numbers)",
     )
+    parser.add_argument(
+        "--tpu",
+        metavar="TOPOLOGY",
+        help="compile for one chip of a TPU topology ahead of time (e.g. v5e:2x4; "
+        "needs the libtpu package importable, no TPU)",
+    )
     args = parser.parse_args()
+    if args.tpu:
+        place_on_tpu(args.tpu)
     if args.time:
         times = run_times(tree=args.time_tree)
         print(

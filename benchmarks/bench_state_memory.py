@@ -34,7 +34,7 @@ A column and two rows explain the 8-bit ratio on a given machine:
   exponent is relative to a power-of-two scale. Its codes are bit patterns
   shifted and added. A parameter's two moments take their block maxima in
   one fused reduction and, on a CPU, are encoded in one loop
-  (``gradax/_core/quantized.py``, ``store_all``).
+  (``gradax/precision/int8.py``, ``store_all``).
 
 ``--stages`` prints instead the 8-bit step taken apart (issue 35, item 3):
 decoding both moments, the block maximum, encoding with the scales held,
@@ -95,8 +95,8 @@ from common import (  # noqa: E402
 )
 
 import gradax  # noqa: E402
-from gradax._core import _float_code  # noqa: E402
-from gradax._core.quantized import (  # noqa: E402
+from gradax.precision import _float_code  # noqa: E402
+from gradax.precision.int8 import (  # noqa: E402
     QuantizedArray,
     _to_blocks,
     encode_with_scales,
@@ -230,12 +230,12 @@ def _scales_held():
     """Quantized moments stored again with their old scales (a diagnostic).
 
     While it is active, steps traced encode each pair of moments (an Adam
-    state's two moments of a parameter, see `gradax._core.quantized.store_all`)
+    state's two moments of a parameter, see `gradax.QuantizedArray.store_all`)
     with the scales their blocks already have, in the same one loop as the
     real store, so the difference to the real step is exactly what taking
     the new block maxima costs.
     """
-    from gradax._core import quantized as _quantized
+    from gradax.precision import int8 as _quantized
 
     def held(values, olds, to_encode=None):
         # (to_encode: the same values recomputed, for leaves stored in passes)

@@ -32,9 +32,6 @@ from ._core.protocol import WeightDecaySchedule as WeightDecaySchedule
 from ._core.protocol import with_extra_args_support as with_extra_args_support
 from ._core.pytree import Module as Module
 from ._core.pytree import static_field as static_field
-from ._core.quantized import QuantizedArray as QuantizedArray
-from ._core.quantized import dynamic_code_map as dynamic_code_map
-from ._core.quantized import int8_blockwise as int8_blockwise
 from ._core.simple import identity as identity
 from ._core.simple import set_to_zero as set_to_zero
 from ._core.simple import stateless as stateless
@@ -298,6 +295,9 @@ from .orthogonal.scion import scion_lmos as scion_lmos
 from .orthogonal.via_newton_schulz import (
     orthogonalize_via_newton_schulz as orthogonalize_via_newton_schulz,
 )
+from .precision.int8 import QuantizedArray as QuantizedArray
+from .precision.int8 import dynamic_code_map as dynamic_code_map
+from .precision.int8 import int8_blockwise as int8_blockwise
 from .precision.master import MasterWeightsState as MasterWeightsState
 from .precision.master import master_weights as master_weights
 from .precision.rounding import StochasticRoundingState as StochasticRoundingState

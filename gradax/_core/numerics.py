@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from .quantized import int8_blockwise
+from .storage import is_storage_spec
 
 
 def abs_sq(x: jax.Array) -> jax.Array:
@@ -31,7 +31,7 @@ def canonical_dtype(dtype: Any) -> Any:
     A state made in this dtype does not warn that float64 is unavailable;
     None (the params' dtypes) stays None.
     """
-    if dtype is None or isinstance(dtype, int8_blockwise):  # a storage spec
+    if dtype is None or is_storage_spec(dtype):
         return dtype
     return jax.dtypes.canonicalize_dtype(dtype)
 
@@ -43,7 +43,7 @@ def plain_dtype(dtype: Any, default: Any) -> Any:
     parameters; the other leaves of such a state (Dion's basis `Q`,
     NorMuon's per-neuron second moment) stay float32.
     """
-    if isinstance(dtype, int8_blockwise):
+    if is_storage_spec(dtype):
         return jnp.dtype(jnp.float32)
     return default if dtype is None else dtype
 

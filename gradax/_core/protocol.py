@@ -63,7 +63,6 @@ from .half import cast_to, plan_update_dtypes
 from .hyper import as_hyperparameter, is_schedule, resolve
 from .numerics import safe_increment
 from .pytree import Module, ModuleMeta, StaticValue, building_parts, is_building_parts
-from .quantized import load_state, update_in_passes
 from .state_guard import (
     UpdateError,
     check_state,
@@ -72,6 +71,7 @@ from .state_guard import (
     match_dtypes,
     match_state,
 )
+from .storage import load_state, update_in_passes
 from .treecheck import require_params, shape_differences, tree_difference
 
 Params = Any
@@ -652,10 +652,10 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
                 "gradax.tree.carry_state"
             )
         tx = self if count is None else self.at_step(count)
-        # Quantized state leaves are read as float32 and stored again by
-        # match_state, so the hooks never see a code (see quantized.py). A
-        # state that is its parts' is handed on as it is: each part loads
-        # and stores its own.
+        # Stored state leaves (8-bit ones) are read as arrays and stored
+        # again by match_state, so the hooks never see a code (see
+        # storage.py). A state that is its parts' is handed on as it is:
+        # each part loads and stores its own.
         parts_keep_state = self._state_is_parts and rewrap is None
         loaded = inner if parts_keep_state else load_state(inner)
         depth = _update_depth.set(_update_depth.get() + 1)

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .quantized import holds_quantized, is_quantized, store_all
+from .storage import holds_stored, is_stored, store_all
 from .treecheck import (
     Difference,
     differences,
@@ -60,12 +60,13 @@ def cast_like(x: Any, template: Any) -> jax.Array:
 def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
     """Return `new_state` cast to the structure/dtypes/weak types of the old.
 
-    A leaf stored quantized in the old state (a `QuantizedArray`, which the
-    hooks read as a float32 array) is stored again the same way.
+    A stored leaf in the old state (a `StoredLeaf` such as an 8-bit
+    `QuantizedArray`, which the hooks read as an array) is stored again the
+    same way.
     """
-    # No quantized leaf in the old state (read once per structure): JAX's
-    # own flatten, without a Python call per node.
-    leaf_test = is_quantized if holds_quantized(old_state) else None
+    # No stored leaf in the old state (read once per structure): JAX's own
+    # flatten, without a Python call per node.
+    leaf_test = is_stored if holds_stored(old_state) else None
     new_leaves, new_def = jax.tree_util.tree_flatten_with_path(
         new_state, is_leaf=leaf_test
     )
@@ -74,10 +75,10 @@ def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
         message = tree_difference(new_state, old_state, "new state", "old state")
         raise TypeError(f"{owner}.update changed the structure of its state: {message}")
     out: list[Any] = []
-    to_store: list[int] = []  # indices of leaves stored again quantized
+    to_store: list[int] = []  # indices of leaves to store again
     for (path, new), old in zip(new_leaves, old_leaves, strict=True):
-        if leaf_test is not None and is_quantized(old):
-            if not is_quantized(new):
+        if leaf_test is not None and is_stored(old):
+            if not is_stored(new):
                 to_store.append(len(out))
             out.append(new)
             continue
@@ -104,9 +105,11 @@ def match_state(new_state: Any, old_state: Any, owner: str) -> Any:
                 f"{tuple(new.shape)}"
             )
         out.append(cast_like(new, old))
-    stored = store_all([out[i] for i in to_store], [old_leaves[i] for i in to_store])
-    for index, quantized in zip(to_store, stored, strict=True):
-        out[index] = quantized
+    if to_store:
+        olds = [old_leaves[i] for i in to_store]
+        stored = store_all([out[i] for i in to_store], olds)
+        for index, leaf in zip(to_store, stored, strict=True):
+            out[index] = leaf
     return jax.tree_util.tree_unflatten(new_def, out)
 
 

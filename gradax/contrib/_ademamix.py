@@ -12,8 +12,8 @@ from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import canonical_dtype, safe_increment
 from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
 from .._core.pytree import Module, static_field
-from .._core.quantized import moment_zeros
 from ..combinators.chain import chain
+from ..precision.int8 import moment_zeros
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
 

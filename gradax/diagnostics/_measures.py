@@ -21,7 +21,7 @@ from .._compat import memory_space
 from .._core.axes import explicit_sharding
 from .._core.hyper import is_schedule
 from .._core.protocol import Alias, Foreign
-from .._core.quantized import load_state
+from .._core.storage import load_state
 from ..combinators.conditional import apply_if_finite
 from ..combinators.spikes import skip_loss_spikes
 from ..linalg.matrices import is_spec_leaf

@@ -13,8 +13,8 @@ from .._core.declarations import DECAY, NONNEGATIVE, Shared, hyper
 from .._core.numerics import safe_increment
 from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
 from .._core.pytree import Module, static_field
-from .._core.quantized import moment_zeros
 from ..combinators.chain import chain
+from ..precision.int8 import moment_zeros
 from ..transforms.cautious import caution, decayed_weights
 from ..transforms.scaling import scale_by_learning_rate
 

@@ -13,7 +13,6 @@ from .._core.protocol import (
     read_through_to_inner,
     transformation_field,
 )
-from .._core.quantized import one_loop
 from .._core.treecheck import require_params
 from .._core.updates import apply_updates
 from ._common import (
@@ -25,6 +24,7 @@ from ._common import (
     step_to,
     widen,
 )
+from .int8 import one_loop
 
 
 class MasterWeightsState(NamedTuple):

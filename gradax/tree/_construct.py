@@ -10,12 +10,12 @@ import jax
 import jax.numpy as jnp
 
 if TYPE_CHECKING:
-    from .._core.quantized import int8_blockwise
+    from .._core.storage import StorageSpec
 
 T = TypeVar("T")
 
 
-def _is_storage_spec(dtype: Any) -> TypeGuard[int8_blockwise]:
+def _is_storage_spec(dtype: Any) -> TypeGuard[StorageSpec]:
     """Whether `dtype` is a storage spec such as `int8_blockwise`.
 
     Imported when asked, not at module import: `gradax.tree` loads on its
@@ -23,7 +23,7 @@ def _is_storage_spec(dtype: Any) -> TypeGuard[int8_blockwise]:
     """
     if dtype is None:
         return False
-    from .._core.quantized import is_storage_spec
+    from .._core.storage import is_storage_spec
 
     return is_storage_spec(dtype)
 

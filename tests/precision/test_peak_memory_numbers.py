@@ -1,7 +1,7 @@
 """The memory features' step at its peak (issue 46): fewer temporaries, same numbers.
 
 The 8-bit leaves of an elementwise rule are stored from recomputed passes
-(`gradax._core.quantized.update_in_passes`), and `master_weights` writes a
+(`gradax.QuantizedArray.update_in_passes`), and `master_weights` writes a
 parameter's two halves from one loop. Each is checked here against the
 one-pass formulation it replaced, computed in the same test on the same
 machine (both under `jit`, parameters and state donated): the parameters,
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import gradax
-from gradax._core import quantized
+from gradax.precision import int8 as quantized
 from gradax.precision import master as master_module
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -209,8 +209,7 @@ def test_paired_store_gives_the_codes_of_separate_stores():
         gradax.int8_blockwise(64, code=code).zeros_like(v, signed=signed)
         for v, signed, code in zip(values, signs, codes, strict=True)
     ]
-    from gradax._core.quantized import store_all
-
+    store_all = gradax.QuantizedArray.store_all
     paired = jax.jit(store_all)(values, olds)
     for x, old, q in zip(values, olds, paired, strict=True):
         _assert_stored_alike(q, old.store_like(x))
@@ -250,7 +249,7 @@ def test_adamw_step_matches_the_unpaired_store(monkeypatch, code):
     # A new function: jit(two_steps) again would reuse the first trace.
     alone = jax.jit(lambda state: two_steps(state))(state)
     # The state is the same, code for code (see _assert_stored_alike).
-    from gradax._core.quantized import is_quantized
+    from gradax.precision.int8 import is_quantized
 
     leaves = [
         jax.tree.leaves(state, is_leaf=is_quantized) for state in (paired[1], alone[1])

@@ -6,15 +6,17 @@ float32 scale (the block's largest magnitude) per block. The code indexes a
 *dynamic* map of 255 or 256 values in [-1, 1], dense near zero, so small
 moments keep their relative precision.
 
-The whole mechanism is here and in two small hooks: `gtree.zeros_like`
-creates a :class:`QuantizedArray` for a spec, and the base class's `update`
-hands the hooks float32 values (:func:`load_state`) and stores what they
-return the way `init` made it (`_state_guard.match_state` calls
-:meth:`QuantizedArray.store_like`). An optimizer never sees a code.
+The whole mechanism is here, behind the kernel's hook for state stored in
+another form (gradax/_core/storage.py: `int8_blockwise` is a `StorageSpec`,
+`QuantizedArray` a `StoredLeaf`): `gtree.zeros_like` creates a
+:class:`QuantizedArray` for a spec, and the base class's `update` hands the
+hooks float32 values (:meth:`QuantizedArray.load`) and stores what they
+return the way `init` made it (`match_state` calls
+:meth:`QuantizedArray.store_all`). An optimizer never sees a code.
 
 `int8_blockwise(code="float")` stores each element as a small float
-relative to a power-of-two scale instead (gradax/_core/_float_code.py): cheaper to
-encode and decode, the same state tree and size.
+relative to a power-of-two scale instead (gradax/precision/_float_code.py):
+cheaper to encode and decode, the same state tree and size.
 
 Blocks: a leaf of shape `(..., n)` with `n >= block_size` is blocked along
 its last axis, row by row (the last block of a row may be short). A leaf whose
@@ -28,15 +30,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, ClassVar, TypeGuard
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._compat import reshard
+from .._core.axes import explicit_sharding
+from .._core.storage import StorageSpec, StoredLeaf, load_state, stops_loading
 from . import _float_code
-from .axes import explicit_sharding
 
 _DECADES = 7  # exponents 10^0 .. 10^-6 (10^-7 too for the unsigned map)
 CODES = ("dynamic", "float")  # the values of `int8_blockwise(code=...)`
@@ -127,7 +131,7 @@ def dynamic_code_map(signed: bool) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
-class int8_blockwise:  # noqa: N801 - named like the function users call
+class int8_blockwise(StorageSpec):  # noqa: N801 - named like the function users call
     """Storage spec: 8-bit codes of a dynamic map and one float32 scale per block.
 
     Given wherever an optimizer takes `mu_dtype`, `nu_dtype` or
@@ -238,11 +242,6 @@ class int8_blockwise:  # noqa: N801 - named like the function users call
         return QuantizedArray.store(x, self.block_size, signed, self.code).load()
 
 
-def is_storage_spec(dtype: Any) -> TypeGuard[int8_blockwise]:
-    """Whether `dtype` is a storage spec (not a dtype)."""
-    return isinstance(dtype, int8_blockwise)
-
-
 def moment_zeros(tree: Any, dtype: Any | None, *, nonnegative: bool) -> Any:
     """Zeros for a moment: `gtree.zeros_like`, with the map picked by sign.
 
@@ -250,7 +249,7 @@ def moment_zeros(tree: Any, dtype: Any | None, *, nonnegative: bool) -> Any:
     unsigned map, one more bit of precision; any other dtype is as
     `gtree.zeros_like` makes it.
     """
-    if is_storage_spec(dtype):
+    if isinstance(dtype, int8_blockwise):
         return jax.tree.map(lambda x: dtype.zeros_like(x, signed=not nonnegative), tree)
     return jax.tree.map(lambda x: jnp.zeros_like(x, dtype=dtype), tree)
 
@@ -437,7 +436,7 @@ def encode_with_scales(
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class QuantizedArray:
+class QuantizedArray(StoredLeaf):
     """An array stored as 8-bit codes and one float32 scale per block.
 
     Made by optimizers' `init` from a storage spec (see
@@ -537,46 +536,119 @@ class QuantizedArray:
             )
         return QuantizedArray.store(x, self.block_size, self.signed, self.code)
 
+    @classmethod
+    def store_all(
+        cls,
+        values: list[Any],
+        olds: list[Any],
+        to_encode: list[Any] | None = None,
+    ) -> list[Any]:
+        """Each of `values` stored like the :class:`QuantizedArray` at its index.
 
-def store_all(
-    values: list[Any],
-    olds: list[QuantizedArray],
-    to_encode: list[Any] | None = None,
-) -> list[QuantizedArray]:
-    """Each of `values` stored like the :class:`QuantizedArray` at its index.
+        The same codes as `[old.store_like(x) for ...]`. A signed and an
+        unsigned leaf of one code, shape and block size (in an Adam-like
+        state: a parameter's first and second moment, paired in tree order)
+        are stored together (:func:`_store_pair`); the others alone (issue 35,
+        the 8-bit AdamW step: see docs/memory.md, "Cost").
 
-    The same codes as `[old.store_like(x) for ...]`. A signed and an
-    unsigned leaf of one code, shape and block size (in an Adam-like
-    state: a parameter's first and second moment, paired in tree order)
-    are stored together (:func:`_store_pair`); the others alone (issue 35,
-    the 8-bit AdamW step: see docs/memory.md, "Cost").
+        `to_encode`, when given, holds the same values computed a second time
+        (see :meth:`update_in_passes`): the block maxima are taken of `values`
+        and the codes encoded from `to_encode`, so that XLA computes each in
+        its own loop and writes neither out in float32.
+        """
+        encode = values if to_encode is None else to_encode
+        stored: list[Any] = [None] * len(values)
+        # (code, shape, block size, signed) -> indices of leaves without a pair
+        unpaired: dict[tuple, list[int]] = {}
+        for index, (x, old) in enumerate(zip(values, olds, strict=True)):
+            if jnp.shape(x) != old.shape or explicit_sharding(x) is not None:
+                stored[index] = old.store_like(x)  # (a wrong shape raises there)
+                continue
+            kind = (old.code, old.shape, old.block_size)
+            partners = unpaired.get((*kind, not old.signed))
+            if partners:
+                first = partners.pop(0)
+                pair = (values[first], values[index]), (olds[first], old)
+                if to_encode is not None:
+                    pair = (*pair, (encode[first], encode[index]))
+                stored[first], stored[index] = _store_pair(*pair)
+            else:
+                unpaired.setdefault((*kind, old.signed), []).append(index)
+        for index, done in enumerate(stored):
+            if done is None:
+                stored[index] = _store_alone(values[index], olds[index], encode[index])
+        return stored
 
-    `to_encode`, when given, holds the same values computed a second time
-    (see :func:`update_in_passes`): the block maxima are taken of `values`
-    and the codes encoded from `to_encode`, so that XLA computes each in
-    its own loop and writes neither out in float32.
-    """
-    encode = values if to_encode is None else to_encode
-    stored: list[Any] = [None] * len(values)
-    unpaired: dict[tuple, list[int]] = {}  # (code, shape, blocks, signed) -> indices
-    for index, (x, old) in enumerate(zip(values, olds, strict=True)):
-        if jnp.shape(x) != old.shape or explicit_sharding(x) is not None:
-            stored[index] = old.store_like(x)  # (a wrong shape raises there)
-            continue
-        kind = (old.code, old.shape, old.block_size)
-        partners = unpaired.get((*kind, not old.signed))
-        if partners:
-            first = partners.pop(0)
-            pair = (values[first], values[index]), (olds[first], old)
-            if to_encode is not None:
-                pair = (*pair, (encode[first], encode[index]))
-            stored[first], stored[index] = _store_pair(*pair)
-        else:
-            unpaired.setdefault((*kind, old.signed), []).append(index)
-    for index, done in enumerate(stored):
-        if done is None:
-            stored[index] = _store_alone(values[index], olds[index], encode[index])
-    return stored
+    @classmethod
+    def update_in_passes(
+        cls,
+        update_state: Callable,
+        updates: Any,
+        stored: Any,
+        loaded: Any,
+        params: Any,
+        extra_args: dict,
+    ) -> tuple[Any, Any]:
+        """`update_state(updates, loaded, params)`, its 8-bit leaves stored again.
+
+        The kernel's hook (gradax/_core/storage.py), called for a state with
+        quantized leaves; `loaded` is `load_state(stored)`. Under a trace, the
+        new value of each quantized leaf feeds three things: its block maxima,
+        its codes, and the update. Computed once, XLA writes it out in float32
+        for all three (4 bytes a parameter for each moment, more than the
+        8-bit state saves), so here the update rule is traced three times,
+        from inputs passed through `lax.optimization_barrier` so that XLA
+        cannot merge the copies: one for the updates (fused with the caller's
+        `apply_updates`), one for the block maxima (fused with the reduction),
+        one for the codes. Each pass recomputes the moments from the old codes
+        and the gradients, so no float32 moment exists as a whole; the
+        arithmetic is the same, so the codes and updates are those of one
+        pass, bit for bit. What the extra passes compute besides the quantized
+        leaves is dead code that XLA removes.
+
+        Only for update rules that are elementwise in the moments, the
+        gradients and the parameters (:func:`_elementwise`, read from the
+        rule's jaxpr): a reduction or a product over them (Muon's
+        orthogonalization) computed in another program may sum in another
+        order, and the numbers must stay those of one pass, bit for bit. Such
+        rules are traced once, as before.
+
+        Eagerly (no trace) it is one call.
+        The returned state has the quantized leaves stored (`match_state`
+        passes them through) and every other leaf as the update rule made it.
+        """
+        new_updates, new_state = update_state(updates, loaded, params, **extra_args)
+        olds, treedef = jax.tree_util.tree_flatten(stored, is_leaf=stops_loading)
+        try:
+            news = treedef.flatten_up_to(new_state)
+        except (TypeError, ValueError):  # a changed structure: match_state says so
+            return new_updates, new_state
+        passes = [
+            i
+            for i, (new, old) in enumerate(zip(news, olds, strict=True))
+            if is_quantized(old)
+            and not is_quantized(new)
+            and isinstance(old.codes, jax.core.Tracer)
+            and jnp.shape(new) == old.shape
+            and explicit_sharding(new) is None
+            and math.prod(old.shape) >= int8_blockwise.recompute_min_size
+        ]
+        if not passes or not _elementwise(
+            update_state, (updates, loaded, params), extra_args, treedef, passes
+        ):
+            return new_updates, new_state
+
+        def again(tag: int) -> list[Any]:
+            grads, state, weights = _barrier((updates, stored, params), tag)
+            _, state = update_state(grads, load_state(state), weights, **extra_args)
+            leaves = treedef.flatten_up_to(state)
+            return [leaves[i] for i in passes]
+
+        for_scales, for_codes = again(1), again(2)
+        done = cls.store_all(for_scales, [olds[i] for i in passes], for_codes)
+        for i, quantized in zip(passes, done, strict=True):
+            news[i] = quantized
+        return new_updates, treedef.unflatten(news)
 
 
 def _store_alone(x: Any, old: QuantizedArray, to_encode: Any) -> QuantizedArray:
@@ -706,134 +778,6 @@ def one_loop(arrays: tuple) -> tuple:
 def is_quantized(x: Any) -> bool:
     """Whether `x` is a :class:`QuantizedArray`."""
     return isinstance(x, QuantizedArray)
-
-
-def _stops_loading(x: Any) -> bool:
-    # A state node marked ``_loads_itself`` (host-offloaded state) is loaded
-    # by its own transformation, where it is moved to the device.
-    return is_quantized(x) or getattr(type(x), "_loads_itself", False) is True
-
-
-# Whether a state holds quantized leaves is a property of its tree definition
-# (QuantizedArray is a pytree node, a self-loading state a NamedTuple type):
-# read once per structure, not by a Python call per node at every update.
-_STRUCTURES_SEEN = 1024  # a training run has a few; a bound all the same
-_holds_any: dict[Any, bool] = {}
-_loads_any: dict[Any, bool] = {}
-
-
-def _by_structure(cache: dict[Any, bool], state: Any, compute: Any) -> bool:
-    treedef = jax.tree_util.tree_structure(state)
-    try:
-        known = cache.get(treedef)
-    except TypeError:  # a node whose static data cannot be hashed
-        return compute(state)
-    if known is None:
-        known = compute(state)
-        if len(cache) < _STRUCTURES_SEEN:
-            cache[treedef] = known
-    return known
-
-
-def holds_quantized(state: Any) -> bool:
-    """Whether `state` has a :class:`QuantizedArray` anywhere in it."""
-
-    def compute(tree: Any) -> bool:
-        leaves = jax.tree_util.tree_leaves(tree, is_leaf=is_quantized)
-        return any(is_quantized(leaf) for leaf in leaves)
-
-    return _by_structure(_holds_any, state, compute)
-
-
-def _loads_quantized(state: Any) -> bool:
-    """Whether :func:`load_state` has a leaf to load in `state` (a quantized
-    one not inside a self-loading node)."""
-
-    def compute(tree: Any) -> bool:
-        leaves = jax.tree_util.tree_leaves(tree, is_leaf=_stops_loading)
-        return any(is_quantized(leaf) for leaf in leaves)
-
-    return _by_structure(_loads_any, state, compute)
-
-
-def load_state(state: Any) -> Any:
-    """`state` with every :class:`QuantizedArray` replaced by its float32 values."""
-    if not _loads_quantized(state):
-        return state
-    return jax.tree.map(
-        lambda x: x.load() if is_quantized(x) else x, state, is_leaf=_stops_loading
-    )
-
-
-def update_in_passes(
-    update_state: Any,
-    updates: Any,
-    stored: Any,
-    loaded: Any,
-    params: Any,
-    extra_args: dict,
-) -> tuple[Any, Any]:
-    """`update_state(updates, loaded, params)`, its 8-bit leaves stored again.
-
-    `loaded` is `load_state(stored)`. Under a trace, the new value of each
-    quantized leaf feeds three things: its block maxima, its codes, and the
-    update. Computed once, XLA writes it out in float32 for all three (4
-    bytes a parameter for each moment, more than the 8-bit state saves), so
-    here the update rule is traced three times, from inputs passed through
-    `lax.optimization_barrier` so that XLA cannot merge the copies: one for
-    the updates (fused with the caller's `apply_updates`), one for the
-    block maxima (fused with the reduction), one for the codes. Each pass
-    recomputes the moments from the old codes and the gradients, so no
-    float32 moment exists as a whole; the arithmetic is the same, so the
-    codes and updates are those of one pass, bit for bit. What the extra
-    passes compute besides the quantized leaves is dead code that XLA
-    removes.
-
-    Only for update rules that are elementwise in the moments, the
-    gradients and the parameters (:func:`_elementwise`, read from the
-    rule's jaxpr): a reduction or a product over them (Muon's
-    orthogonalization) computed in another program may sum in another
-    order, and the numbers must stay those of one pass, bit for bit. Such
-    rules are traced once, as before.
-
-    Eagerly (no trace) and for states with nothing loaded, it is one call.
-    The returned state has the quantized leaves stored (`match_state`
-    passes them through) and every other leaf as the update rule made it.
-    """
-    new_updates, new_state = update_state(updates, loaded, params, **extra_args)
-    if loaded is stored:
-        return new_updates, new_state
-    olds, treedef = jax.tree_util.tree_flatten(stored, is_leaf=_stops_loading)
-    try:
-        news = treedef.flatten_up_to(new_state)
-    except (TypeError, ValueError):  # a changed structure: match_state says so
-        return new_updates, new_state
-    passes = [
-        i
-        for i, (new, old) in enumerate(zip(news, olds, strict=True))
-        if is_quantized(old)
-        and not is_quantized(new)
-        and isinstance(old.codes, jax.core.Tracer)
-        and jnp.shape(new) == old.shape
-        and explicit_sharding(new) is None
-        and math.prod(old.shape) >= int8_blockwise.recompute_min_size
-    ]
-    if not passes or not _elementwise(
-        update_state, (updates, loaded, params), extra_args, treedef, passes
-    ):
-        return new_updates, new_state
-
-    def again(tag: int) -> list[Any]:
-        grads, state, weights = _barrier((updates, stored, params), tag)
-        _, state = update_state(grads, load_state(state), weights, **extra_args)
-        leaves = treedef.flatten_up_to(state)
-        return [leaves[i] for i in passes]
-
-    for_scales, for_codes = again(1), again(2)
-    done = store_all(for_scales, [olds[i] for i in passes], for_codes)
-    for i, quantized in zip(passes, done, strict=True):
-        news[i] = quantized
-    return new_updates, treedef.unflatten(news)
 
 
 def _barrier(tree: Any, tag: int) -> Any:

@@ -10,7 +10,7 @@ import pytest
 from jax_versions import axis_type_params, explicit_axes, set_mesh
 
 import gradax
-from gradax._core.quantized import moment_zeros
+from gradax.precision.int8 import moment_zeros
 
 P = jax.sharding.PartitionSpec
 
