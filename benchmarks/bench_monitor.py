@@ -26,7 +26,12 @@ own kernels stay as they were; behind a clip the gradients' sums are the
 clip's own (the same operations, computed once).
 
 ``--quick`` times the 434-leaf tree and a 1-layer w256 tree, with fewer
-rounds. Run: python benchmarks/bench_monitor.py [--quick] [--json FILE]
+rounds. ``--tpu v5e:2x4`` compiles the same steps for one chip of a TPU
+topology ahead of time (the ``libtpu`` package importable, no TPU) and
+prints the bytes each accesses (XLA's cost analysis) and its fusions,
+without and with the metrics.
+
+Run: python benchmarks/bench_monitor.py [--quick] [--tpu TOPOLOGY] [--json FILE]
 """
 
 from __future__ import annotations
@@ -164,12 +169,85 @@ def run(quick: bool = False, repeats: int | None = None) -> dict:
     }
 
 
+def run_tpu(topology: str) -> dict:
+    """Bytes each step accesses and its fusions, with and without the
+    metrics, compiled ahead of time for one chip of a TPU `topology`.
+
+    Nothing runs, so nothing is timed: XLA's cost analysis counts the bytes
+    the compiled program reads and writes, which bound a memory-bound
+    optimizer step's time. gradax chooses its formulations for the TPU (as
+    a process on one traces them).
+    """
+    from jax.experimental import topologies
+
+    device = topologies.get_topology_desc(topology, "tpu").devices[0]
+    jax.default_backend = lambda: "tpu"
+    one = jax.sharding.NamedSharding(
+        jax.sharding.Mesh([device], ("one",)), jax.sharding.PartitionSpec()
+    )
+
+    def placed(tree):
+        return jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one), tree
+        )
+
+    trees = {
+        "w256": gpt_like_params(d_model=256, layers=6),
+        "t434": _transformer_params(),
+    }
+    rows = {}
+    for tree_name, params in trees.items():
+        for name, tx in optimizers(params).items():
+            for watched in (False, True):
+                candidate = gradax.with_metrics(tx) if watched else tx
+
+                def update(grads, state, params, candidate=candidate):
+                    updates, state = candidate.update(grads, state, params)
+                    return state, updates
+
+                state = placed(jax.eval_shape(candidate.init, params))
+                compiled = (
+                    jax.jit(update, donate_argnums=1)
+                    .lower(placed(params), state, placed(params))
+                    .compile()
+                )
+                cost = compiled.cost_analysis()
+                cost = cost[0] if isinstance(cost, list) else cost
+                key = f"{tree_name} {name}{' +metrics' if watched else ''}"
+                rows[key] = {
+                    "bytes": float(cost["bytes accessed"]),
+                    "fusions": compiled.as_text().count(" fusion("),
+                }
+    return {"device": f"{device.device_kind} (ahead of time)", "steps": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--tpu",
+        metavar="TOPOLOGY",
+        help="bytes accessed, compiled for one chip of a TPU topology ahead of "
+        "time (e.g. v5e:2x4; the libtpu package importable, no TPU)",
+    )
     args = parser.parse_args()
+    if args.tpu:
+        result = run_tpu(args.tpu)
+        print(f"bytes each step accesses, {result['device']}")
+        for key, row in result["steps"].items():
+            if key.endswith(" +metrics"):
+                base = result["steps"][key.removesuffix(" +metrics")]
+                print(
+                    f"  {key.removesuffix(' +metrics'):16s} "
+                    f"{base['bytes'] / 2**20:9.2f} MiB -> {row['bytes'] / 2**20:9.2f}"
+                    f" MiB ({row['bytes'] / base['bytes']:.3f}x), fusions "
+                    f"{base['fusions']} -> {row['fusions']}"
+                )
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+        return
     result = run(args.quick, args.repeats)
     print(
         f"{result['benchmark']} ({result['device']}, jax {result['jax']}, "

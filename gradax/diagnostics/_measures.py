@@ -40,6 +40,21 @@ EXTRAS = ("leaf_norms", "orthogonality", "max_logits")
 # per dtype and shape past the first axis, in one kernel (see `square_sums`).
 SMALL = 1 << 14
 
+# Whether to join small leaves and fence the gradients (see `square_sums`):
+# None follows the backend the step is traced for, True or False forces it.
+JOIN_SMALL_LEAVES: bool | None = None
+
+
+def _joins_small_leaves() -> bool:
+    """XLA:CPU runs each reduction as a kernel of its own, and benefits from
+    joined sums and the fence; a backend that fuses reductions into the
+    loops that read the leaf already (XLA:TPU: measured by compiling ahead
+    of time, `benchmarks/bench_monitor.py --tpu`) sums each leaf by itself,
+    where the fusion puts it, with no barrier in the way."""
+    if JOIN_SMALL_LEAVES is not None:
+        return JOIN_SMALL_LEAVES
+    return jax.default_backend() == "cpu"
+
 
 def squares(x: Any) -> jax.Array | None:
     """`|x|**2` in at least float32 (None for float0 gradients, which hold
@@ -102,10 +117,20 @@ def square_sums(
     the optimizer computes from the same gradient (Adam's second moment),
     which XLA would otherwise compute once, write to memory, and read in
     both places.
+
+    Both are for XLA:CPU. On other backends (`_joins_small_leaves`) every
+    leaf is summed by itself and nothing is fenced: XLA:TPU then fuses the
+    sums into the optimizer's own loops (compiled ahead of time for a v5e
+    chip, AdamW on the 434-leaf tree of `bench_overhead.py` accesses 1.08
+    times the bytes of its step without metrics, against 1.69 joined and
+    fenced).
     """
     shared = list(shared) if shared is not None else [False] * len(leaves)
+    join = _joins_small_leaves()
+    fence = fence and join
     alone = [
-        per_leaf or s or not _joinable(x) for x, s in zip(leaves, shared, strict=True)
+        per_leaf or s or not join or not _joinable(x)
+        for x, s in zip(leaves, shared, strict=True)
     ]
     leaves = list(leaves)
     fenced = [i for i, s in enumerate(shared) if fence and not s]

@@ -196,3 +196,19 @@ def test_under_pmap_equal_numpy():
     results = jax.pmap(run)(params)
     for device in range(2):
         check(jax.device_get(jax.tree.map(lambda x, d=device: x[d], results)), "pmap")
+
+
+def test_each_leaf_summed_alone_equals_numpy(monkeypatch):
+    # The formulation for backends that fuse reductions (XLA:TPU): every leaf
+    # summed by itself, no barrier. CI has only XLA:CPU, so it is forced here.
+    from gradax.diagnostics import _measures
+
+    def fresh(params):  # a new function: no trace of `run` cached before
+        return run(params)
+
+    joined = str(jax.make_jaxpr(fresh)(initial_params()))
+    monkeypatch.setattr(_measures, "JOIN_SMALL_LEAVES", False)
+    alone = str(jax.make_jaxpr(lambda params: run(params))(initial_params()))
+    assert "optimization_barrier" in joined
+    assert "optimization_barrier" not in alone
+    check(jax.device_get(jax.jit(lambda p: run(p))(initial_params())), "alone")
