@@ -150,6 +150,9 @@ def place_on_tpu(topology: str) -> None:
     from jax.experimental import topologies
 
     device = topologies.get_topology_desc(topology, "tpu").devices[0]
+    # What gradax asks to choose a formulation per backend (`one_loop`, the
+    # Newton-Schulz method): the TPU's, as a process on a TPU would trace.
+    jax.default_backend = lambda: "tpu"
     mesh = jax.sharding.Mesh([device], ("one",))
     PLACE = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 

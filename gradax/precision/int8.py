@@ -164,13 +164,14 @@ class int8_blockwise(StorageSpec):  # noqa: N801 - named like the function users
     code.
 
     Peak memory: under `jit`, a leaf of at least
-    `int8_blockwise.recompute_min_size` elements (a class-wide setting,
-    `2**20` by default) is stored without writing its new float32 values
-    out: an elementwise update rule is traced once for the updates, once
-    for the block maxima and once for the codes, each recomputing the
-    moments from the old codes (the same numbers, bit for bit). Smaller
-    leaves are stored from the update's values, whose float32 copies are
-    small (on a CPU, recomputing them costs more time than it saves).
+    `int8_blockwise.recompute_min_size` elements (a class-wide setting;
+    None, the default, is `2**20` on XLA:CPU and no leaf on other backends)
+    is stored without writing its new float32 values out: an elementwise
+    update rule is traced once for the updates, once for the block maxima
+    and once for the codes, each recomputing the moments from the old codes
+    (the same numbers, bit for bit). Smaller leaves are stored from the
+    update's values, whose float32 copies are small (on a CPU, recomputing
+    them costs more time than it saves).
     `gradax.int8_blockwise.recompute_min_size = 0` recomputes every leaf.
     See docs/memory.md, "Peak memory of a training step".
 
@@ -204,8 +205,12 @@ class int8_blockwise(StorageSpec):  # noqa: N801 - named like the function users
     # computed, as one pass (on a CPU their float32 temporaries fit in the
     # caches, where recomputing the decoding three times costs more). A
     # setting for every spec: `gradax.int8_blockwise.recompute_min_size = 0`
-    # recomputes every leaf (the least memory); a huge value none.
-    recompute_min_size: ClassVar[int] = 2**20
+    # recomputes every leaf (the least memory on XLA:CPU); a huge value
+    # none. None (the default): 2**20 on XLA:CPU, no leaf on other backends,
+    # where XLA fuses the one pass better (compiled ahead of time for a TPU
+    # chip, the recomputed passes needed up to twice the temporaries:
+    # docs/memory.md, "The same steps compiled for a TPU").
+    recompute_min_size: ClassVar[int | None] = None
 
     def __post_init__(self):
         size = self.block_size
@@ -631,7 +636,7 @@ class QuantizedArray(StoredLeaf):
             and isinstance(old.codes, jax.core.Tracer)
             and jnp.shape(new) == old.shape
             and explicit_sharding(new) is None
-            and math.prod(old.shape) >= int8_blockwise.recompute_min_size
+            and math.prod(old.shape) >= _recompute_min_size()
         ]
         if not passes or not _elementwise(
             update_state, (updates, loaded, params), extra_args, treedef, passes
@@ -821,6 +826,15 @@ _CALLS = {
     "custom_vjp_call": "call_jaxpr",
     "closed_call": "call_jaxpr",
 }
+
+
+def _recompute_min_size() -> float:
+    """The smallest leaf stored from recomputed passes (see
+    `int8_blockwise.recompute_min_size`); infinity for none."""
+    size = int8_blockwise.recompute_min_size
+    if size is not None:
+        return size
+    return 2**20 if jax.default_backend() == "cpu" else math.inf
 
 
 def _elementwise(update_state, args, extra_args, treedef, passes) -> bool:
