@@ -12,10 +12,8 @@ from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import canonical_dtype, safe_increment
 from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
 from .._core.pytree import Module, static_field
-from ..combinators.chain import chain
 from ..precision.int8 import moment_zeros
-from ..transforms.scaling import scale_by_learning_rate
-from ..transforms.weight_decay import add_decayed_weights
+from ..transforms.cautious import decayed_descent
 
 
 class ScaleByAdemamixState(NamedTuple):
@@ -144,10 +142,11 @@ class ademamix(_AdemamixOptions, LearningRateAlias):
     mask: Any = static_field(default=None)
 
     def build(self):
-        return chain(
+        return decayed_descent(
             self.part(scale_by_ademamix),
-            add_decayed_weights(self.weight_decay, self.mask),
-            scale_by_learning_rate(self.learning_rate),
+            self.weight_decay,
+            self.mask,
+            self.learning_rate,
         )
 
 
@@ -253,8 +252,9 @@ class simplified_ademamix(_SimplifiedAdemamixOptions, LearningRateAlias):
     mask: Any = static_field(default=None)
 
     def build(self):
-        return chain(
+        return decayed_descent(
             self.part(scale_by_simplified_ademamix),
-            add_decayed_weights(self.weight_decay, self.mask),
-            scale_by_learning_rate(self.learning_rate),
+            self.weight_decay,
+            self.mask,
+            self.learning_rate,
         )

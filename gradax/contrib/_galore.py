@@ -23,13 +23,11 @@ from .._core.declarations import (
 from .._core.numerics import safe_increment
 from .._core.protocol import Alias, GradientTransformation, zero_count
 from .._core.pytree import static_field
-from ..combinators.chain import chain
 from ..combinators.masked import MaskedNode
 from ..linalg.matrices import matrix_axes
 from ..linalg.null_space import drop_null_lines, frobenius
 from ..optimizers.adam import scale_by_adam
-from ..transforms.scaling import scale_by_learning_rate
-from ..transforms.weight_decay import add_decayed_weights
+from ..transforms.cautious import decayed_descent
 
 
 class GaLoreDimensionNumbers(NamedTuple):
@@ -309,8 +307,6 @@ class galore(Alias):
     weight_dimension_numbers: Any = _GALORE.field()
 
     def build(self):
-        return chain(
-            self.part(scale_by_galore),
-            add_decayed_weights(self.weight_decay, self.mask),
-            scale_by_learning_rate(self.learning_rate),
+        return decayed_descent(
+            self.part(scale_by_galore), self.weight_decay, self.mask, self.learning_rate
         )

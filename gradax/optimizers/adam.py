@@ -15,7 +15,7 @@ from .._core.protocol import GradientTransformation, LearningRateAlias, zero_cou
 from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..precision.int8 import moment_zeros
-from ..transforms.cautious import caution, decayed_weights
+from ..transforms.cautious import caution, decayed_descent
 from ..transforms.scaling import scale_by_learning_rate
 
 
@@ -166,12 +166,12 @@ class _AdamW(_AdamOptions, LearningRateAlias):
     cautious_weight_decay: bool = static_field(default=False)
 
     def build(self):
-        return chain(
+        return decayed_descent(
             self.part(scale_by_adam),
-            decayed_weights(
-                self.weight_decay, self.mask, cautious=self.cautious_weight_decay
-            ),
-            scale_by_learning_rate(self.learning_rate),
+            self.weight_decay,
+            self.mask,
+            self.learning_rate,
+            cautious=self.cautious_weight_decay,
         )
 
 

@@ -28,10 +28,8 @@ from .._core.hyper import resolve
 from .._core.numerics import canonical_dtype, safe_increment, work_dtype
 from .._core.protocol import Alias, GradientTransformation, zero_count
 from .._core.pytree import static_field
-from ..combinators.chain import chain
 from ..schedules.psgd import precond_update_prob_schedule
-from ..transforms.scaling import scale_by_learning_rate
-from ..transforms.weight_decay import add_decayed_weights
+from ..transforms.cautious import decayed_descent
 from . import _psgd as psgd
 
 # How often a preconditioner update also balances the factors (psgd-jax).
@@ -446,8 +444,9 @@ class kron(Alias):
     seed: int = _KRON.field()
 
     def build(self):
-        return chain(
+        return decayed_descent(
             self.part(scale_by_kron),
-            add_decayed_weights(self.weight_decay, self.weight_decay_mask),
-            scale_by_learning_rate(self.learning_rate),
+            self.weight_decay,
+            self.weight_decay_mask,
+            self.learning_rate,
         )

@@ -1,10 +1,12 @@
-"""Pieces the Muon variants share: per-matrix maps, RMS alignment, NorMuon's base.
+"""Pieces the Muon variants share: per-matrix maps, RMS alignment, their bases.
 
 The full optimizers (`normuon`, `adamuon`, `dion`, `dion2`) derive
 from :class:`gradax.orthogonal.groups.MuonGroups`, like `muon` itself: matrices
 get the variant's direction, its shape factor, decoupled weight decay and the
 learning rate (:func:`gradax.orthogonal.groups.matrix_group`); every other
-leaf gets AdamW. Only the direction differs.
+leaf gets AdamW. Only the direction differs. NorMuon and AdaMuon share one
+base here (:class:`NormalizedMuonAliasBase`), Dion and Dion2 another
+(:class:`DionAliasBase`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from .._core.numerics import safe_increment, work_dtype
 from .._core.protocol import GradientTransformation, zero_count
 from ..linalg.matrices import full_dimension_numbers, is_spec_leaf
 from . import _fields as fields
-from ._steps import MuonOptions, momentum_step
+from ._steps import MuonOptions
 from .blocks import block_view
 from .dimensions import shape_scale
-from .groups import MuonGroups, matrices_and_adam
+from .groups import MuonGroups, matrices_and_adam, shape_rule
 
 
 def map_matrices(
@@ -167,15 +169,7 @@ class NormalizedMuonBase(MuonOptions, GradientTransformation):
         return self._state_class(zero_count(), mu, nu)
 
     def update_state(self, updates, state, params=None, **extra_args):
-        mu, direction = momentum_step(
-            updates,
-            state.mu,
-            state.count,
-            beta=self.beta,
-            nesterov=self.nesterov,
-            momentum=self.momentum,
-            bias_correction=self.bias_correction,
-        )
+        mu, direction = self.momentum_step(updates, state.mu, state.count)
         dims = self.dimension_numbers(updates)
         # Muon's batched (and, under a mesh, distributed) orthogonalization.
         orthogonal = self.newton_schulz.orthogonalize_tree(
@@ -243,4 +237,40 @@ class NormalizedMuonAliasBase(MuonOptions, MuonGroups):
             consistent_rms=self.consistent_rms,
             shape_scaling="none",
             nesterov=self.nesterov,
+        )
+
+
+# Dion's and Dion2's shape_scaling="rms": 0.2 sqrt(max(fan_in, fan_out)).
+DION_RMS = 0.2
+
+
+class DionAliasBase(MuonGroups):
+    """What the Dion and Dion2 optimizers share: their shape factor and groups.
+
+    Each names its direction's class as `_direction`, which it builds with
+    every option of the same name, and declares `shape_scaling`.
+    """
+
+    _abstract = True
+    _direction: ClassVar[type[GradientTransformation]]
+
+    def _shape_scaling(self) -> str:
+        # Each member declares the field where its arguments place it, so
+        # the type checker does not see it on this base.
+        member: Any = self
+        return member.shape_scaling
+
+    def shape_rule(self) -> str:
+        return shape_rule(self._shape_scaling(), DION_RMS)
+
+    def _build_groups(self, dims, labels):
+        # The AdamW group without Nesterov, as the reference's.
+        return matrices_and_adam(
+            self,
+            labels,
+            self.part(self._direction, weight_dimension_numbers=dims),
+            dims,
+            consistent_rms=DION_RMS,
+            shape_scaling=self._shape_scaling(),
+            nesterov=False,
         )

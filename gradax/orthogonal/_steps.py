@@ -3,11 +3,12 @@
 A member composes them (optimistix's model: a solver holds its descent and
 its search): it builds its :class:`NewtonSchulz` from its own fields once,
 when it is constructed, holds it (`tx.newton_schulz`) and calls it with its
-`eps`, and calls :func:`momentum_step` with its momentum options. Option
-names are optax's (`ns_coeffs`, `ns_steps`, `preconditioning`) all the way
-down to :meth:`NewtonSchulz.orthogonalize_matrices`, the one place that hands
-them to :func:`gradax.orthogonalize` under its own names (`coefficients`,
-`steps`, `normalization` and `precondition`).
+`eps`, and calls :func:`momentum_step` with its momentum options
+(:meth:`MuonOptions.momentum_step`). Option names are optax's (`ns_coeffs`,
+`ns_steps`, `preconditioning`) all the way down to
+:meth:`NewtonSchulz.orthogonalize_matrices`, the one place that hands them to
+:func:`gradax.orthogonalize` under its own names (`coefficients`, `steps`,
+`normalization` and `precondition`).
 """
 
 from __future__ import annotations
@@ -287,6 +288,22 @@ class MuonOptions(NewtonSchulzMember):
     )
     # Divide EMA momentum by 1 - beta^t.
     bias_correction: bool = static_field(default=True, kw_only=True)
+
+    def momentum_step(self, updates: Any, mu: Any, count: jax.Array) -> tuple[Any, Any]:
+        """:func:`momentum_step` with this member's options (and its `beta`):
+        the new momentum, and the direction to orthogonalize."""
+        # Each member declares `beta` where its arguments place it, so the
+        # type checker does not see it on this base.
+        member: Any = self
+        return momentum_step(
+            updates,
+            mu,
+            count,
+            beta=member.beta,
+            nesterov=self.nesterov,
+            momentum=self.momentum,
+            bias_correction=self.bias_correction,
+        )
 
 
 def momentum_step(

@@ -17,8 +17,7 @@ from .._core.protocol import GradientTransformation
 from ..linalg.matrices import is_spec_leaf, matrix_view
 from ..linalg.null_space import frobenius, independent_columns
 from . import _fields as fields
-from ._common import batch_shape, map_matrices, matrix_dims, pick
-from .groups import MuonGroups, matrices_and_adam, shape_rule
+from ._common import DionAliasBase, batch_shape, map_matrices, matrix_dims, pick
 
 
 class DionState(NamedTuple):
@@ -183,7 +182,7 @@ class scale_by_dion(GradientTransformation):
         return pick(dims, triples, 0), new_state
 
 
-class dion(MuonGroups):
+class dion(DionAliasBase):
     r"""Dion: low-rank orthonormalized updates with error feedback.
 
     For each matrix parameter with gradient :math:`G_t`, written as the
@@ -278,21 +277,4 @@ class dion(MuonGroups):
     )
     shape_scaling: str = fields.shape_scaling("spectral")
 
-    def shape_rule(self) -> str:
-        return shape_rule(self.shape_scaling, _RMS)
-
-    def _build_groups(self, dims, labels):
-        # The AdamW group without Nesterov, as the reference's.
-        return matrices_and_adam(
-            self,
-            labels,
-            self.part(scale_by_dion, weight_dimension_numbers=dims),
-            dims,
-            consistent_rms=_RMS,
-            shape_scaling=self.shape_scaling,
-            nesterov=False,
-        )
-
-
-# shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).
-_RMS = 0.2
+    _direction = scale_by_dion

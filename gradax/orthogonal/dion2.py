@@ -21,9 +21,8 @@ from .._core.numerics import work_dtype
 from .._core.protocol import GradientTransformation
 from ..linalg.matrices import MuonDimensionNumbers, matrix_view
 from . import _fields as fields
-from ._common import map_matrices, matrix_dims, pick
+from ._common import DionAliasBase, map_matrices, matrix_dims, pick
 from ._steps import NewtonSchulzMember
-from .groups import MuonGroups, matrices_and_adam, shape_rule
 
 SELECTIONS = ("auto", "rows", "columns")
 # The share of rows (or columns) orthogonalized: at least one is.
@@ -150,7 +149,7 @@ class scale_by_dion2(NewtonSchulzMember, GradientTransformation):
         return pick(dims, pairs, 0), Dion2State(momentum)
 
 
-class dion2(NewtonSchulzMember, MuonGroups):
+class dion2(NewtonSchulzMember, DionAliasBase):
     r"""Dion2: Muon on the heaviest fraction of the momentum's rows.
 
     For each matrix parameter with gradient :math:`G_t` and summed momentum
@@ -233,21 +232,4 @@ class dion2(NewtonSchulzMember, MuonGroups):
     )
     shape_scaling: str = fields.shape_scaling("spectral")
 
-    def shape_rule(self) -> str:
-        return shape_rule(self.shape_scaling, _RMS)
-
-    def _build_groups(self, dims, labels):
-        # The AdamW group without Nesterov, as the reference's.
-        return matrices_and_adam(
-            self,
-            labels,
-            self.part(scale_by_dion2, weight_dimension_numbers=dims),
-            dims,
-            consistent_rms=_RMS,
-            shape_scaling=self.shape_scaling,
-            nesterov=False,
-        )
-
-
-# shape_scaling="rms" gives 0.2 sqrt(max(fan_in, fan_out)).
-_RMS = 0.2
+    _direction = scale_by_dion2

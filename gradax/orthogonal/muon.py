@@ -14,7 +14,7 @@ from .._core.numerics import safe_increment
 from .._core.protocol import GradientTransformation, zero_count
 from ..linalg.matrices import full_dimension_numbers, is_spec_leaf
 from . import _fields as fields
-from ._steps import MuonOptions, momentum_step
+from ._steps import MuonOptions
 from .blocks import matrix_blocks
 from .coefficients import resolve_coefficients
 from .groups import MuonGroups, matrices_and_adam, shape_rule
@@ -94,15 +94,7 @@ class scale_by_muon(MuonOptions, GradientTransformation):
         )
 
     def update_state(self, updates, state, params=None, **extra_args):
-        mu, direction = momentum_step(
-            updates,
-            state.mu,
-            state.count,
-            beta=self.beta,
-            nesterov=self.nesterov,
-            momentum=self.momentum,
-            bias_correction=self.bias_correction,
-        )
+        mu, direction = self.momentum_step(updates, state.mu, state.count)
         dims = self.dimension_numbers(updates)
         orthogonal = self.newton_schulz.orthogonalize_tree(dims, direction, self.eps)
         if self.adaptive:
