@@ -7,7 +7,10 @@ wrapped in ``shard_state(tx, axis="data")`` (ZeRO-1), the gradients computed
 three ways:
 
 - ``jax.grad``: a plain ``jax.grad(loss)(params, batch)`` under ``jit``,
-  what users write; the compiler places the gradients' reduction;
+  what users write; the compiler places the gradients' reduction. With
+  ``--explicit`` also with the parameters reduced over ``data``
+  (``P(reduced={"data"})``): their gradients come back unreduced and
+  ``shard_state`` reduce-scatters them;
 - ``pmean``: each device's gradient inside ``shard_map``, averaged;
 - ``data_parallel_value_and_grad``: each device receives only the summed
   slice it updates (a reduce-scatter), then the updates are all-gathered.
@@ -67,13 +70,17 @@ def make_params() -> dict:
 
 
 def loss_fn(p: dict, tokens: jax.Array) -> jax.Array:
+    bias = p["bias"]
     if jax.typeof(tokens).sharding.spec[0] is not None:
         # Explicit axes: the rows of a replicated table gathered by split
-        # tokens are split like the tokens (JAX asks which).
+        # tokens are split like the tokens (JAX asks which), and a vector
+        # added to split activations must be an ordinary replicated value
+        # (jax refuses a reduced one there).
         rows = p["embed"].at[tokens].get(out_sharding=P("data"))
+        bias = jax.sharding.reshard(bias, P())
     else:
         rows = p["embed"][tokens]
-    h = rows + p["bias"]
+    h = rows + bias
     for i in range(LAYERS):
         h = h + jnp.tanh(h @ p["layers"][i])
     log_p = jax.nn.log_softmax(h @ p["head"])
@@ -118,14 +125,16 @@ def abstract(tree, sharding):
     )
 
 
-def measure(tx, mesh, grads_fn=all_reduced_grads) -> dict:
+def measure(tx, mesh, grads_fn=all_reduced_grads, reduced=False) -> dict:
     """One compiled step's collectives, from abstract inputs (nothing runs).
 
     The mesh's devices may be simulated CPU devices or a TPU topology's
-    (ahead-of-time compilation: `--tpu`).
+    (ahead-of-time compilation: `--tpu`). `reduced`: the parameters are
+    replicated and reduced over "data" (Explicit axes), so that a plain
+    `jax.grad` returns their gradients unreduced.
     """
-    replicated = jax.NamedSharding(mesh, P())
-    params = abstract(jax.eval_shape(make_params), replicated)
+    sums = {"reduced": {"data"}} if reduced else {}
+    params = abstract(jax.eval_shape(make_params), jax.NamedSharding(mesh, P(**sums)))
     tokens = jax.ShapeDtypeStruct(
         (BATCH,), jnp.int32, sharding=jax.NamedSharding(mesh, P("data"))
     )
@@ -190,12 +199,13 @@ def collectives(hlo: str, devices: int) -> tuple[dict, dict]:
     return counts, received
 
 
-FORMS = {
-    "data parallel, jax.grad": (False, plain_grads),
-    "zero-1, jax.grad": (True, plain_grads),
-    "data parallel, pmean": (False, all_reduced_grads),
-    "zero-1, pmean": (True, all_reduced_grads),
-    "zero-1, data_parallel_value_and_grad": (True, reduce_scattered_grads),
+FORMS = {  # name: (shard_state, gradients, parameters reduced over "data")
+    "data parallel, jax.grad": (False, plain_grads, False),
+    "zero-1, jax.grad": (True, plain_grads, False),
+    "zero-1, jax.grad, reduced parameters": (True, plain_grads, True),
+    "data parallel, pmean": (False, all_reduced_grads, False),
+    "zero-1, pmean": (True, all_reduced_grads, False),
+    "zero-1, data_parallel_value_and_grad": (True, reduce_scattered_grads, False),
 }
 
 
@@ -215,11 +225,13 @@ def run(tpu: str | None = None, explicit: bool = False) -> dict:
     with jax.set_mesh(mesh):
         for name, tx in optimizers().items():
             results[name] = {}
-            for form, (zero, grads_fn) in FORMS.items():
+            for form, (zero, grads_fn, reduced) in FORMS.items():
                 if explicit and grads_fn is not plain_grads:
                     continue  # the shard_map forms need Auto axes' pcast
+                if reduced and not explicit:
+                    continue  # reduced types exist on Explicit axes only
                 wrapped = gradax.shard_state(tx, axis="data") if zero else tx
-                results[name][form] = measure(wrapped, mesh, grads_fn)
+                results[name][form] = measure(wrapped, mesh, grads_fn, reduced)
     return results
 
 

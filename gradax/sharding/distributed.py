@@ -41,6 +41,26 @@ def _layout(x: jax.Array, mesh: Any, spec: Any) -> jax.Array:
     return jax.lax.with_sharding_constraint(x, jax.NamedSharding(mesh, spec))
 
 
+def _between(pieces: list, devices: int, mesh: Any) -> Any:
+    """The common layout (Explicit axes) that `pieces` (stacks `(k, m, n)`
+    of one shape) take to be concatenated, and the result to be cut back
+    into them; None under Auto axes.
+
+    Replicated: when any piece is replicated (a re-layout from it is a
+    local slice). When all are split, as `shard_state` splits momenta, the
+    rows `m` split over the whole mesh where it divides them: moving
+    between that and the stack's split is an all-to-all, 1/n of what
+    gathering each piece whole would move.
+    """
+    shardings = [explicit_sharding(x) for x in pieces]
+    if all(s is None for s in shardings):
+        return None
+    split = all(s is not None and any(e is not None for e in s.spec) for s in shardings)
+    if split and pieces[0].shape[-2] % devices == 0:
+        return P(None, tuple(mesh.axis_names), None)
+    return P()
+
+
 def orthogonalize_many(
     matrices: Sequence[jax.Array],
     orthogonalize: Callable[[jax.Array], jax.Array],
@@ -72,8 +92,9 @@ def orthogonalize_many(
         # Explicit axes need equal shardings to concatenate; under Auto axes
         # the compiler turns the re-layout into an all-to-all by itself.
         pieces = [flat[i] for i in indices]
-        if any(explicit_sharding(x) is not None for x in pieces):
-            pieces = [_layout(x, mesh, P()) for x in pieces]
+        between = _between(pieces, devices, mesh)
+        if between is not None:
+            pieces = [_layout(x, mesh, between) for x in pieces]
         stack = jnp.concatenate(pieces)
         count = stack.shape[0]
         padded = -(-count // devices) * devices
@@ -82,8 +103,8 @@ def orthogonalize_many(
             stack = jnp.pad(stack, ((0, padded - count), (0, 0), (0, 0)))
         stack = _layout(stack, mesh, stack_spec)
         result = _layout(orthogonalize(stack), mesh, stack_spec)
-        if explicit_sharding(result) is not None:
-            result = _layout(result, mesh, P())
+        if between is not None:
+            result = _layout(result, mesh, between)
         offset = 0
         for i in indices:
             x = matrices[i]

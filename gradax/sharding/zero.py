@@ -100,7 +100,8 @@ def zero_spec(
     Returns:
       The new PartitionSpec, or None to leave the leaf as it is.
     """
-    entries = list(spec) + [None] * (len(shape) - len(spec))
+    entries = list(_entries(spec))
+    entries += [None] * (len(shape) - len(entries))
     if any(a in _names(e) for e in entries for a in axes):
         return None
     split = int(np.prod([sizes[a] for a in axes]))
@@ -123,6 +124,35 @@ class _Layout:
 
     before: Any
     split: Any
+
+
+def _sums(spec: Any) -> tuple[frozenset, frozenset]:
+    """`spec`'s unreduced axes (each device holds a partial sum: the
+    gradient of a parameter that is `reduced` over them) and reduced axes
+    (a replicated value whose gradient comes back unreduced). Empty on a
+    jax without them."""
+    return (
+        frozenset(getattr(spec, "unreduced", ())),
+        frozenset(getattr(spec, "reduced", ())),
+    )
+
+
+def _entries(spec: Any) -> tuple:
+    """`spec`'s per-dimension entries (iterating a spec with reduced or
+    unreduced axes raises)."""
+    return tuple(getattr(spec, "partitions", spec))
+
+
+def _plain(spec: Any) -> Any:
+    """`spec` without reduced or unreduced axes (an ordinary value)."""
+    return P(*_entries(spec))
+
+
+def _as_parameter(spec: Any) -> Any:
+    """`spec` with its unreduced axes made reduced: the type of the
+    parameter whose gradient had `spec`, where its update must go back."""
+    unreduced, reduced = _sums(spec)
+    return P(*_entries(spec), reduced=unreduced | reduced)
 
 
 def _is_quantized(x: Any) -> bool:  # a gradax QuantizedArray
@@ -173,6 +203,15 @@ class shard_state(GradientTransformation):
     the compiler). The state's tree is the inner one's, unchanged: a
     checkpoint restores with or without the wrapper, given the target
     shardings.
+
+    Traffic: replicated gradients cost data parallelism's all-reduce plus
+    an all-gather of the updates. On Explicit axes, parameters replicated
+    and *reduced* over `axis` (`P(reduced={"data"})`) make a plain
+    `jax.grad` return their gradients *unreduced* (each device its part of
+    the batch's sum); `shard_state` sums each into the slice it updates with
+    one reduce-scatter and returns the updates as the parameters' type:
+    data parallelism's bytes. On Auto axes,
+    :func:`gradax.sharding.data_parallel_value_and_grad` does the same.
 
     Args:
       tx: the transformation whose state to shard.
@@ -245,6 +284,26 @@ class shard_state(GradientTransformation):
             return reshard(x, where)
         return jax.lax.with_sharding_constraint(x, where)
 
+    def _reduce_scatter(self, x: Any, spec: Any, split: Any, mesh: Any) -> Any:
+        """The unreduced gradient `x` (type `spec`) summed into the slice
+        each device keeps (`split`): one reduce-scatter, where reducing
+        first and slicing after moves twice the bytes (XLA:CPU never fuses
+        the two)."""
+        axes = self._axes()
+        dim = next(
+            i for i, e in enumerate(_entries(split)) if set(axes) <= set(_names(e))
+        )
+        rest = tuple(sorted(_sums(spec)[0] - set(axes)))
+
+        def local(block: jax.Array) -> jax.Array:
+            if rest:  # other unreduced axes: summed whole
+                block = jax.lax.psum(block, rest)
+            name = axes[0] if len(axes) == 1 else axes
+            return jax.lax.psum_scatter(block, name, scatter_dimension=dim, tiled=True)
+
+        where = {} if self.mesh is None else {"mesh": mesh}
+        return jax.shard_map(local, in_specs=spec, out_specs=split, **where)(x)
+
     def _split(self, tree: Any, like: Any) -> tuple[Any, Any]:
         """`tree` with each leaf shaped like a leaf of `like` (at the same
         path, as `mu['w']` is like `params['w']`) split over the axis,
@@ -269,13 +328,26 @@ class shard_state(GradientTransformation):
                 sharding = explicit_sharding(x)
                 spec = P() if sharding is None else sharding.spec
                 new = zero_spec(x.shape, spec, axes, sizes)
+                if any(_sums(spec)):
+                    # A reduced parameter or its unreduced gradient: the
+                    # inner transformation gets an ordinary value, and the
+                    # update goes back as the parameter's type.
+                    before = _as_parameter(spec)
+                    return _Layout(before, _plain(spec) if new is None else new)
             else:
                 spec = P(*[P.UNCONSTRAINED] * np.ndim(x))
                 new = zero_spec(x.shape, P(), axes, sizes, unconstrained=True)
             return None if new is None else _Layout(spec, new)
 
         def put(x: Any, lay: Any) -> Any:
-            return x if lay is None else self._put(x, lay.split, mesh, explicit)
+            if lay is None:
+                return x
+            sharding = explicit_sharding(x) if explicit else None
+            spec = P() if sharding is None else sharding.spec
+            if set(axes) <= _sums(spec)[0] and lay.split != _plain(lay.before):
+                # Split over the axes it is unreduced on: one reduce-scatter.
+                return self._reduce_scatter(x, spec, lay.split, mesh)
+            return self._put(x, lay.split, mesh, explicit)
 
         def one(path: tuple, x: Any) -> Any:
             if _is_quantized(x):

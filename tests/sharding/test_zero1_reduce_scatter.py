@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_versions import set_mesh
+from jax_versions import reshard, set_mesh
 
 import gradax
 from gradax.sharding import data_parallel_value_and_grad, zero_spec
@@ -151,3 +151,113 @@ def test_bad_arguments_are_named():
         other = data_parallel_value_and_grad(loss_fn, axis="batch")
         with pytest.raises(ValueError, match="no axis 'batch'"):
             other(make_params(), tokens_for(0))
+
+
+# -- a plain jax.grad on Explicit axes, parameters reduced over "data" -------
+
+REDUCED_AXES = hasattr(P(), "reduced")
+needs_reduced_axes = pytest.mark.skipif(
+    not REDUCED_AXES,
+    reason=f"reduced/unreduced sharding types are not in jax {jax.__version__}",
+)
+
+
+def explicit_mesh():
+    explicit = jax.sharding.AxisType.Explicit
+    return jax.make_mesh((8,), ("data",), axis_types=(explicit,))
+
+
+def explicit_loss(p, tokens):
+    """`loss_fn` as Explicit axes write it: the embedding's rows split like
+    the tokens, and the vectors added to split activations made ordinary
+    first (jax refuses a reduced operand beside a split one)."""
+    rows = p["embed"].at[tokens].get(out_sharding=P("data"))
+    h = rows + reshard(p["bias"], P())
+    h = h + jnp.tanh(h @ p["w"]) + jnp.sum(reshard(p["odd"], P())) / 100
+    logits = h @ p["head"]
+    log_p = jax.nn.log_softmax(logits)
+    return -jnp.mean(jnp.take_along_axis(log_p, tokens[:, None], axis=1))
+
+
+def _placed(params, mesh, reduced):
+    def put(x):
+        spec = P(*[None] * x.ndim, reduced={"data"}) if reduced else P()
+        return jax.device_put(x, jax.NamedSharding(mesh, spec))
+
+    return jax.tree.map(put, params)
+
+
+def _hidden_matrices(params):
+    return gradax.muon_labels(
+        params, "auto", exclude="embed|head|odd", print_report=False
+    )[1]
+
+
+def _plain_grad(p, t):
+    return jax.grad(explicit_loss)(p, t)
+
+
+@needs_reduced_axes
+@pytest.mark.parametrize(
+    "make_tx",
+    [
+        lambda: gradax.adamw(1e-2, weight_decay=0.1),
+        lambda: gradax.chain(gradax.clip_by_global_norm(0.5), gradax.adam(1e-2)),
+        lambda: gradax.muon(0.02, muon_weight_dimension_numbers=_hidden_matrices),
+    ],
+    ids=["adamw", "clip+adam", "muon"],
+)
+def test_reduced_parameters_train_like_the_unsharded_step(make_tx):
+    """The gradient of a parameter reduced over "data" comes back unreduced
+    (each device its batch's part); `shard_state` sums it into the slice it
+    updates, and the updates return as the parameters' type."""
+    params = make_params()
+    want, _ = _steps(make_tx(), params, mesh_1d(), lambda p, t: jax.grad(loss_fn)(p, t))
+    mesh = explicit_mesh()
+    with set_mesh(mesh):
+        tx = gradax.shard_state(make_tx(), axis="data")
+        got, _ = _steps(tx, _placed(params, mesh, True), mesh, _plain_grad)
+        state = jax.jit(tx.init)(_placed(params, mesh, True))
+    for name in params:
+        assert jax.typeof(got[name]).sharding.spec.reduced == {"data"}, name
+        # Summed in another order (the batch's parts, then across devices).
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+    mu = jax.tree.leaves(state)
+    split = [x for x in mu if x.ndim and x.sharding.spec and x.sharding.spec[0]]
+    assert split, "no state leaf split over data"
+    assert all(not x.sharding.spec.reduced for x in mu), "state took the reduced type"
+
+
+@needs_reduced_axes
+@pytest.mark.parametrize("name", ["adamw", "muon"])
+def test_reduced_parameters_receive_what_data_parallelism_receives(name):
+    """The plain `jax.grad` step on Explicit axes: a reduce-scatter of each
+    gradient and an all-gather of each update, data parallelism's bytes
+    (its all-reduce), on any backend (the reduce-scatter is in the program,
+    not left to the compiler to form). Muon receives less than data
+    parallelism: its momenta, split, reach the devices that orthogonalize
+    them by an all-to-all."""
+    mesh = explicit_mesh()
+    if name == "adamw":
+        tx = gradax.adamw(1e-2, weight_decay=0.1)
+    else:
+        tx = gradax.muon(0.02, muon_weight_dimension_numbers=_hidden_matrices)
+    with set_mesh(mesh):
+        _, plain = _steps(tx, _placed(make_params(), mesh, False), mesh, _plain_grad, 1)
+        zero1 = gradax.shard_state(tx, axis="data")
+        params = _placed(make_params(), mesh, True)
+        _, split = _steps(zero1, params, mesh, _plain_grad, steps=1)
+    plain_bytes, split_bytes = collective_bytes(plain, 8), collective_bytes(split, 8)
+    assert "reduce-scatter" in split_bytes and "all-gather" in split_bytes
+    # Still all-reduced: the loss, and the "odd" and "bias" leaves, made
+    # ordinary inside the loss, whose gradients jax sums in the backward
+    # pass (15 + 32 floats; an all-reduce moves its bytes twice, 7/8 each).
+    small = (15 + 32) * 4 * 7 / 8
+    assert split_bytes.get("all-reduce", 0) <= 2 * small + 8, split_bytes
+    # Those two then cost a reduce-scatter and an all-gather more (4x
+    # small in all); every matrix moves exactly what its all-reduce did.
+    total, plain_total = sum(split_bytes.values()), sum(plain_bytes.values())
+    if name == "adamw":
+        assert total <= plain_total + 4 * small, (split_bytes, plain_bytes)
+    else:
+        assert total <= plain_total, (split_bytes, plain_bytes)
