@@ -186,9 +186,32 @@ def tpu_reduce_scatters(hlo: str) -> tuple[str, list[str]]:
     return "\n".join(rest), formed
 
 
+def tpu_async_pieces(hlo: str) -> str:
+    """`hlo` with each of XLA:TPU's async collective fusions counted once.
+
+    XLA:TPU splits one collective into pieces that overlap computation
+    (`async_collective_fusion_config` in their backend config): each piece
+    writes part of the same output and carries the whole output's shape and
+    the collective's channel id. Counting each piece would count the
+    collective as many times; the first piece of each channel stands for
+    them all. Other platforms' text has none.
+    """
+    seen, kept = set(), []
+    for line in hlo.splitlines():
+        channel = re.search(r"channel_id=(\d+)", line)
+        if channel and "async_collective_fusion_config" in line:
+            kind = re.search(rf"\s({'|'.join(KINDS)})\(", line)
+            key = (kind.group(1) if kind else "", channel.group(1))
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(line)
+    return "\n".join(kept)
+
+
 def collectives(hlo: str, devices: int) -> tuple[dict, dict]:
     """Counts of each kind of collective, and bytes each device receives."""
-    rest, formed = tpu_reduce_scatters(hlo)
+    rest, formed = tpu_reduce_scatters(tpu_async_pieces(hlo))
     counts = count(rest)
     received = collective_bytes(rest, devices)
     if formed:
