@@ -25,23 +25,46 @@ def _dot(a: Any, b: Any) -> jax.Array:
     return jnp.real(gtree.vdot(a, b))
 
 
+def _initial_model(params: Any, lower_bound: Any) -> dict[str, jax.Array]:
+    """The loss model's scalars before the first step, in the params' real dtype."""
+    dtype = real_dtype(gtree.dtype(params, "lowest"))
+    return {
+        "barf": jnp.zeros([], dtype),
+        "gamma": jnp.zeros([], dtype),
+        "lb": jnp.asarray(lower_bound, dtype),
+    }
+
+
+def _averaged_model(
+    beta: Any, state: Any, value: Any, updates: Any, params: Any
+) -> tuple[jax.Array, jax.Array]:
+    """The running averages of the loss value and of `<g, x>`."""
+    barf = beta * state.barf + (1 - beta) * jnp.asarray(value, state.barf.dtype)
+    gamma = beta * state.gamma + (1 - beta) * _dot(updates, params)
+    return barf, gamma
+
+
 def _step_size(
     tx: Any,
-    lb: Any,
+    state: Any,
     barf: Any,
     gamma: Any,
-    iprod: Any,
+    direction: Any,
+    params: Any,
     sq_norm: Any,
-    decay: Any,
     max_step: Any,
     bias_correction: Any = 1.0,
-) -> tuple[jax.Array, jax.Array]:
-    """The step size `tau` of momo and momo_adam, and the lower bound to keep.
+) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
+    """The step size `tau` of momo and momo_adam, the decay and the new scalars.
 
+    `direction` is the momentum and `sq_norm` its squared norm in the
+    method's metric; the decay is `1 + learning_rate * weight_decay`.
     `bias_correction` is momo_adam's `1 - b1**t` (momo's model has none: a
     factor 1, which changes no bit).
     """
-    bc1, lower = bias_correction, tx.lower_bound
+    bc1, lb, lower = bias_correction, state.lb, tx.lower_bound
+    iprod = _dot(direction, params)
+    decay = 1 + tx.learning_rate * tx.weight_decay
     if tx.adapt_lower_bound:
         cap = decay * (barf - gamma) + iprod
         lb = jnp.where(
@@ -50,10 +73,10 @@ def _step_size(
     t1 = jnp.maximum(decay * (barf - bc1 * lb - gamma) + iprod, 0.0) / sq_norm
     t1 = jnp.where(sq_norm <= _TINY, 0.0, t1)
     tau = jnp.minimum(max_step, t1)
-    if not tx.adapt_lower_bound:
-        return tau, lb
-    new_lb = ((barf + iprod - gamma) - (1 / 2) * tau * sq_norm) / bc1
-    return tau, jnp.maximum(new_lb, lower)
+    if tx.adapt_lower_bound:
+        new_lb = ((barf + iprod - gamma) - (1 / 2) * tau * sq_norm) / bc1
+        lb = jnp.maximum(new_lb, lower)
+    return tau, decay, {"barf": barf, "gamma": gamma, "lb": lb}
 
 
 class MomoState(NamedTuple):
@@ -123,12 +146,9 @@ class momo(GradientTransformation):
     adapt_lower_bound: bool = static_field(default=False)
 
     def init_state(self, params):
-        dtype = real_dtype(gtree.dtype(params, "lowest"))
         return MomoState(
             exp_avg=gtree.zeros_like(params),
-            barf=jnp.zeros([], dtype),
-            gamma=jnp.zeros([], dtype),
-            lb=jnp.asarray(self.lower_bound, dtype),
+            **_initial_model(params, self.lower_bound),
             count=zero_count(),
         )
 
@@ -137,26 +157,19 @@ class momo(GradientTransformation):
         require_value(value, "momo")
         alpha, wd = self.learning_rate, self.weight_decay
         bt = jnp.where(state.count == 0, 0.0, self.beta)
-        barf = bt * state.barf + (1 - bt) * jnp.asarray(value, state.barf.dtype)
+        barf, gamma = _averaged_model(bt, state, value, updates, params)
         exp_avg = jax.tree.map(
             lambda d, g: bt * d + (1 - bt) * g, state.exp_avg, updates
         )
-        gamma = bt * state.gamma + (1 - bt) * _dot(updates, params)
         sq_norm = gtree.norm(exp_avg, squared=True)
-        iprod = _dot(exp_avg, params)
-        decay = 1 + alpha * wd
-        tau, new_lb = _step_size(
-            self, state.lb, barf, gamma, iprod, sq_norm, decay, max_step=alpha
+        tau, decay, model = _step_size(
+            self, state, barf, gamma, exp_avg, params, sq_norm, max_step=alpha
         )
         new_updates = jax.tree.map(
             lambda d, p: -(alpha * wd) / decay * p - tau * d, exp_avg, params
         )
         return new_updates, MomoState(
-            exp_avg=exp_avg,
-            barf=barf,
-            gamma=gamma,
-            lb=new_lb,
-            count=safe_increment(state.count),
+            exp_avg=exp_avg, **model, count=safe_increment(state.count)
         )
 
 
@@ -232,13 +245,10 @@ class momo_adam(GradientTransformation):
     adapt_lower_bound: bool = static_field(default=False)
 
     def init_state(self, params):
-        dtype = real_dtype(gtree.dtype(params, "lowest"))
         return MomoAdamState(
             exp_avg=gtree.zeros_like(params),
             exp_avg_sq=gtree.zeros_like(params),
-            barf=jnp.zeros([], dtype),
-            gamma=jnp.zeros([], dtype),
-            lb=jnp.asarray(self.lower_bound, dtype),
+            **_initial_model(params, self.lower_bound),
             count=zero_count(),
         )
 
@@ -248,7 +258,7 @@ class momo_adam(GradientTransformation):
         alpha, wd = self.learning_rate, self.weight_decay
         b1, b2, eps = self.b1, self.b2, self.eps
         count = safe_increment(state.count)
-        barf = b1 * state.barf + (1 - b1) * jnp.asarray(value, state.barf.dtype)
+        barf, gamma = _averaged_model(b1, state, value, updates, params)
         exp_avg = jax.tree.map(
             lambda d, g: b1 * d + (1 - b1) * g, state.exp_avg, updates
         )
@@ -261,12 +271,9 @@ class momo_adam(GradientTransformation):
         precond = jax.tree.map(lambda v: eps + jnp.sqrt(v / bc2), exp_avg_sq)
         weighted = jax.tree.map(lambda d, pc: d / pc, exp_avg, precond)
         sq_norm = _dot(exp_avg, weighted)
-        gamma = b1 * state.gamma + (1 - b1) * _dot(updates, params)
-        iprod = _dot(exp_avg, params)
         bc1 = jnp.asarray(1 - b1**count, barf.dtype)
-        decay = 1 + alpha * wd
-        tau, new_lb = _step_size(
-            self, state.lb, barf, gamma, iprod, sq_norm, decay, alpha / bc1, bc1
+        tau, decay, model = _step_size(
+            self, state, barf, gamma, exp_avg, params, sq_norm, alpha / bc1, bc1
         )
         new_updates = jax.tree.map(
             lambda d, pc, p: -(alpha * wd) / decay * p - tau * d / pc,
@@ -275,10 +282,5 @@ class momo_adam(GradientTransformation):
             params,
         )
         return new_updates, MomoAdamState(
-            exp_avg=exp_avg,
-            exp_avg_sq=exp_avg_sq,
-            barf=barf,
-            gamma=gamma,
-            lb=new_lb,
-            count=count,
+            exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, **model, count=count
         )

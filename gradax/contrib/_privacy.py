@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
@@ -13,6 +14,7 @@ from .._core.pytree import static_field
 from .._core.simple import identity
 from ..combinators.chain import chain
 from ..transforms.clipping import per_example_global_norm_clip
+from ..transforms.elementwise import KEY_OR_SEED
 from ..transforms.momentum import trace
 from ..transforms.scaling import scale_by_learning_rate
 
@@ -81,10 +83,9 @@ class differentially_private_aggregate(GradientTransformation):
 
     l2_norm_clip: Any = hyper(valid=NONNEGATIVE)
     noise_multiplier: Any = hyper(valid=NONNEGATIVE)
-    key: Any = None
-    seed: int | None = hyper(
-        default=None, valid=Range(integer=True), static=True, kw_only=True
-    )
+    key: Any = KEY_OR_SEED.field()
+    _: KW_ONLY
+    seed: int | None = KEY_OR_SEED.field()
 
     def __check_init__(self):
         if self.seed is not None and self.key is not None:

@@ -121,20 +121,19 @@ class scale_by_backtracking_linesearch(GradientTransformation):
     verbose: bool = static_field(default=False)
 
     def init_state(self, params):
-        dtype = common.state_dtype(params)
-        inf = jnp.asarray(jnp.inf, dtype)
+        start = common.initial_step(params)
         return ScaleByBacktrackingLinesearchState(
-            learning_rate=jnp.asarray(1.0, dtype),
-            value=inf,
+            **start,
             grad=gtree.zeros_like(params) if self.store_grad else None,
-            info=BacktrackingLinesearchInfo(jnp.asarray(0), inf),  # weak, as optax's
+            # The count weakly typed, as optax's.
+            info=BacktrackingLinesearchInfo(jnp.asarray(0), start["value"]),
         )
 
     def update_state(self, updates, state, params=None, **extra_args):
         name = type(self).__name__
-        value, grad, value_fn, fn_kwargs = common.line_search_inputs(name, extra_args)
-        if params is None:
-            raise TypeError(f"{name}.update needs params")
+        value, grad, value_fn, fn_kwargs = common.line_search_inputs(
+            name, extra_args, params
+        )
 
         def objective(p):
             return common.scalar_value(value_fn(p, **fn_kwargs), name)

@@ -36,6 +36,15 @@ def state_dtype(params: Any) -> Any:
     return result
 
 
+def initial_step(params: Any) -> dict[str, jax.Array]:
+    """Where a search starts: `learning_rate` 1 and `value` inf (state dtype)."""
+    dtype = state_dtype(params)
+    return {
+        "learning_rate": jnp.asarray(1.0, dtype),
+        "value": jnp.asarray(jnp.inf, dtype),
+    }
+
+
 def search_dtype(params: Any, *values: Any) -> Any:
     """Dtype of the scalars inside one line search."""
     result = state_dtype(params)
@@ -92,8 +101,13 @@ def accepted_kwargs(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str,
     return {k: v for k, v in kwargs.items() if k in names}
 
 
-def line_search_inputs(owner: str, extra_args: dict[str, Any]) -> tuple[Any, ...]:
-    """`value`, `grad`, `value_fn` and the value_fn's keyword arguments."""
+def line_search_inputs(
+    owner: str, extra_args: dict[str, Any], params: Any
+) -> tuple[Any, ...]:
+    """`value`, `grad`, `value_fn` and the value_fn's keyword arguments.
+
+    Also checks that `update` got the `params` the search steps from.
+    """
     missing = [k for k in ("value", "grad", "value_fn") if k not in extra_args]
     if missing:
         raise TypeError(
@@ -115,6 +129,8 @@ def line_search_inputs(owner: str, extra_args: dict[str, Any]) -> tuple[Any, ...
             f"{', '.join(unused)}; besides value=, grad= and value_fn=, it "
             "takes only the keyword arguments value_fn accepts"
         )
+    if params is None:
+        raise TypeError(f"{owner}.update needs params")
     return value, grad, value_fn, fn_kwargs
 
 

@@ -308,11 +308,8 @@ class scale_by_zoom_linesearch(GradientTransformation):
     verbose: bool = static_field(default=False)
 
     def init_state(self, params):
-        dtype = common.state_dtype(params)
-        inf = jnp.asarray(jnp.inf, dtype)
         return ScaleByZoomLinesearchState(
-            learning_rate=jnp.asarray(1.0, dtype),
-            value=inf,
+            **common.initial_step(params),
             grad=gtree.zeros_like(params),
             # Weakly typed, as optax's: a Python 0 and inf.
             info=ZoomLinesearchInfo(
@@ -322,9 +319,9 @@ class scale_by_zoom_linesearch(GradientTransformation):
 
     def update_state(self, updates, state, params=None, **extra_args):
         name = type(self).__name__
-        value, grad, value_fn, fn_kwargs = common.line_search_inputs(name, extra_args)
-        if params is None:
-            raise TypeError(f"{name}.update needs params")
+        value, grad, value_fn, fn_kwargs = common.line_search_inputs(
+            name, extra_args, params
+        )
 
         def value_and_grad(p):
             return jax.value_and_grad(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY
 from typing import Any
 
-from .._core.declarations import LEARNING_RATE, NONNEGATIVE, Range, hyper
+from .._core.declarations import LEARNING_RATE, NONNEGATIVE, hyper
 from .._core.protocol import Alias
 from ..combinators.chain import chain
-from ..transforms.elementwise import add_noise
+from ..transforms.elementwise import KEY_OR_SEED, add_noise, check_key_or_seed
 from ..transforms.scaling import scale_by_learning_rate
 
 
@@ -54,14 +55,12 @@ class noisy_sgd(Alias):
     learning_rate: Any = hyper(valid=LEARNING_RATE)
     eta: Any = hyper(default=0.01, valid=NONNEGATIVE)
     gamma: Any = hyper(default=0.55, valid=NONNEGATIVE)
-    key: Any = None
-    seed: int | None = hyper(
-        default=None, valid=Range(integer=True), static=True, kw_only=True
-    )
+    key: Any = KEY_OR_SEED.field()
+    _: KW_ONLY
+    seed: int | None = KEY_OR_SEED.field()
 
     def __check_init__(self):
-        if self.seed is not None and self.key is not None:
-            raise ValueError("noisy_sgd: give key or seed, not both")
+        check_key_or_seed(self, "noisy_sgd")
 
     def build(self):
         return chain(

@@ -114,6 +114,23 @@ class HyperballGroups(MuonGroups):
     def shape_rule(self) -> str:
         return "none"  # the sphere sets the update's norm
 
+    def _matrix_direction(self, dims: Any) -> GradientTransformation:
+        """The member's direction for the matrices, before the sphere."""
+        raise NotImplementedError
+
+    def _build_groups(self, dims, labels):
+        this: Any = self  # the members' fields
+        matrices = sphere_group(
+            self._matrix_direction(dims), dims, this.learning_rate, this.radius
+        )
+        return self._two_groups(
+            labels,
+            matrices,
+            eps=this.eps,
+            mu_dtype=this.mu_dtype,
+            nesterov=this.nesterov,
+        )
+
 
 def sphere_group(
     direction: GradientTransformation, dims: Any, learning_rate: Any, radius: Any
@@ -190,16 +207,8 @@ class muonh(MuonOptions, HyperballGroups):
     mu_dtype: Any = fields.MUON.field()
     radius: Any = hyper(default=None, valid=POSITIVE, kw_only=True)
 
-    def _build_groups(self, dims, labels):
-        direction = self.part(scale_by_muon, weight_dimension_numbers=dims)
-        matrices = sphere_group(direction, dims, self.learning_rate, self.radius)
-        return self._two_groups(
-            labels,
-            matrices,
-            eps=self.eps,
-            mu_dtype=self.mu_dtype,
-            nesterov=self.nesterov,
-        )
+    def _matrix_direction(self, dims):
+        return self.part(scale_by_muon, weight_dimension_numbers=dims)
 
 
 class adamh(HyperballGroups):
@@ -254,15 +263,7 @@ class adamh(HyperballGroups):
     mu_dtype: Any = static_field(default=None, kw_only=True)
     nesterov: bool = static_field(default=False, kw_only=True)
 
-    def _build_groups(self, dims, labels):
-        direction = scale_by_adam(
+    def _matrix_direction(self, dims):
+        return scale_by_adam(
             self.b1, self.b2, self.eps, mu_dtype=self.mu_dtype, nesterov=self.nesterov
-        )
-        matrices = sphere_group(direction, dims, self.learning_rate, self.radius)
-        return self._two_groups(
-            labels,
-            matrices,
-            eps=self.eps,
-            mu_dtype=self.mu_dtype,
-            nesterov=self.nesterov,
         )

@@ -3,13 +3,15 @@ keep_params_nonnegative."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core.declarations import NONNEGATIVE, Range, hyper
+from .._core.declarations import NONNEGATIVE, Range, Shared, hyper
 from .._core.numerics import safe_increment
 from .._core.protocol import EmptyState, GradientTransformation, zero_count
 
@@ -31,6 +33,23 @@ def _as_key(key_or_seed: Any) -> jax.Array:
         if key_or_seed.dtype == jnp.uint32 and key_or_seed.ndim == 1:
             return jax.random.wrap_key_data(key_or_seed)  # jax.random.PRNGKey
     return jax.random.key(key_or_seed)
+
+
+# The randomness of a transformation that draws noise (add_noise, noisy_sgd,
+# differentially_private_aggregate), declared once: a PRNG key, made in
+# `init`, or the older spelling, an integer seed; keyword-only after
+# `_: KW_ONLY` in each class.
+KEY_OR_SEED = Shared(
+    key=dataclasses.field(default=None),
+    # Any integer: jax.random.key takes negative seeds too.
+    seed=hyper(default=None, valid=Range(integer=True), static=True),
+)
+
+
+def check_key_or_seed(tx: Any, name: str) -> None:
+    """Refuses `tx` (`name` in the message) given both a key and a seed."""
+    if tx.seed is not None and tx.key is not None:
+        raise ValueError(f"{name}: give key or seed, not both")
 
 
 class add_noise(GradientTransformation):
@@ -66,15 +85,12 @@ class add_noise(GradientTransformation):
 
     eta: Any = hyper(valid=NONNEGATIVE)
     gamma: Any = hyper(valid=NONNEGATIVE)
-    key: Any = None
-    # Any integer: jax.random.key takes negative seeds too.
-    seed: int | None = hyper(
-        default=None, valid=Range(integer=True), static=True, kw_only=True
-    )
+    key: Any = KEY_OR_SEED.field()
+    _: KW_ONLY
+    seed: int | None = KEY_OR_SEED.field()
 
     def __check_init__(self):
-        if self.seed is not None and self.key is not None:
-            raise ValueError("add_noise: give key or seed, not both")
+        check_key_or_seed(self, "add_noise")
 
     def init_state(self, params):
         del params
