@@ -17,14 +17,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._compat import reshard
+from .._compat import reshard, shard_map
 from .._core.axes import explicit_sharding
 from .._core.protocol import GradientTransformation, as_transformation
 from .._core.pytree import static_field
 
 P = jax.sharding.PartitionSpec
 
-__all__ = ["shard_state", "zero_spec"]
+__all__ = ["reduced_over", "shard_state", "zero_spec"]
 
 
 def _names(entry: Any) -> tuple[str, ...]:
@@ -118,6 +118,77 @@ def zero_spec(
     return None
 
 
+def reduced_over(params: Any, axis: Any = "data") -> Any:
+    """`params` replicated *and reduced* over `axis` (Explicit mesh axes).
+
+    A parameter whose type is reduced over the data axis has an *unreduced*
+    gradient under a plain `jax.grad`: each device its part of the batch's
+    sum, nothing communicated yet. :class:`shard_state` then sums each into
+    the slice it updates with one reduce-scatter, and a ZeRO-1 step moves
+    data parallelism's bytes. Each leaf keeps the split it has over other
+    axes (tensor parallelism's); `axis` is added to its reduced axes.
+    Works on arrays (placed anew) and inside `jit` (a `reshard`, free).
+
+    Args:
+      params: a pytree of arrays, their mesh's `axis` Explicit.
+      axis: the data-parallel mesh axis (or a tuple of axes).
+
+    Returns:
+      `params` with each array's type reduced over `axis`.
+
+    Raises:
+      ValueError: a leaf not on a mesh with Explicit `axis`, or already
+        split over it (a parameter sharded over the data axis, as FSDP's,
+        has no reduced form), or a jax without reduced types.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> explicit = jax.sharding.AxisType.Explicit
+      >>> mesh = jax.make_mesh((8,), ("data",), axis_types=(explicit,))
+      >>> with jax.set_mesh(mesh):
+      ...     params = gradax.sharding.reduced_over({"w": jnp.ones((4, 8))})
+      >>> print(jax.typeof(params["w"]))
+      float32[4,8]{R:data}
+    """
+    axes = axis_names(axis, "reduced_over")
+    if not hasattr(P(), "reduced"):
+        raise ValueError(
+            f"reduced_over needs a jax with reduced sharding types; this is "
+            f"jax {jax.__version__}"
+        )
+
+    def one(path: tuple, x: Any) -> Any:
+        where = jax.tree_util.keystr(path) or "the tree"
+        sharding = explicit_sharding(x)
+        kinds = {}
+        if sharding is not None:
+            mesh = sharding.mesh
+            kinds = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))
+        explicit = jax.sharding.AxisType.Explicit
+        if sharding is None or any(kinds.get(a) != explicit for a in axes):
+            raise ValueError(
+                f"reduced_over(axis={axis!r}): {where} is not on a mesh whose "
+                f"{axes} axes are Explicit (place it there first, e.g. made "
+                "under jax.set_mesh); on Auto axes use "
+                "gradax.sharding.data_parallel_value_and_grad"
+            )
+        spec = sharding.spec
+        used = {n for e in _entries(spec) for n in _names(e)}
+        if used & set(axes):
+            raise ValueError(
+                f"reduced_over(axis={axis!r}): {where} is split over "
+                f"{sorted(used & set(axes))} ({spec}); only a parameter "
+                "replicated over the axis can be reduced over it"
+            )
+        unreduced, reduced = _sums(spec)
+        new = P(*_entries(spec), unreduced=unreduced, reduced=reduced | set(axes))
+        if isinstance(x, jax.core.Tracer):
+            return reshard(x, new)
+        return jax.device_put(x, jax.NamedSharding(sharding.mesh, new))
+
+    return jax.tree_util.tree_map_with_path(one, params)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Layout:
     """A leaf's layout before :class:`shard_state` split it, and after."""
@@ -206,7 +277,7 @@ class shard_state(GradientTransformation):
 
     Traffic: replicated gradients cost data parallelism's all-reduce plus
     an all-gather of the updates. On Explicit axes, parameters replicated
-    and *reduced* over `axis` (`P(reduced={"data"})`) make a plain
+    and *reduced* over `axis` (:func:`reduced_over`) make a plain
     `jax.grad` return their gradients *unreduced* (each device its part of
     the batch's sum); `shard_state` sums each into the slice it updates with
     one reduce-scatter and returns the updates as the parameters' type:
@@ -302,7 +373,7 @@ class shard_state(GradientTransformation):
             return jax.lax.psum_scatter(block, name, scatter_dimension=dim, tiled=True)
 
         where = {} if self.mesh is None else {"mesh": mesh}
-        return jax.shard_map(local, in_specs=spec, out_specs=split, **where)(x)
+        return shard_map(local, in_specs=spec, out_specs=split, **where)(x)
 
     def _split(self, tree: Any, like: Any) -> tuple[Any, Any]:
         """`tree` with each leaf shaped like a leaf of `like` (at the same

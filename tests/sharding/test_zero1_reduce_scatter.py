@@ -180,11 +180,8 @@ def explicit_loss(p, tokens):
 
 
 def _placed(params, mesh, reduced):
-    def put(x):
-        spec = P(*[None] * x.ndim, reduced={"data"}) if reduced else P()
-        return jax.device_put(x, jax.NamedSharding(mesh, spec))
-
-    return jax.tree.map(put, params)
+    replicated = jax.device_put(params, jax.NamedSharding(mesh, P()))
+    return gradax.sharding.reduced_over(replicated) if reduced else replicated
 
 
 def _hidden_matrices(params):
@@ -261,3 +258,33 @@ def test_reduced_parameters_receive_what_data_parallelism_receives(name):
         assert total <= plain_total + 4 * small, (split_bytes, plain_bytes)
     else:
         assert total <= plain_total, (split_bytes, plain_bytes)
+
+
+@needs_reduced_axes
+def test_reduced_over_keeps_other_axes_and_refuses_what_it_cannot_reduce():
+    explicit = jax.sharding.AxisType.Explicit
+    mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(explicit,) * 2)
+    with set_mesh(mesh):
+        tp = jax.device_put(jnp.ones((8, 6)), jax.NamedSharding(mesh, P("model")))
+        out = gradax.sharding.reduced_over({"w": tp, "b": jnp.ones(6)}, "data")
+
+        def split_and_reduced(spec):  # trailing Nones are written or not
+            parts = list(spec.partitions)
+            while parts and parts[-1] is None:
+                parts.pop()
+            return tuple(parts), spec.reduced
+
+        tp_spec = (("model",), {"data"})
+        assert split_and_reduced(out["w"].sharding.spec) == tp_spec
+        b = out["b"].sharding.spec  # replicated on the mesh: P() or P(None)
+        assert b.reduced == {"data"} and not any(b.partitions), b
+        inside = jax.jit(gradax.sharding.reduced_over)({"w": tp})
+        assert split_and_reduced(jax.typeof(inside["w"]).sharding.spec) == tp_spec
+        fsdp = jax.device_put(jnp.ones((8, 6)), jax.NamedSharding(mesh, P("data")))
+        with pytest.raises(ValueError, match=r"\['w'\] is split over \['data'\]"):
+            gradax.sharding.reduced_over({"w": fsdp}, "data")
+    with set_mesh(mesh_1d()):  # Auto axes
+        with pytest.raises(ValueError, match="Explicit.*data_parallel_value_and_grad"):
+            gradax.sharding.reduced_over({"w": jnp.ones(3)})
+    with pytest.raises(TypeError, match=r"reduced_over\(axis=\.\.\.\)"):
+        gradax.sharding.reduced_over({"w": jnp.ones(3)}, axis=3)
