@@ -601,11 +601,12 @@ class QuantizedArray(StoredLeaf):
         new value of each quantized leaf feeds three things: its block maxima,
         its codes, and the update. Computed once, XLA writes it out in float32
         for all three (4 bytes a parameter for each moment, more than the
-        8-bit state saves), so here the update rule is traced three times,
-        from gradients passed through `lax.optimization_barrier` so that XLA
-        cannot merge the copies: one for the updates (fused with the caller's
-        `apply_updates`), one for the block maxima (fused with the reduction),
-        one for the codes. Each pass recomputes the moments from the old codes
+        8-bit state saves), so here the update rule is traced three times:
+        one for the updates (fused with the caller's `apply_updates`), one
+        for the block maxima (fused with the reduction), one for the codes.
+        The last two read the gradients multiplied by a one that comes out of
+        `lax.optimization_barrier`, so that XLA cannot merge the passes. Each
+        pass recomputes the moments from the old codes
         and the gradients, so no float32 moment exists as a whole; the
         arithmetic is the same, so the codes and updates are those of one
         pass, bit for bit. What the extra passes compute besides the quantized
@@ -644,13 +645,13 @@ class QuantizedArray(StoredLeaf):
             return new_updates, new_state
 
         def again(tag: int) -> list[Any]:
-            # Only the gradients pass the barrier: every new moment derives
-            # from them, so no pass can be merged with another. Donated
-            # buffers (old codes, scales, params) passed through it too are
-            # copied first by jax 0.12's XLA:CPU (an 8-bit sgd step on a
-            # 1024x1024 leaf: 5.02 bytes a parameter of temporaries, 1.05
-            # without).
-            grads = _barrier(updates, tag)
+            # Every new moment derives from the gradients, so gradients
+            # times a one of this pass's own make the passes distinct. Arrays
+            # passed through the barrier themselves cost memory on jax 0.12's
+            # XLA:CPU (an 8-bit sgd step on a 1024x1024 leaf: 5.02 bytes a
+            # parameter of temporaries with codes, scales and params there,
+            # 1.05 without; see _times_one).
+            grads = _times_one(updates, tag)
             _, state = update_state(grads, load_state(stored), params, **extra_args)
             leaves = treedef.flatten_up_to(state)
             return [leaves[i] for i in passes]
@@ -789,6 +790,25 @@ def one_loop(arrays: tuple) -> tuple:
 def is_quantized(x: Any) -> bool:
     """Whether `x` is a :class:`QuantizedArray`."""
     return isinstance(x, QuantizedArray)
+
+
+def _times_one(tree: Any, tag: int) -> Any:
+    """`tree` with each float leaf multiplied by a one XLA cannot see through.
+
+    The one comes out of `lax.optimization_barrier` (with `tag`, so two
+    passes get two ones), so XLA can neither fold the product nor merge two
+    passes' values; `x * 1` is `x` exactly (signed zeros, infinities and
+    NaN too). Only a scalar passes the barrier: an array there is
+    materialized (a bfloat16 gradient's float32 copy) and, if donated,
+    copied first by jax 0.12's XLA:CPU.
+    """
+
+    def scale(x: Any) -> Any:
+        if not isinstance(x, jax.Array) or not jnp.issubdtype(x.dtype, jnp.floating):
+            return x
+        return x * _barrier(jnp.ones((), x.dtype), tag)
+
+    return jax.tree_util.tree_map(scale, tree)
 
 
 def _barrier(tree: Any, tag: int) -> Any:
