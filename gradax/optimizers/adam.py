@@ -6,7 +6,6 @@ from dataclasses import KW_ONLY
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 
 from .. import tree as gtree
 from .._core.declarations import DECAY, NONNEGATIVE, Shared, hyper
@@ -17,6 +16,7 @@ from ..combinators.chain import chain
 from ..precision.int8 import moment_zeros
 from ..transforms.cautious import caution, decayed_descent
 from ..transforms.scaling import scale_by_learning_rate
+from ..tree._leaf_ops import arithmetic
 
 
 class ScaleByAdamState(NamedTuple):
@@ -46,17 +46,21 @@ def debiased_first_moment(
     """`mu / (1 - b1**count)`, or its Nesterov look-ahead (NAdam)."""
     if not nesterov:
         return gtree.bias_correction(mu, b1, count)
+    mu_hat = gtree.bias_correction(mu, b1, safe_increment(count))
+    g_hat = gtree.bias_correction(grads, b1, count)
+    op, (b1, keep) = arithmetic((mu_hat, g_hat), (b1, 1 - b1))
     return jax.tree.map(
-        lambda m, g: b1 * m + (1 - b1) * g,
-        gtree.bias_correction(mu, b1, safe_increment(count)),
-        gtree.bias_correction(grads, b1, count),
+        lambda m, g: op.add(op.mul(b1, m), op.mul(keep, g)), mu_hat, g_hat
     )
 
 
 def adam_ratio(mu_hat: Any, nu_hat: Any, eps: Any, eps_root: Any) -> Any:
     """`mu_hat / (sqrt(nu_hat + eps_root) + eps)`, leaf by leaf."""
+    op, (eps, eps_root) = arithmetic((mu_hat, nu_hat), (eps, eps_root))
     return jax.tree.map(
-        lambda m, v: None if m is None else m / (jnp.sqrt(v + eps_root) + eps),
+        lambda m, v: (
+            None if m is None else op.div(m, op.add(op.sqrt(op.add(v, eps_root)), eps))
+        ),
         mu_hat,
         nu_hat,
         is_leaf=lambda x: x is None,

@@ -27,6 +27,7 @@ from .._core.numerics import safe_increment
 from .._core.pytree import Module, static_field
 from ..linalg.matrices import MuonDimensionNumbers, is_spec_leaf
 from ..sharding.distributed import current_mesh, orthogonalize_many
+from ..tree._leaf_ops import arithmetic
 from . import _fields as fields
 from ._grouped import orthogonalize_grouped
 from .blocks import matrix_blocks
@@ -334,20 +335,25 @@ def momentum_step(
       `(new_mu, direction)`.
     """
     count = safe_increment(count)
+    op, (beta_, keep) = arithmetic((updates, mu), (beta, 1 - beta))
     if momentum == "sum":
-        mu = jax.tree.map(lambda g, m: g + beta * m, updates, mu)
+        mu = jax.tree.map(lambda g, m: op.add(g, op.mul(beta_, m)), updates, mu)
         if nesterov:
-            return mu, jax.tree.map(lambda g, m: g + beta * m, updates, mu)
+            return mu, jax.tree.map(
+                lambda g, m: op.add(g, op.mul(beta_, m)), updates, mu
+            )
         return mu, mu
     mu = gtree.update_moment(updates, mu, beta, 1)
     if not bias_correction:
         if nesterov:
-            return mu, jax.tree.map(lambda g, m: beta * m + (1 - beta) * g, updates, mu)
+            return mu, jax.tree.map(
+                lambda g, m: op.add(op.mul(beta_, m), op.mul(keep, g)), updates, mu
+            )
         return mu, mu
     if nesterov:
+        mu_hat = gtree.bias_correction(mu, beta, safe_increment(count))
+        g_hat = gtree.bias_correction(updates, beta, count)
         return mu, jax.tree.map(
-            lambda m, g: beta * m + (1 - beta) * g,
-            gtree.bias_correction(mu, beta, safe_increment(count)),
-            gtree.bias_correction(updates, beta, count),
+            lambda m, g: op.add(op.mul(beta_, m), op.mul(keep, g)), mu_hat, g_hat
         )
     return mu, gtree.bias_correction(mu, beta, count)

@@ -9,13 +9,13 @@ same-shape matrices is one batched iteration, not a loop.
 from __future__ import annotations
 
 import functools
-import operator
 from collections.abc import Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from ..tree._leaf_ops import arithmetic, cast
 from . import _symmetric as symmetric
 from .coefficients import resolve_coefficients
 
@@ -31,7 +31,9 @@ _GRAM_RESTART_STEP = 2
 
 def _mT(x: jax.Array) -> jax.Array:  # noqa: N802 - the usual math name
     """Conjugate transpose of the last two axes."""
-    return jnp.conj(jnp.swapaxes(x, -1, -2))
+    # The primitives `jnp.swapaxes` and `jnp.conj` end in, called directly.
+    turned = jax.lax.transpose(x, (*range(x.ndim - 2), x.ndim - 1, x.ndim - 2))
+    return jax.lax.conj(turned) if jnp.iscomplexobj(x) else turned
 
 
 def _work_dtype_and_precision(dtype: Any, precision: str | None):
@@ -80,13 +82,19 @@ def _combine(*terms):
     # A Python coefficient stays a number; an array (traced coefficients)
     # takes `wide`'s real dtype, so it neither widens nor narrows the step.
     real = jnp.finfo(wide).dtype
-    products = [
-        (coef if isinstance(coef, (int, float)) else jnp.asarray(coef).astype(real))
-        * arr.astype(wide)
-        for coef, arr in terms
-    ]
-    total = functools.reduce(operator.add, products)
-    return total.astype(dtype)
+    coefficients, arrays = [], []
+    for coef, arr in terms:  # a loop, not helpers: this runs at every step
+        if not isinstance(coef, (int, float)):
+            coef = jnp.asarray(coef).astype(real)
+        coefficients.append(coef)
+        same = arr.dtype == wide and not jax.typeof(arr).weak_type
+        arrays.append(arr if same else arr.astype(wide))
+    op, coefficients = arithmetic(arrays, coefficients)
+    total = None
+    for coef, arr in zip(coefficients, arrays, strict=True):
+        product = op.mul(coef, arr)
+        total = product if total is None else op.add(total, product)
+    return cast(total, dtype)
 
 
 def _plain_ns(x, table, precondition, eps, mm, hermitian=None, square=None):

@@ -11,6 +11,7 @@ from .._core.declarations import UNIT, hyper
 from .._core.numerics import canonical_dtype, safe_increment
 from .._core.protocol import GradientTransformation, zero_count
 from .._core.pytree import static_field
+from ..tree._leaf_ops import arithmetic
 
 
 class TraceState(NamedTuple):
@@ -65,10 +66,10 @@ class trace(GradientTransformation):
         return TraceState(trace=gtree.zeros_like(params, dtype))
 
     def update_state(self, updates, state, params=None, **extra_args):
-        decay = self.decay
+        op, (decay,) = arithmetic((updates, state.trace), (self.decay,))
 
         def step(g, m):
-            return g + decay * m
+            return op.add(g, op.mul(decay, m))
 
         new_trace = jax.tree.map(
             lambda g, m: None if g is None else step(g, m),

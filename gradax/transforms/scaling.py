@@ -9,10 +9,12 @@ import jax
 from .._core.declarations import ANY, LEARNING_RATE, hyper
 from .._core.protocol import GradientTransformation
 from .._core.pytree import static_field
+from ..tree._leaf_ops import arithmetic
 
 
 def _scale_tree(updates: Any, factor: Any) -> Any:
-    return jax.tree.map(lambda g: factor * g, updates)
+    op, (factor,) = arithmetic((updates,), (factor,))
+    return jax.tree.map(lambda g: op.mul(factor, g), updates)
 
 
 class scale(GradientTransformation):

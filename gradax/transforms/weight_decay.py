@@ -10,6 +10,7 @@ from .._core.declarations import NONNEGATIVE, hyper
 from .._core.protocol import Alias, GradientTransformation, WeightDecaySchedule
 from .._core.pytree import static_field
 from ..combinators.masked import masked
+from ..tree._leaf_ops import arithmetic
 
 
 def on_mask(stage: GradientTransformation, mask: Any) -> GradientTransformation:
@@ -30,9 +31,9 @@ class _decay(GradientTransformation):
             raise ValueError("add_decayed_weights needs params passed to update")
         if isinstance(self.weight_decay, (int, float)) and self.weight_decay == 0:
             return updates, state
-        wd = self.weight_decay
+        op, (wd,) = arithmetic((updates, params), (self.weight_decay,))
         return jax.tree.map(
-            lambda g, p: None if g is None else g + wd * p,
+            lambda g, p: None if g is None else op.add(g, op.mul(wd, p)),
             updates,
             params,
             is_leaf=lambda x: x is None,

@@ -8,6 +8,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ._leaf_ops import LAX, PYTHON, Arithmetic, arithmetic, cast
+
 # ---------------------------------------------------------------------------
 # Moments (optimizer hot paths).
 #
@@ -26,22 +28,24 @@ def _coefficient(value: Any, dtype: Any) -> Any:
     return jnp.asarray(value).astype(dtype)
 
 
-def _ema(decay: Any) -> Any:
-    """The leaf rule `(new, old) -> (1 - decay) * new + decay * old`.
+def _ema(decay: Any, new: Any, old: Any, order: Any = 1) -> tuple[Arithmetic, Any]:
+    """The leaf rule `(x, t) -> (1 - decay) * x + decay * t` for the trees
+    `new` (raised to `order`) and `old`, and the arithmetic it is written in.
 
     It keeps the leaves' dtype. The weights are worked out once for the
     tree, not once per leaf: a weakly typed decay (the usual Python number)
-    needs no cast at all.
+    needs no cast at all, and the arithmetic is chosen once (`_leaf_ops`).
     """
     keep = 1 - decay
     if jax.typeof(decay).weak_type and jax.typeof(keep).weak_type:
-        return lambda new, old: keep * new + decay * old
+        op, (keep, decay) = arithmetic((new, old), (keep, decay), order)
+        return op, lambda x, t: op.add(op.mul(keep, x), op.mul(decay, t))
 
-    def ema(new: Any, old: Any) -> Any:
-        dtype = jnp.result_type(new, old)
-        return _coefficient(keep, dtype) * new + _coefficient(decay, dtype) * old
+    def ema(x: Any, t: Any) -> Any:
+        dtype = jnp.result_type(x, t)
+        return _coefficient(keep, dtype) * x + _coefficient(decay, dtype) * t
 
-    return ema
+    return PYTHON, ema
 
 
 # Compiled (and inlined when traced) so eager calls round ``decay**count`` the
@@ -62,6 +66,10 @@ def bias_correction(moment: Any, decay: Any, count: Any) -> Any:
         The corrected moment, with each leaf's dtype.
     """
     correction = 1 - decay**count
+    op, _ = arithmetic((moment,))
+    if op is LAX:  # every leaf has one dtype: the correction is cast once
+        one = cast(correction, jax.tree.leaves(moment)[0].dtype)
+        return jax.tree.map(lambda t: op.div(t, one), moment)
     return jax.tree.map(lambda t: t / correction.astype(t.dtype), moment)
 
 
@@ -80,9 +88,9 @@ def update_moment(updates: Any, moments: Any, decay: Any, order: Any) -> Any:
     Returns:
         The new moments, in the dtype of `updates` and `moments`.
     """
-    ema = _ema(decay)
+    op, ema = _ema(decay, updates, moments, order)
     return jax.tree.map(
-        lambda g, t: None if g is None else ema(g**order, t),
+        lambda g, t: None if g is None else ema(op.power(g, order), t),
         updates,
         moments,
         is_leaf=lambda x: x is None,
@@ -138,12 +146,12 @@ def update_moment_per_elem_norm(
         modulus_sq = jnp.real(jnp.conj(g) * g)  # optax's formula, bit for bit
         return modulus_sq ** (int(half) if float(half).is_integer() else half)
 
-    ema = _ema(decay)
+    op, ema = _ema(decay, updates, moments, order)
     return jax.tree.map(
         lambda g, t: (
             None
             if g is None
-            else ema(complex_power(g) if jnp.iscomplexobj(g) else g**order, t)
+            else ema(complex_power(g) if jnp.iscomplexobj(g) else op.power(g, order), t)
         ),
         updates,
         moments,
