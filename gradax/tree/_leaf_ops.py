@@ -6,8 +6,8 @@ function: traced, each one costs about three times the Python work of the
 every `jit` of a training step. Where promotion can change nothing, the
 primitive can be called directly, with the same numbers bit for bit:
 
-- every leaf of the trees is a strongly typed float32 (or float64) array
-  of one dtype, paired leaves have one shape, and
+- every leaf of the trees is a traced, strongly typed float32 (or float64)
+  array of one dtype, paired leaves have one shape, and
 - each coefficient is a Python number (numpy rounds it to that dtype once,
   as `jnp` does) or a rank-0 array of that dtype (`lax` broadcasts it).
 
@@ -75,8 +75,12 @@ def arithmetic(
         elif len(leaves) != len(shapes):
             return as_given
         for index, leaf in enumerate(leaves):
-            aval = getattr(leaf, "aval", None)
-            if aval is None or aval.weak_type:
+            if not isinstance(leaf, jax.core.Tracer):
+                # Eagerly a jnp operator is a cached compiled call, faster
+                # than a primitive dispatched by itself: traced only.
+                return as_given
+            aval = leaf.aval
+            if aval.weak_type:
                 return as_given
             dtype = aval.dtype if dtype is None else dtype
             if aval.dtype != dtype or dtype not in _DIRECT:
