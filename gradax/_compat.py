@@ -16,7 +16,7 @@ import importlib
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +25,8 @@ _T = TypeVar("_T")
 
 if sys.version_info >= (3, 11):
     from typing import Self, dataclass_transform
+elif TYPE_CHECKING:  # a checker run for 3.10 must still see the transform
+    from typing_extensions import Self, dataclass_transform
 else:  # Python 3.11 added both to typing.
     # Only annotations name Self, and they are never evaluated.
     Self = Any

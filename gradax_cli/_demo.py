@@ -338,7 +338,14 @@ def init_state(tx, params):
 
 
 def state_bytes(state: Any) -> int:
-    return sum(x.nbytes for x in jax.tree.leaves(state) if hasattr(x, "nbytes"))
+    total = 0
+    for x in jax.tree.leaves(state):
+        if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key):
+            # jax 0.6.0 gave key arrays nbytes; before, it raises
+            # NotImplementedError (which hasattr does not catch).
+            x = jax.random.key_data(x)
+        total += getattr(x, "nbytes", 0)
+    return total
 
 
 def train_one(

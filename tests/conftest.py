@@ -143,12 +143,37 @@ def pytest_configure(config):
         )
 
 
+# Docstring examples that show an API of a newer jax than the floor: skipped
+# there, saying why (as tests/jax_versions.py's needs_jax skips the tests).
+def _doctest_skips() -> dict:
+    from jax_versions import needs_jax
+
+    return {
+        "gradax.combinators.offload.offload_state": needs_jax(
+            (0, 10, 2), "host offload on the CPU backend"
+        ),
+        "gradax.sharding._data_parallel.data_parallel_value_and_grad": needs_jax(
+            (0, 7, 1), "jax.set_mesh"
+        ),
+        "gradax.sharding.zero.shard_state": needs_jax((0, 7, 1), "jax.set_mesh"),
+        # Detected as gradax.sharding.zero.reduced_over detects it.
+        "gradax.sharding.zero.reduced_over": pytest.mark.skipif(
+            not hasattr(jax.sharding.PartitionSpec(), "reduced"),
+            reason=f"reduced sharding types are not in jax {jax.__version__}",
+        ),
+    }
+
+
 def pytest_collection_modifyitems(items):
     """A test of a registry entry that needs a newer jax (Entry.requires)
-    carries the entry's skip, whichever file parametrizes it."""
+    carries the entry's skip, whichever file parametrizes it; so does a
+    docstring example that shows a newer jax's API (_doctest_skips)."""
     from registry_base import Entry
 
+    doctest_skips = _doctest_skips()
     for item in items:
+        if type(item).__name__ == "DoctestItem" and item.name in doctest_skips:
+            item.add_marker(doctest_skips[item.name])
         callspec = getattr(item, "callspec", None)
         for value in callspec.params.values() if callspec else ():
             if isinstance(value, Entry):

@@ -237,7 +237,11 @@ def _lookup(identifier: str) -> tuple[bool, Any]:
 
 
 def _is_code(value: Any) -> bool:
-    """A class or function with source of its own (not ``typing.Any``)."""
+    """A class or function with source of its own (not ``typing.Any``, nor
+    an alias such as ``Callable[[Params], OptState]``, which Python 3.10's
+    ``inspect.isclass`` calls a class; 3.11 does not)."""
+    if isinstance(value, types.GenericAlias):
+        return False
     return (inspect.isclass(value) or inspect.isroutine(value)) and getattr(
         value, "__module__", None
     ) not in (None, "typing")

@@ -24,7 +24,12 @@ P = jax.sharding.PartitionSpec
 
 
 def current_mesh() -> Any | None:
-    """The mesh set with `jax.set_mesh` (or `with mesh:`), if any."""
+    """The mesh set with `jax.set_mesh` (`jax.sharding.use_mesh`), if any.
+
+    Not the older `with mesh:` context, which sets no mesh JAX's public
+    functions can read (its abstract mesh stays empty): under it pass the
+    mesh itself (`distributed=mesh`).
+    """
     mesh = jax.sharding.get_abstract_mesh()
     if mesh is None or mesh.empty or mesh.size <= 1:
         return None

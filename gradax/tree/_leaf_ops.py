@@ -79,7 +79,7 @@ def arithmetic(
                 # Eagerly a jnp operator is a cached compiled call, faster
                 # than a primitive dispatched by itself: traced only.
                 return as_given
-            aval = leaf.aval
+            aval: Any = leaf.aval  # a ShapedArray (typed as any abstract value)
             if aval.weak_type:
                 return as_given
             dtype = aval.dtype if dtype is None else dtype

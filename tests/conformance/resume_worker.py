@@ -204,7 +204,8 @@ def suite(name: str) -> list[Case]:
         return variants + _scheduled_cases(1) + _injected_cases(1)
     if name != "fast":
         raise ValueError(f"suite must be 'fast' or 'slow', got {name!r}")
-    cases = [Case(entry_id(e), e.build) for e in CANONICAL]
+    # An entry that needs a newer jax (Entry.requires) is left out there.
+    cases = [Case(entry_id(e), e.build) for e in CANONICAL if e.runs_here]
     cases += [Case(c.name, c.make, _extra_args(c)) for c in EXTRA_ARG_CASES]
     cases += [_muon_family(name) for name in MUON_FAMILY]
     cases += MULTI_STEPS

@@ -97,7 +97,8 @@ def _committed(trees):
     device = rw.on_device()
 
     def commit(x):
-        if getattr(x.sharding, "memory_kind", "device") == "device":
+        # Not `== "device"`: jax 0.5's CPU arrays are in "unpinned_host".
+        if getattr(x.sharding, "memory_kind", None) != "pinned_host":
             return jax.device_put(x, device)
         moved = jax.device_put(np.asarray(x), device)
         return rw.with_weak_types(moved, x)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_versions import P, set_mesh, shard_map
+from jax_versions import P, needs_jax, set_mesh, shard_map
 
 import gradax
 
@@ -185,6 +185,11 @@ def test_on_sharded_parameters_equal_numpy_and_are_replicated(under_jit):
     check(jax.device_get(results), "sharded")
 
 
+# jax 0.5's experimental shard_map (check_rep) refuses a scan whose initial
+# carry holds constants (the fresh state's counts: replication None) and whose
+# carry out is replicated ({'data'}), though both are replicated; jax.shard_map
+# (check_vma) types them alike.
+@needs_jax((0, 6, 1), "scan under shard_map with a fresh state in its carry")
 def test_under_shard_map_equal_numpy():
     mesh = jax.make_mesh((8,), ("data",))
     mapped = shard_map(run, mesh=mesh, in_specs=P(), out_specs=P())

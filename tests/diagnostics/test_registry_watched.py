@@ -204,7 +204,10 @@ def _representative():
         if entry.name in REPRESENTATIVE and entry.name not in seen and entry.runs_here:
             seen.add(entry.name)
             out.append(entry)
-    assert seen == set(REPRESENTATIVE), set(REPRESENTATIVE) - seen
+    # An entry that needs a newer jax (offload_state) is left out there.
+    wanted = {e.name for e in CANONICAL if e.name in REPRESENTATIVE and e.runs_here}
+    assert {e.name for e in CANONICAL} >= set(REPRESENTATIVE)
+    assert seen == wanted, wanted - seen
     return out
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 import zero1_worker as worker
+from jax_versions import axis_type_params, explicit_axes, set_mesh
 from subprocess_env import without_device_count
 
 import gradax
@@ -27,7 +28,7 @@ from gradax.sharding import zero_spec
 
 P = jax.sharding.PartitionSpec
 WORKER = Path(__file__).with_name("zero1_worker.py")
-AXIS_TYPES = ("Auto", "Explicit")
+AXIS_TYPES = axis_type_params("Auto", "Explicit")
 
 
 def mesh_1d(axis_type: str):
@@ -69,7 +70,7 @@ def test_each_device_holds_an_eighth_of_the_state(axis_type):
     mesh = mesh_1d(axis_type)
     params = {"w": jnp.ones((256, 64)), "b": jnp.zeros(64), "odd": jnp.ones((3, 5))}
     tx = gradax.shard_state(gradax.adamw(1e-3, weight_decay=0.1), axis="data")
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         params = jax.device_put(params, jax.NamedSharding(mesh, P()))
         for state in (tx.init(params), jax.jit(tx.init)(params)):
             per_device, whole = {}, 0
@@ -97,6 +98,7 @@ def test_each_device_holds_an_eighth_of_the_state(axis_type):
         assert u.sharding.is_fully_replicated
 
 
+@explicit_axes
 def test_parameters_sharded_over_another_axis_keep_it():
     explicit = jax.sharding.AxisType.Explicit
     mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(explicit, explicit))
@@ -105,7 +107,7 @@ def test_parameters_sharded_over_another_axis_keep_it():
     grads = jax.tree.map(lambda p: jnp.cos(p), params)
     plain = gradax.adam(0.1)
     expected, _ = jax.jit(plain.update)(grads, plain.init(params), params)
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         shardings = {k: jax.NamedSharding(mesh, s) for k, s in specs.items()}
         p = jax.device_put(params, shardings)
         g = jax.device_put(grads, shardings)
@@ -135,7 +137,7 @@ def test_bad_arguments_are_named():
     params = {"w": jnp.ones((8, 2))}
     with pytest.raises(ValueError, match=r"shard_state\(axis='data'\) needs a mesh"):
         gradax.shard_state(gradax.adam(0.1)).init(params)
-    with jax.set_mesh(mesh_1d("Explicit")):
+    with set_mesh(mesh_1d("Explicit")):
         with pytest.raises(ValueError, match=r"axis='batch'.*no axis 'batch'"):
             gradax.shard_state(gradax.adam(0.1), axis="batch").init(params)
     # What needs no mesh is refused at construction, where it was written.
@@ -191,7 +193,7 @@ def test_muon_orthogonalizes_whole_matrices_where_their_state_is(axis_type):
         grads, params
     )
     counts = {}
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         replicated = jax.NamedSharding(mesh, P())
         p = jax.device_put(params, replicated)
         g = jax.device_put(grads, replicated)
@@ -235,7 +237,7 @@ def test_state_types_are_stable_under_control_flow(axis_type):
         )[1]
         return jax.lax.scan(lambda c, _: (step(c, p), None), s, length=2)[0]
 
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         p = jax.device_put(params, jax.NamedSharding(mesh, P()))
         state = jax.jit(tx.init)(p)
         # cond, while_loop and scan refuse a state whose types (under
@@ -259,7 +261,7 @@ def test_a_non_finite_step_is_skipped_without_touching_the_state(axis_type):
         "inside": gradax.shard_state(gradax.apply_if_finite(inner, 2)),
         "outside": gradax.apply_if_finite(gradax.shard_state(inner), 2),
     }
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         p = jax.device_put(params, jax.NamedSharding(mesh, P()))
         good = jax.tree.map(jnp.cos, p)
         bad = {"w": good["w"].at[3, 1].set(jnp.nan), "b": good["b"]}
@@ -327,9 +329,10 @@ def test_two_processes_train_like_one(tmp_path):
     assert np.abs(moved).max() > 1e-3
 
 
+@explicit_axes
 def test_resume_in_a_fresh_process_is_bit_identical(tmp_path):
     mesh = mesh_1d("Explicit")
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         params, state = worker.start(mesh)
         step = jax.jit(worker.step)
         for i in range(worker.STEPS_BEFORE):

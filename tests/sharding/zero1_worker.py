@@ -19,7 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import gradax
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from jax_versions import set_mesh  # noqa: E402  (tests/, not a package)
+
+import gradax  # noqa: E402
 
 P = jax.sharding.PartitionSpec
 STEPS_BEFORE = 3  # steps before the checkpoint
@@ -97,7 +100,7 @@ def multihost(process_id: int, num_processes: int, port: str, out_file: str) -> 
         )
     assert jax.device_count() == 8, jax.devices()
     mesh = _mesh("Auto")
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         params, state = start(mesh)
         run = jax.jit(step)
         for i in range(5):
@@ -121,7 +124,7 @@ def resume(checkpoint: str, out_file: str) -> None:
     import orbax.checkpoint as ocp
 
     mesh = _mesh("Explicit")
-    with jax.set_mesh(mesh):
+    with set_mesh(mesh):
         params, state = start(mesh)  # the target tree, types and shardings
         target = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
