@@ -9,6 +9,7 @@ import jax
 
 from .. import tree as gtree
 from .._core.declarations import DECAY, NONNEGATIVE, Shared, hyper
+from .._core.leaf_ops import arithmetic
 from .._core.numerics import safe_increment
 from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
 from .._core.pytree import Module, static_field
@@ -16,7 +17,6 @@ from ..combinators.chain import chain
 from ..precision.int8 import moment_zeros
 from ..transforms.cautious import caution, decayed_descent
 from ..transforms.scaling import scale_by_learning_rate
-from ..tree._leaf_ops import arithmetic
 
 
 class ScaleByAdamState(NamedTuple):

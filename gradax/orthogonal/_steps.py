@@ -23,11 +23,11 @@ from .. import tree as gtree
 from .._compat import reshard
 from .._core.axes import explicit_sharding
 from .._core.declarations import hyper
+from .._core.leaf_ops import arithmetic
 from .._core.numerics import safe_increment
 from .._core.pytree import Module, static_field
 from ..linalg.matrices import MuonDimensionNumbers, is_spec_leaf
 from ..sharding.distributed import current_mesh, orthogonalize_many
-from ..tree._leaf_ops import arithmetic
 from . import _fields as fields
 from ._grouped import orthogonalize_grouped
 from .blocks import matrix_blocks

@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ..tree._leaf_ops import arithmetic, cast
+from .._core.leaf_ops import arithmetic, cast
 from . import _symmetric as symmetric
 from .coefficients import resolve_coefficients
 

@@ -8,10 +8,10 @@ import jax
 
 from .. import tree as gtree
 from .._core.declarations import UNIT, hyper
+from .._core.leaf_ops import arithmetic
 from .._core.numerics import canonical_dtype, safe_increment
 from .._core.protocol import GradientTransformation, zero_count
 from .._core.pytree import static_field
-from ..tree._leaf_ops import arithmetic
 
 
 class TraceState(NamedTuple):

@@ -7,9 +7,9 @@ from typing import Any
 import jax
 
 from .._core.declarations import ANY, LEARNING_RATE, hyper
+from .._core.leaf_ops import arithmetic
 from .._core.protocol import GradientTransformation
 from .._core.pytree import static_field
-from ..tree._leaf_ops import arithmetic
 
 
 def _scale_tree(updates: Any, factor: Any) -> Any:

@@ -7,10 +7,10 @@ from typing import Any
 import jax
 
 from .._core.declarations import NONNEGATIVE, hyper
+from .._core.leaf_ops import arithmetic
 from .._core.protocol import Alias, GradientTransformation, WeightDecaySchedule
 from .._core.pytree import static_field
 from ..combinators.masked import masked
-from ..tree._leaf_ops import arithmetic
 
 
 def on_mask(stage: GradientTransformation, mask: Any) -> GradientTransformation:

@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ._leaf_ops import LAX, PYTHON, Arithmetic, arithmetic, cast
+from .._core.leaf_ops import LAX, PYTHON, Arithmetic, arithmetic, cast
 
 # ---------------------------------------------------------------------------
 # Moments (optimizer hot paths).
@@ -34,7 +34,7 @@ def _ema(decay: Any, new: Any, old: Any, order: Any = 1) -> tuple[Arithmetic, An
 
     It keeps the leaves' dtype. The weights are worked out once for the
     tree, not once per leaf: a weakly typed decay (the usual Python number)
-    needs no cast at all, and the arithmetic is chosen once (`_leaf_ops`).
+    needs no cast at all, and the arithmetic is chosen once (`leaf_ops`).
     """
     keep = 1 - decay
     if jax.typeof(decay).weak_type and jax.typeof(keep).weak_type:

@@ -1,4 +1,4 @@
-"""gradax.tree._leaf_ops: lax's primitives where jnp's promotion changes nothing.
+"""gradax._core.leaf_ops: lax's primitives where jnp's promotion changes nothing.
 
 `arithmetic` picks, once for a tree, the operations a formula is written
 with. Whatever it picks, the formula must give what the same formula gives
@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gradax.tree._leaf_ops import LAX, PYTHON, arithmetic, cast
+from gradax._core.leaf_ops import LAX, PYTHON, arithmetic, cast
 
 _KEYS = jax.random.split(jax.random.key(0), 5)
 
