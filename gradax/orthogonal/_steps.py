@@ -335,8 +335,8 @@ def momentum_step(
       `(new_mu, direction)`.
     """
     count = safe_increment(count)
-    op, (beta_, keep) = arithmetic((updates, mu), (beta, 1 - beta))
     if momentum == "sum":
+        op, (beta_,) = arithmetic((updates, mu), (beta,))
         mu = jax.tree.map(lambda g, m: op.add(g, op.mul(beta_, m)), updates, mu)
         if nesterov:
             return mu, jax.tree.map(
@@ -344,16 +344,14 @@ def momentum_step(
             )
         return mu, mu
     mu = gtree.update_moment(updates, mu, beta, 1)
-    if not bias_correction:
-        if nesterov:
-            return mu, jax.tree.map(
-                lambda g, m: op.add(op.mul(beta_, m), op.mul(keep, g)), updates, mu
-            )
-        return mu, mu
-    if nesterov:
-        mu_hat = gtree.bias_correction(mu, beta, safe_increment(count))
-        g_hat = gtree.bias_correction(updates, beta, count)
-        return mu, jax.tree.map(
-            lambda m, g: op.add(op.mul(beta_, m), op.mul(keep, g)), mu_hat, g_hat
-        )
-    return mu, gtree.bias_correction(mu, beta, count)
+    if not nesterov:
+        return mu, gtree.bias_correction(mu, beta, count) if bias_correction else mu
+    # Nesterov's look-ahead `beta m + (1 - beta) g`, of the debiased values.
+    m, g = mu, updates
+    if bias_correction:
+        m = gtree.bias_correction(mu, beta, safe_increment(count))
+        g = gtree.bias_correction(updates, beta, count)
+    op, (beta_, keep) = arithmetic((m, g), (beta, 1 - beta))
+    return mu, jax.tree.map(
+        lambda m, g: op.add(op.mul(beta_, m), op.mul(keep, g)), m, g
+    )

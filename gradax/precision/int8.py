@@ -803,10 +803,14 @@ def _times_one(tree: Any, tag: int) -> Any:
     copied first by jax 0.12's XLA:CPU.
     """
 
+    ones: dict[Any, Any] = {}  # one barrier'd one per dtype, not per leaf
+
     def scale(x: Any) -> Any:
         if not isinstance(x, jax.Array) or not jnp.issubdtype(x.dtype, jnp.floating):
             return x
-        return x * _barrier(jnp.ones((), x.dtype), tag)
+        if x.dtype not in ones:
+            ones[x.dtype] = _barrier(jnp.ones((), x.dtype), tag)
+        return x * ones[x.dtype]
 
     return jax.tree_util.tree_map(scale, tree)
 
