@@ -91,6 +91,32 @@ def cond_update(
     return jax.lax.cond(check_predicate(pred, owner), run, skip)
 
 
+def cond_inner_update(
+    wrapper: Any,
+    pred: Any,
+    updates: Any,
+    state: Any,
+    params: Any,
+    extra_args: dict,
+    owner: str,
+) -> tuple[Any, Any]:
+    """:func:`cond_update` of `wrapper.inner` on `state.inner_state`, zeros on skip.
+
+    For the wrappers that keep their inner transformation as `inner` and its
+    state as `inner_state`; `owner` names the wrapper in errors.
+    """
+    return cond_update(
+        pred,
+        wrapper.inner,
+        updates,
+        state.inner_state,
+        params,
+        extra_args,
+        on_skip="zeros",
+        owner=owner,
+    )
+
+
 def check_predicate(pred: Any, owner: str) -> jax.Array:
     """`pred` as a boolean scalar, or a ValueError saying what it was."""
     pred = jnp.asarray(pred)

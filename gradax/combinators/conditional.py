@@ -17,7 +17,7 @@ from .._core.protocol import (
     zero_count,
 )
 from .._core.pytree import static_field
-from ._wrapping import all_finite, cond_update
+from ._wrapping import all_finite, cond_inner_update, cond_update
 
 
 class ConditionFn(Protocol):
@@ -122,22 +122,26 @@ class conditionally_mask(_Conditional):
 
     Args:
       inner: the inner transformation (gradax or optax).
-      should_transform_fn: a :class:`ConditionFn` of the step counter.
+      should_transform_fn: a :class:`ConditionFn` of the step counter; where
+        it is False, the updates are zeros.
       forward_extra_args: also pass the update's extra keyword arguments to
         `should_transform_fn`.
 
     Returns:
-      A transformation with state :class:`ConditionallyMaskState`.
+      A transformation with state :class:`ConditionallyMaskState` (the step
+      counter first, unlike :class:`ConditionallyTransformState`).
 
     Example:
       >>> import jax.numpy as jnp, gradax
-      >>> tx = gradax.conditionally_mask(gradax.scale(10.0), lambda t: t % 2 == 1)
-      >>> state = tx.init(jnp.ones(2))
-      >>> updates, state = tx.update(jnp.ones(2), state)
-      >>> updates
-      Array([0., 0.], dtype=float32)
-      >>> tx.update(jnp.ones(2), state)[0]
-      Array([10., 10.], dtype=float32)
+      >>> tx = gradax.conditionally_mask(gradax.trace(decay=1.0), lambda t: t % 2 == 1)
+      >>> state = tx.init(jnp.zeros(2))
+      >>> for _ in range(4):  # the trace sums the updates of the odd steps only
+      ...     updates, state = tx.update(jnp.ones(2), state)
+      ...     print(updates)
+      [0. 0.]
+      [1. 1.]
+      [0. 0.]
+      [2. 2.]
     """
 
     _on_skip = "zeros"
@@ -209,15 +213,9 @@ class apply_if_finite(GradientTransformation):
             safe_increment(state.notfinite_count),
         )
         give_up = notfinite_count > self.max_consecutive_errors
-        new_updates, inner_state = cond_update(
-            jnp.logical_or(finite, give_up),
-            self.inner,
-            updates,
-            state.inner_state,
-            params,
-            extra_args,
-            on_skip="zeros",
-            owner="apply_if_finite",
+        run = jnp.logical_or(finite, give_up)
+        new_updates, inner_state = cond_inner_update(
+            self, run, updates, state, params, extra_args, owner="apply_if_finite"
         )
         return new_updates, ApplyIfFiniteState(
             notfinite_count=notfinite_count,

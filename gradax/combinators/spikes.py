@@ -15,7 +15,7 @@ from .._core.protocol import (
     transformation_field,
     zero_count,
 )
-from ._wrapping import cond_update
+from ._wrapping import cond_inner_update
 
 
 class SkipLossSpikesState(NamedTuple):
@@ -126,15 +126,9 @@ class skip_loss_spikes(GradientTransformation):
         spike = jnp.logical_not(finite) | (warm & (loss > ceiling))
         give_up = state.consecutive_skips >= self.max_consecutive_skips
         skip = spike & jnp.logical_not(give_up)
-        new_updates, inner_state = cond_update(
-            jnp.logical_not(skip),
-            self.inner,
-            updates,
-            state.inner_state,
-            params,
-            extra_args,
-            on_skip="zeros",
-            owner="skip_loss_spikes",
+        run = jnp.logical_not(skip)
+        new_updates, inner_state = cond_inner_update(
+            self, run, updates, state, params, extra_args, owner="skip_loss_spikes"
         )
         learn = jnp.logical_not(skip) & finite
         accepted = jnp.where(learn, safe_increment(state.accepted), state.accepted)

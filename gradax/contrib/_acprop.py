@@ -11,10 +11,10 @@ from .. import tree as gtree
 from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import safe_increment
 from .._core.protocol import GradientTransformation, LearningRateAlias
-from .._core.pytree import Module, static_field
+from .._core.pytree import Module
 from ..optimizers.adabelief import ScaleByBeliefState
 from ..optimizers.adam import zero_moments
-from ..transforms.cautious import decayed_descent
+from ..transforms.cautious import DecoupledWeightDecay
 
 
 class _AcpropOptions(Module):
@@ -64,7 +64,7 @@ class scale_by_acprop(_AcpropOptions, GradientTransformation):
         return direction, ScaleByBeliefState(count=count, mu=mu, nu=nu)
 
 
-class acprop(_AcpropOptions, LearningRateAlias):
+class acprop(DecoupledWeightDecay, _AcpropOptions, LearningRateAlias):
     r"""ACProp: momentum centring with an asynchronous (one-step-late) update.
 
     With gradient :math:`g_t`, step :math:`t \ge 1`, :math:`m_0 = s_0 = 0`:
@@ -90,27 +90,23 @@ class acprop(_AcpropOptions, LearningRateAlias):
         returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer, a gradient transformation; `update` needs `params`.
+      The optimizer, a gradient transformation; `update` needs `params` for
+      the weight decay.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.contrib.acprop(0.1)
-      >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.8, -1.6], dtype=float32)
+      >>> g, p = jnp.array([2.0, -4.0]), jnp.zeros(2)
+      >>> first, state = tx.update(g, tx.init(p), p)
+      >>> second, state = tx.update(g, state, p)
+      >>> print(first, second)  # no past gradient to divide by at the first step
+      [-0.2  0.4] [-0.099999  0.099999]
 
     References:
       Zhuang et al., Momentum Centering and Asynchronous Update for Adaptive
       Gradient Methods, NeurIPS 2021 (arXiv:2110.05454).
     """
 
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mask: Any = static_field(default=None)
+    _direction = scale_by_acprop
 
-    def build(self):
-        return decayed_descent(
-            self.part(scale_by_acprop), self.weight_decay, self.mask, self.learning_rate
-        )
+    weight_decay: Any = 0.0

@@ -13,7 +13,7 @@ from .._core.numerics import canonical_dtype, safe_increment
 from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
 from .._core.pytree import Module, static_field
 from ..precision.int8 import moment_zeros
-from ..transforms.cautious import decayed_descent
+from ..transforms.cautious import DecoupledWeightDecay
 
 
 class ScaleByAdemamixState(NamedTuple):
@@ -90,7 +90,7 @@ class scale_by_ademamix(_AdemamixOptions, GradientTransformation):
         )
 
 
-class ademamix(_AdemamixOptions, LearningRateAlias):
+class ademamix(DecoupledWeightDecay, _AdemamixOptions, LearningRateAlias):
     r"""AdEMAMix: Adam with a mixture of a fast and a slow momentum.
 
     With gradient :math:`g_t`, step :math:`t \ge 1`:
@@ -123,31 +123,22 @@ class ademamix(_AdemamixOptions, LearningRateAlias):
       The optimizer, a gradient transformation.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
-      >>> tx = gradax.ademamix(0.1)
-      >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> print(gradax.apply_updates(params, updates))
-      [ 0.9 -1.9]
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.ademamix(0.1, b3=0.9, alpha=5.0)
+      >>> p = jnp.zeros(2)
+      >>> u, _ = tx.update(jnp.array([2.0, -4.0]), tx.init(p), p)
+      >>> u.round(4)  # Adam's first step, plus alpha * (1 - b3) = 0.5 times it
+      Array([-0.15,  0.15], dtype=float32)
 
     References:
       Pagliardini, Ablin and Grangier, The AdEMAMix Optimizer: Better, Faster,
       Older, 2024 (arXiv:2409.03137).
     """
 
-    alpha: Any = 5.0
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mask: Any = static_field(default=None)
+    _direction = scale_by_ademamix
 
-    def build(self):
-        return decayed_descent(
-            self.part(scale_by_ademamix),
-            self.weight_decay,
-            self.mask,
-            self.learning_rate,
-        )
+    alpha: Any = 5.0
+    weight_decay: Any = 0.0
 
 
 class ScaleBySimplifiedAdEMAMixState(NamedTuple):
@@ -207,7 +198,9 @@ class scale_by_simplified_ademamix(_SimplifiedAdemamixOptions, GradientTransform
         return direction, ScaleBySimplifiedAdEMAMixState(t=t, m=m, n=n)
 
 
-class simplified_ademamix(_SimplifiedAdemamixOptions, LearningRateAlias):
+class simplified_ademamix(
+    DecoupledWeightDecay, _SimplifiedAdemamixOptions, LearningRateAlias
+):
     r"""Simplified AdEMAMix: one undamped momentum plus the current gradient.
 
     With gradient :math:`g_t`, step :math:`t \ge 1`:
@@ -234,27 +227,22 @@ class simplified_ademamix(_SimplifiedAdemamixOptions, LearningRateAlias):
       The optimizer, a gradient transformation.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
-      >>> tx = gradax.simplified_ademamix(0.1)
-      >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> print(gradax.apply_updates(params, updates))
-      [ 0.9 -1.9]
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.simplified_ademamix(0.1, b1=0.9)
+      >>> p = jnp.zeros(1)
+      >>> state = tx.init(p)
+      >>> for _ in range(3):  # a constant gradient: the undamped sum grows
+      ...     u, state = tx.update(jnp.ones(1), state, p)
+      ...     print(u)
+      [-0.1]
+      [-0.19]
+      [-0.271]
 
     References:
       Morwani et al., Connections between Schedule-Free Optimizers, AdEMAMix,
       and Accelerated SGD Variants, 2025 (arXiv:2502.02431).
     """
 
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mask: Any = static_field(default=None)
+    _direction = scale_by_simplified_ademamix
 
-    def build(self):
-        return decayed_descent(
-            self.part(scale_by_simplified_ademamix),
-            self.weight_decay,
-            self.mask,
-            self.learning_rate,
-        )
+    weight_decay: Any = 0.0

@@ -118,16 +118,13 @@ class adopt(_AdoptOptions, LearningRateAlias):
       The optimizer, a gradient transformation.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.adopt(0.1)
-      >>> state = tx.init(params)
-      >>> for _ in range(3):
-      ...     grads = jax.grad(lambda p: (p**2).sum())(params)
-      ...     updates, state = tx.update(grads, state)
-      ...     params = gradax.apply_updates(params, updates)
-      >>> params
-      Array([ 0.97..., -1.97...], dtype=float32)
+      >>> g = jnp.array([2.0, -4.0])
+      >>> first, state = tx.update(g, tx.init(g))
+      >>> second, _ = tx.update(g, state)
+      >>> first, second  # the first gradient only sets the second moment
+      (Array([-0., -0.], dtype=float32), Array([-0.01,  0.01], dtype=float32))
 
     References:
       Taniguchi et al., ADOPT: Modified Adam Can Converge with Any

@@ -121,17 +121,21 @@ class cocob(_CocobOptions, LearningRateAlias):
         returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer, a gradient transformation; `update` needs `params`.
+      The optimizer, a gradient transformation; `update` needs `params`, for
+      :math:`x_t - x_0` (:math:`x_0`: the params `init` saw).
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.cocob()
+      >>> params = jnp.zeros(2)
       >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.99, -1.99], dtype=float32)
+      >>> for _ in range(3):  # gradients 100 times apart, the same bets
+      ...     updates, state = tx.update(jnp.array([1.0, -100.0]), state, params)
+      ...     params = gradax.apply_updates(params, updates)
+      ...     print(params)
+      [-0.01  0.01]
+      [-0.0202  0.0202]
+      [-0.030906  0.030906]
 
     References:
       Orabona and Tommasi, Training Deep Networks without Learning Rates

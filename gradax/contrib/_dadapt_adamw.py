@@ -57,14 +57,15 @@ class dadapt_adamw(GradientTransformation):
       The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.dadapt_adamw(estim_lr0=0.1)
+      >>> params = jnp.array([1.0, -2.0])
       >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.9, -1.9], dtype=float32)
+      >>> for _ in range(3):
+      ...     updates, state = tx.update(2 * params, state, params)
+      ...     params = gradax.apply_updates(params, updates)
+      >>> round(float(state.estim_lr), 4)  # the lower bound on D, grown from estim_lr0
+      0.8819
 
     Differences from optax: for complex parameters the scalars are real, the
     inner product is its real part and :math:`v` averages :math:`|g|^2`.

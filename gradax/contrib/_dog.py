@@ -158,17 +158,21 @@ class dog(Alias):
         returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer, a gradient transformation; `update` needs `params`.
+      The optimizer, a gradient transformation; `update` needs `params`, to
+      measure :math:`\|x_t - x_0\|`.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.dog(init_step=("learning_rate", 0.1))
+      >>> params = jnp.array([1.0, -2.0])
       >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.8, -1.6], dtype=float32)
+      >>> for _ in range(3):  # 0.1, then the distance from the start over the gradients
+      ...     updates, state = tx.update(2 * params, state, params)
+      ...     params = gradax.apply_updates(params, updates)
+      ...     print(params)
+      [ 0.8 -1.6]
+      [ 0.6751 -1.3501]
+      [ 0.5235 -1.0471 ]
 
     Differences from optax: `init_step` is checked when built (optax checks
     the kind at init) and kept as a :class:`DogInitStep`, which reads like the
@@ -268,17 +272,16 @@ class dowg(_DowgOptions, LearningRateAlias):
         returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer, a gradient transformation; `update` needs `params`.
+      The optimizer, a gradient transformation; `update` needs `params`
+      (:math:`\bar r_t^2` is their squared distance from :math:`x_0`).
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.dowg(init_estim_sq_dist=0.25)
       >>> params = jnp.array([1.0, -2.0])
-      >>> tx = gradax.dowg(init_estim_sq_dist=0.5)
-      >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.68..., -1.36...], dtype=float32)
+      >>> updates, _ = tx.update(2 * params, tx.init(params), params)
+      >>> jnp.linalg.norm(updates)  # the first step's length: sqrt(init_estim_sq_dist)
+      Array(0.5, dtype=float32)
 
     Differences from optax: the scalar state is real for complex parameters.
 

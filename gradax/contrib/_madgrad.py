@@ -103,17 +103,21 @@ class madgrad(Alias):
       eps: :math:`\epsilon`, >= 0.
 
     Returns:
-      The optimizer, a gradient transformation; `update` needs `params`.
+      The optimizer, a gradient transformation; `update` needs `params`, the
+      :math:`x_k` of the momentum step.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.madgrad(0.1)
+      >>> params = jnp.zeros(1)
       >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.97..., -1.97...], dtype=float32)
+      >>> for _ in range(3):  # x moves 1 - momentum = 0.1 of the way to z each step
+      ...     updates, state = tx.update(jnp.ones(1), state, params)
+      ...     params = gradax.apply_updates(params, updates)
+      ...     print(params)
+      [-0.0215]
+      [-0.0582]
+      [-0.108]
 
     References:
       Defazio and Jelassi, Adaptivity without Compromise: A Momentumized,

@@ -155,14 +155,15 @@ class prodigy(_ProdigyBase, _LearningRateFirst):
       The optimizer, a gradient transformation; `update` needs `params`.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.prodigy(estim_lr0=1e-3)
       >>> params = jnp.array([1.0, -2.0])
-      >>> tx = gradax.prodigy(estim_lr0=0.1)
       >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.9, -1.9], dtype=float32)
+      >>> for _ in range(5):  # the estimate grows once the iterates have moved
+      ...     updates, state = tx.update(2 * params, state, params)
+      ...     params = gradax.apply_updates(params, updates)
+      >>> round(float(state.estim_lr), 5)
+      0.00189
 
     Differences from optax: for complex parameters the scalars are real and
     the inner product is its real part (optax keeps them complex).

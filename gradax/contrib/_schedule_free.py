@@ -214,14 +214,15 @@ class schedule_free_sgd(Alias):
       Evaluate at :func:`schedule_free_eval_params`.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.schedule_free_sgd(0.1)
-      >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> gradax.apply_updates(params, updates).tolist()
-      [0.8, -1.6]
+      >>> y = jnp.array([1.0, -2.0])  # the parameters training moves
+      >>> state = tx.init(y)
+      >>> for _ in range(2):  # 2 * y: the gradient of (y**2).sum()
+      ...     updates, state = tx.update(2 * y, state, y)
+      ...     y = gradax.apply_updates(y, updates)
+      >>> y.tolist(), gradax.schedule_free_eval_params(state, y).tolist()
+      ([0.712, -1.424], [0.72, -1.44])
 
     References:
       Defazio et al., The Road Less Scheduled, NeurIPS 2024
@@ -268,14 +269,11 @@ class schedule_free_adamw(Alias):
       Evaluate at :func:`schedule_free_eval_params`.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.schedule_free_adamw(0.1, warmup_steps=2)
       >>> params = jnp.array([1.0, -2.0])
-      >>> tx = gradax.schedule_free_adamw(0.1)
-      >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.9, -1.9], dtype=float32)
+      >>> tx.update(2 * params, tx.init(params), params)[0]  # warm-up starts at 0
+      Array([0., 0.], dtype=float32)
 
     References:
       Defazio et al., The Road Less Scheduled, NeurIPS 2024

@@ -85,9 +85,13 @@ def sigmoid_focal_loss(
 
     Example:
       >>> import jax.numpy as jnp, gradax
-      >>> gradax.losses.sigmoid_focal_loss(
-      ...     jnp.array([0.0, 2.0, -3.0]), jnp.array([1.0, 1.0, 0.0]))
+      >>> logits, labels = jnp.array([0.0, 2.0, -3.0]), jnp.array([1.0, 1.0, 0.0])
+      >>> focal = gradax.losses.sigmoid_focal_loss(logits, labels)
+      >>> focal
       Array([0.1732..., 0.0018..., 0.0001...], dtype=float32)
+      >>> # the logistic loss, scaled by (1 - p_t)^2:
+      >>> focal / gradax.losses.sigmoid_binary_cross_entropy(logits, labels)
+      Array([0.25..., 0.0142..., 0.0022...], dtype=float32)
 
     References:
       Lin et al., Focal Loss for Dense Object Detection, 2017

@@ -48,8 +48,8 @@ def multiclass_hinge_loss(scores: Any, labels: Any) -> jax.Array:
       labels: integer labels in `[0, num_classes)`, `[...]`.
 
     Returns:
-      The loss of each example, `[...]`, in at least the default float
-      dtype (as in optax).
+      The largest margin violation of each example, `[...]`, in at least
+      the default float dtype (as in optax).
 
     Example:
       >>> import jax.numpy as jnp, gradax
@@ -70,19 +70,22 @@ def multiclass_perceptron_loss(scores: Any, labels: Any) -> jax.Array:
     .. math::
       \ell(s, c) = \max_j s_j - s_c.
 
+    No margin: a label whose score is on top costs nothing, however close the
+    next one (in the example, class 2 is masked out).
+
     Args:
       scores: scores, `[..., num_classes]`; `-inf` masks a class.
       labels: integer labels in `[0, num_classes)`, `[...]`.
 
     Returns:
-      The loss of each example, `[...]`, in at least the default float
-      dtype (as in optax).
+      How far each example's label score is below the top score, `[...]`,
+      in at least the default float dtype (as in optax).
 
     Example:
       >>> import jax.numpy as jnp, gradax
-      >>> scores = jnp.array([[2.0, 0.5, -1.0], [0.0, 1.0, 0.2]])
-      >>> gradax.losses.multiclass_perceptron_loss(scores, jnp.array([0, 0]))
-      Array([0., 1.], dtype=float32)
+      >>> scores = jnp.array([1.0, 0.5, -jnp.inf])
+      >>> gradax.losses.multiclass_perceptron_loss(scores, jnp.array([0, 1]))
+      Array([0. , 0.5], dtype=float32)
 
     References:
       Collins, Discriminative Training Methods for Hidden Markov Models:
@@ -121,7 +124,8 @@ def multiclass_sparsemax_loss(scores: Any, labels: Any) -> jax.Array:
     .. math::
       \ell(s, c) = \langle p, s - s_c \rangle + \tfrac12 (1 - \|p\|^2),
 
-    whose gradient is :math:`p - e_c`.
+    whose gradient is :math:`p - e_c`: sparse, as a class outside the support
+    of :math:`p` gets none.
 
     Differences from optax: any number of leading batch dimensions (optax
     takes exactly one), and float16/bfloat16 scores can be differentiated.
@@ -135,10 +139,12 @@ def multiclass_sparsemax_loss(scores: Any, labels: Any) -> jax.Array:
       dtype (as in optax).
 
     Example:
-      >>> import jax.numpy as jnp, gradax
-      >>> scores = jnp.array([[2.0, 0.5, -1.0], [0.0, 1.0, 0.2]])
-      >>> gradax.losses.multiclass_sparsemax_loss(scores, jnp.array([0, 0]))
-      Array([0.  , 1.01], dtype=float32)
+      >>> import jax, jax.numpy as jnp, gradax
+      >>> scores = jnp.array([2.0, 1.5, -1.0])
+      >>> gradax.losses.multiclass_sparsemax_loss(scores, 0)
+      Array(0.0625, dtype=float32)
+      >>> jax.grad(gradax.losses.multiclass_sparsemax_loss)(scores, 0)
+      Array([-0.25,  0.25,  0.  ], dtype=float32)
 
     References:
       Martins and Astudillo, From Softmax to Sparsemax: A Sparse Model of

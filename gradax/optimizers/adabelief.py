@@ -107,10 +107,13 @@ class adabelief(_BeliefOptions, LearningRateAlias):
     Example:
       >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.adabelief(0.1)
-      >>> state = tx.init(jnp.zeros(2))
-      >>> u, state = tx.update(jnp.array([2.0, -4.0]), state)
-      >>> u.round(4)
-      Array([-0.1111,  0.1111], dtype=float32)
+      >>> state = tx.init(jnp.zeros(1))
+      >>> for _ in range(3):  # as predicted: a small belief term, growing steps
+      ...     u, state = tx.update(jnp.ones(1), state)
+      ...     print(u.round(4))
+      [-0.1111]
+      [-0.1168]
+      [-0.1226]
 
     References:
       Zhuang et al., AdaBelief Optimizer: Adapting Stepsizes by the Belief in

@@ -15,7 +15,7 @@ from .._core.protocol import GradientTransformation, LearningRateAlias, zero_cou
 from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
 from ..precision.int8 import moment_zeros
-from ..transforms.cautious import caution, decayed_descent
+from ..transforms.cautious import CautiousDecoupledWeightDecay, caution
 from ..transforms.scaling import scale_by_learning_rate
 
 
@@ -159,24 +159,12 @@ class _Adam(_AdamOptions, LearningRateAlias):
         )
 
 
-class _AdamW(_AdamOptions, LearningRateAlias):
-    """What adamw and nadamw share: the fields they add and the chain they build."""
+class _AdamW(CautiousDecoupledWeightDecay, _AdamOptions, LearningRateAlias):
+    """What adamw and nadamw share: Adam's direction with decoupled weight decay."""
 
     _abstract = True
 
-    weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
-    mask: Any = static_field(default=None)
-    _: KW_ONLY
-    cautious_weight_decay: bool = static_field(default=False)
-
-    def build(self):
-        return decayed_descent(
-            self.part(scale_by_adam),
-            self.weight_decay,
-            self.mask,
-            self.learning_rate,
-            cautious=self.cautious_weight_decay,
-        )
+    _direction = scale_by_adam
 
 
 class adam(_Adam):
@@ -214,13 +202,12 @@ class adam(_Adam):
       The optimizer, a gradient transformation.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.adam(0.1)
-      >>> state = tx.init(params)
-      >>> updates, state = tx.update(jax.grad(lambda p: (p**2).sum())(params), state)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.9, -1.9], dtype=float32)
+      >>> g = jnp.array([1e-3, -50.0])
+      >>> u, state = tx.update(g, tx.init(g))
+      >>> u.round(4)  # debiased: a first step of lr, whatever the gradient's size
+      Array([-0.1,  0.1], dtype=float32)
 
     References:
       Kingma and Ba, Adam: A Method for Stochastic Optimization, 2014

@@ -13,7 +13,7 @@ from .._core.numerics import safe_increment
 from .._core.protocol import GradientTransformation, LearningRateAlias
 from .._core.pytree import Module, static_field
 from ..combinators.chain import chain
-from ..transforms.cautious import caution, decayed_descent
+from ..transforms.cautious import CautiousDecoupledWeightDecay, caution
 from ..transforms.scaling import scale_by_learning_rate
 from .adam import ScaleByAdamState, zero_moments
 
@@ -85,9 +85,10 @@ class adamax(_AdamaxOptions, LearningRateAlias):
     Example:
       >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.adamax(0.1)
-      >>> u, _ = tx.update(jnp.array([2.0, -4.0]), tx.init(jnp.zeros(2)))
-      >>> u
-      Array([-0.1,  0.1], dtype=float32)
+      >>> _, state = tx.update(jnp.array([10.0]), tx.init(jnp.zeros(1)))
+      >>> u, state = tx.update(jnp.array([1.0]), state)
+      >>> print(u, state[0].nu)  # the infinity norm remembers the 10, decayed by b2
+      [-0.05268425] [9.99]
 
     References:
       Kingma and Ba, Adam: A Method for Stochastic Optimization, 2014
@@ -101,7 +102,7 @@ class adamax(_AdamaxOptions, LearningRateAlias):
         )
 
 
-class adamaxw(_AdamaxOptions, LearningRateAlias):
+class adamaxw(CautiousDecoupledWeightDecay, _AdamaxOptions, LearningRateAlias):
     r"""AdaMaxW: AdaMax with decoupled weight decay.
 
     The direction of :class:`adamax` plus :math:`\lambda \theta_{t-1}`, all
@@ -140,16 +141,4 @@ class adamaxw(_AdamaxOptions, LearningRateAlias):
       Regularization, 2019 (arXiv:1711.05101).
     """
 
-    weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
-    mask: Any = static_field(default=None)
-    _: KW_ONLY
-    cautious_weight_decay: bool = static_field(default=False)
-
-    def build(self):
-        return decayed_descent(
-            self.part(scale_by_adamax),
-            self.weight_decay,
-            self.mask,
-            self.learning_rate,
-            cautious=self.cautious_weight_decay,
-        )
+    _direction = scale_by_adamax

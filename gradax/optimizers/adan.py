@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import tree as gtree
-from .._core.declarations import DECAY, LEARNING_RATE, NONNEGATIVE, Shared, hyper
+from .._core.declarations import DECAY, NONNEGATIVE, hyper
 from .._core.numerics import safe_increment
-from .._core.protocol import Alias, GradientTransformation, zero_count
-from .._core.pytree import static_field
-from ..transforms.cautious import decayed_descent
+from .._core.protocol import GradientTransformation, LearningRateAlias, zero_count
+from .._core.pytree import Module
+from ..transforms.cautious import DecoupledWeightDecay
 
 
 class ScaleByAdanState(NamedTuple):
@@ -25,18 +25,19 @@ class ScaleByAdanState(NamedTuple):
     t: jax.Array  # int32 scalar: number of updates so far
 
 
-# scale_by_adan's options, declared once: it and the optimizers that
-# build it take each field from here and pass the values on with Alias.part.
-_ADAN = Shared(
-    b1=hyper(default=0.98, valid=DECAY),
-    b2=hyper(default=0.92, valid=DECAY),
-    b3=hyper(default=0.99, valid=DECAY),
-    eps=hyper(default=1e-8, valid=NONNEGATIVE),
-    eps_root=hyper(default=0.0, valid=NONNEGATIVE),
-)
+class _AdanOptions(Module):
+    """The options of scale_by_adan and adan."""
+
+    _abstract = True
+
+    b1: Any = hyper(default=0.98, valid=DECAY)
+    b2: Any = hyper(default=0.92, valid=DECAY)
+    b3: Any = hyper(default=0.99, valid=DECAY)
+    eps: Any = hyper(default=1e-8, valid=NONNEGATIVE)
+    eps_root: Any = hyper(default=0.0, valid=NONNEGATIVE)
 
 
-class scale_by_adan(GradientTransformation):
+class scale_by_adan(_AdanOptions, GradientTransformation):
     """Rescales updates by Adan's three moments (no learning rate).
 
     See :class:`adan` for the update rule.
@@ -48,12 +49,6 @@ class scale_by_adan(GradientTransformation):
       eps: added to the denominator outside the square root, >= 0.
       eps_root: added inside the square root, >= 0.
     """
-
-    b1: Any = _ADAN.field()
-    b2: Any = _ADAN.field()
-    b3: Any = _ADAN.field()
-    eps: Any = _ADAN.field()
-    eps_root: Any = _ADAN.field()
 
     def init_state(self, params):
         return ScaleByAdanState(
@@ -85,7 +80,7 @@ class scale_by_adan(GradientTransformation):
         return new_updates, ScaleByAdanState(m=m, v=v, n=n, g=updates, t=t)
 
 
-class adan(Alias):
+class adan(DecoupledWeightDecay, _AdanOptions, LearningRateAlias):
     r"""Adan: adaptive Nesterov momentum, with decoupled weight decay.
 
     With gradient :math:`g_t`, step :math:`t \ge 1` and
@@ -119,30 +114,20 @@ class adan(Alias):
       scale_by_learning_rate(lr))`.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.adan(0.1)
-      >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.9, -1.9], dtype=float32)
+      >>> p = jnp.zeros(1)
+      >>> _, state = tx.update(jnp.array([1.0]), tx.init(p), p)
+      >>> _, state = tx.update(jnp.array([3.0]), state, p)
+      >>> state[0].v, state[0].g  # (1 - b2) times the change 3 - 1; the last gradient
+      (Array([0.16], dtype=float32), Array([3.], dtype=float32))
 
     References:
       Xie et al., Adan: Adaptive Nesterov Momentum Algorithm for Faster
       Optimizing Deep Models, 2022 (arXiv:2208.06677).
     """
 
-    learning_rate: Any = hyper(valid=LEARNING_RATE)
-    b1: Any = _ADAN.field()
-    b2: Any = _ADAN.field()
-    b3: Any = _ADAN.field()
-    eps: Any = _ADAN.field()
-    eps_root: Any = _ADAN.field(default=1e-8)
-    weight_decay: Any = hyper(default=0.0, valid=NONNEGATIVE)
-    mask: Any = static_field(default=None)
+    _direction = scale_by_adan
 
-    def build(self):
-        return decayed_descent(
-            self.part(scale_by_adan), self.weight_decay, self.mask, self.learning_rate
-        )
+    eps_root: Any = 1e-8
+    weight_decay: Any = 0.0

@@ -119,9 +119,13 @@ class amsgrad(_AmsgradOptions, LearningRateAlias):
     Example:
       >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.amsgrad(0.1)
-      >>> u, _ = tx.update(jnp.array([2.0, -4.0]), tx.init(jnp.zeros(2)))
-      >>> u
-      Array([-0.1,  0.1], dtype=float32)
+      >>> state = tx.init(jnp.zeros(1))
+      >>> for g in (10.0, 1.0, 1.0):  # the denominator never shrinks
+      ...     _, state = tx.update(jnp.array([g]), state)
+      ...     print(state[0].nu_max)
+      [100.0013]
+      [100.0013]
+      [100.0013]
 
     References:
       Reddi et al., On the Convergence of Adam and Beyond, ICLR 2018

@@ -86,14 +86,13 @@ class fromage(Alias):
       The optimizer; `update` needs `params`.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
+      >>> import jax.numpy as jnp, gradax
       >>> params = jnp.array([3.0, -4.0])
       >>> tx = gradax.fromage(0.1)
-      >>> state = tx.init(params)
-      >>> grads = jax.grad(lambda p: (p**2).sum())(params)
-      >>> updates, state = tx.update(grads, state, params)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 2.6866004, -3.5821338], dtype=float32)
+      >>> updates, _ = tx.update(jnp.array([400.0, 300.0]), tx.init(params), params)
+      >>> new = gradax.apply_updates(params, updates)
+      >>> new, jnp.linalg.norm(new)  # a gradient orthogonal to params rotates them
+      (Array([ 2.5871, -4.2787  ], dtype=float32), Array(5., dtype=float32))
 
     References:
       Bernstein et al., On the distance between two neural networks and the

@@ -39,7 +39,8 @@ class lamb(Alias):
         returning one) selecting the leaves that decay.
 
     Returns:
-      The optimizer, a gradient transformation; `update` needs `params`.
+      The optimizer, a gradient transformation; `update` needs `params`: the
+      trust ratio divides their norm by the step's.
 
     Example:
       >>> import jax.numpy as jnp, gradax

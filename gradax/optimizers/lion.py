@@ -137,10 +137,10 @@ class lion(Alias):
     Example:
       >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.lion(0.1, weight_decay=0.0)
-      >>> p = jnp.zeros(2)
-      >>> u, _ = tx.update(jnp.array([2.0, -4.0]), tx.init(p), p)
-      >>> u
-      Array([-0.1,  0.1], dtype=float32)
+      >>> p, g1, g2 = jnp.zeros(1), jnp.array([1.0]), jnp.array([-0.05])
+      >>> _, state = tx.update(g1, tx.init(p), p)
+      >>> tx.update(g2, state, p)[0]  # sign(0.9 m + 0.1 g2) is still +
+      Array([-0.1], dtype=float32)
 
     References:
       Chen et al., Symbolic Discovery of Optimization Algorithms, 2023

@@ -85,13 +85,15 @@ class optimistic_gradient_descent(Alias):
       scale_by_learning_rate(learning_rate))`.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.optimistic_gradient_descent(0.1)
-      >>> state = tx.init(params)
-      >>> updates, state = tx.update(jax.grad(lambda p: (p**2).sum())(params), state)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.8, -1.6], dtype=float32)
+      >>> state = tx.init(jnp.zeros(1))
+      >>> for g in (1.0, 1.0, -1.0):  # a reversal: (alpha + beta) g_t - beta g_{t-1}
+      ...     u, state = tx.update(jnp.array([g]), state)
+      ...     print(u)
+      [-0.1]
+      [-0.1]
+      [0.3]
 
     References:
       Mokhtari et al., A Unified Analysis of Extra-gradient and Optimistic

@@ -125,9 +125,17 @@ class radam(_RadamOptions, LearningRateAlias):
     Example:
       >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.radam(0.1)
-      >>> u, _ = tx.update(jnp.array([2.0, -4.0]), tx.init(jnp.zeros(2)))
-      >>> u
-      Array([-0.2,  0.4], dtype=float32)
+      >>> state = tx.init(jnp.zeros(1))
+      >>> for t in range(1, 8):  # momentum SGD until rho_t > threshold, then rectified
+      ...     u, state = tx.update(jnp.array([4.0]), state)
+      ...     print(t, u.round(4))
+      1 [-0.4]
+      2 [-0.4]
+      3 [-0.4]
+      4 [-0.4]
+      5 [-0.4]
+      6 [-0.0026]
+      7 [-0.0032]
 
     References:
       Liu et al., On the Variance of the Adaptive Learning Rate and Beyond,

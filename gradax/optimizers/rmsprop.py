@@ -48,10 +48,10 @@ class rmsprop(Alias):
 
     Example:
       >>> import jax.numpy as jnp, gradax
-      >>> tx = gradax.rmsprop(0.1)
+      >>> tx = gradax.rmsprop(0.1, decay=0.99)
       >>> u, _ = tx.update(jnp.array([2.0, -4.0]), tx.init(jnp.zeros(2)))
-      >>> u
-      Array([-0.31622776,  0.31622776], dtype=float32)
+      >>> u.round(4)  # not debiased: lr / sqrt(1 - decay) at the first step
+      Array([-1.,  1.], dtype=float32)
 
     References:
       Hinton, Lecture 6e of Neural Networks for Machine Learning, 2012;

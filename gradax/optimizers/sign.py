@@ -26,13 +26,10 @@ class sign_sgd(Alias):
       The optimizer: `chain(scale_by_sign(), scale_by_learning_rate(lr))`.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.sign_sgd(0.1)
-      >>> state = tx.init(params)
-      >>> updates, state = tx.update(jax.grad(lambda p: (p**2).sum())(params), state)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.9, -1.9], dtype=float32)
+      >>> tx.update(jnp.array([1e-3, -50.0]), tx.init(jnp.zeros(2)))[0]  # sizes ignored
+      Array([-0.1,  0.1], dtype=float32)
 
     References:
       Bernstein et al., signSGD: Compressed Optimisation for Non-Convex
@@ -66,13 +63,11 @@ class signum(Alias):
       scale_by_learning_rate(lr))`.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
-      >>> tx = gradax.signum(0.1, beta=0.5)
-      >>> state = tx.init(params)
-      >>> updates, state = tx.update(jax.grad(lambda p: (p**2).sum())(params), state)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0.9, -1.9], dtype=float32)
+      >>> import jax.numpy as jnp, gradax
+      >>> tx = gradax.signum(0.1, beta=0.9)
+      >>> _, state = tx.update(jnp.array([1.0]), tx.init(jnp.zeros(1)))
+      >>> tx.update(jnp.array([-0.5]), state)[0]  # the momentum's sign, still +
+      Array([-0.1], dtype=float32)
 
     References:
       Bernstein et al., signSGD: Compressed Optimisation for Non-Convex

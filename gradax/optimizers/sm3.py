@@ -135,13 +135,11 @@ class sm3(Alias):
       scale_by_learning_rate(learning_rate))`.
 
     Example:
-      >>> import jax, jax.numpy as jnp, gradax
-      >>> params = jnp.array([1.0, -2.0])
+      >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.sm3(1.0, momentum=0.0)
-      >>> state = tx.init(params)
-      >>> updates, state = tx.update(jax.grad(lambda p: (p**2).sum())(params), state)
-      >>> gradax.apply_updates(params, updates)
-      Array([ 0., -1.], dtype=float32)
+      >>> state = tx.init(jnp.zeros((3, 2)))
+      >>> [acc.shape for acc in state[0].mu]  # one accumulator per row, one per column
+      [(3,), (2,)]
 
     References:
       Anil et al., Memory-Efficient Adaptive Optimization, NeurIPS 2019

@@ -101,10 +101,10 @@ class yogi(_YogiOptions, LearningRateAlias):
     Example:
       >>> import jax.numpy as jnp, gradax
       >>> tx = gradax.yogi(0.1)
-      >>> state = tx.init(jnp.zeros(2))
-      >>> u, state = tx.update(jnp.array([2.0, -4.0]), state)
-      >>> u.round(3)
-      Array([-0.1,  0.1], dtype=float32)
+      >>> _, state = tx.update(jnp.array([10.0]), tx.init(jnp.zeros(1)))
+      >>> _, after = tx.update(jnp.array([0.0]), state)
+      >>> state[0].nu, after[0].nu  # g = 0 adds nothing (Adam's v would decay by b2)
+      (Array([0.100001], dtype=float32), Array([0.100001], dtype=float32))
 
     References:
       Zaheer et al., Adaptive Methods for Nonconvex Optimization, NeurIPS 2018.

@@ -40,10 +40,10 @@ class Normal(_StandardNoise):
     :func:`make_perturbed_fun` needs.
 
     Example:
-      >>> import jax
+      >>> import jax.numpy as jnp
       >>> from gradax.perturbations import Normal
-      >>> Normal().sample(jax.random.key(0), (3,)).shape
-      (3,)
+      >>> Normal().log_prob(jnp.array([1.0, 2.0]))
+      Array([-0.5, -2. ], dtype=float32)
     """
 
     _draw = staticmethod(jax.random.normal)

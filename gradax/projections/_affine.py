@@ -69,18 +69,22 @@ def projection_halfspace(x: Any, a: Any, b: Any) -> Any:
 
     Args:
       x: pytree to project.
-      a: pytree with the structure of `x`, the boundary's normal (nonzero).
+      a: pytree with the structure of `x`, the boundary's outward normal
+        (nonzero).
       b: scalar offset of the boundary.
 
     Returns:
-      A pytree with the structure of `x`.
+      `x` if it is in the halfspace, else its projection onto the boundary;
+      a pytree with the structure of `x`.
 
     Example:
       >>> import jax.numpy as jnp
       >>> from gradax import projections
-      >>> projections.projection_halfspace(
-      ...     jnp.array([1.0, 2.0]), jnp.array([0.0, 1.0]), 0.5)
-      Array([1. , 0.5], dtype=float32)
+      >>> a = jnp.array([0.0, 1.0])
+      >>> for x in ([1.0, 2.0], [1.0, 0.0]):  # outside, then inside
+      ...     print(projections.projection_halfspace(jnp.array(x), a, 0.5))
+      [1.  0.5]
+      [1. 0.]
     """
     step = jnp.minimum((b - gtree.vdot(x, a)) / gtree.vdot(a, a), 0)
     return gtree.add_scale(x, step, a)

@@ -56,7 +56,8 @@ def projection_l2_ball(tree: Any, scale: Any = 1) -> Any:
       scale: radius of the ball, a positive scalar.
 
     Returns:
-      A pytree with the structure of `tree`.
+      `tree` if it is inside the ball, else `tree` scaled onto the sphere; a
+      pytree with the structure of `tree`.
 
     Example:
       >>> import jax.numpy as jnp

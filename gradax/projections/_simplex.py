@@ -126,7 +126,8 @@ def projection_l1_ball(tree: Any, scale: Any = 1) -> Any:
       scale: radius of the ball, a positive scalar.
 
     Returns:
-      A pytree with the structure of `tree`.
+      `tree` if it is inside the ball, else its projection onto the sphere
+      (:func:`projection_l1_sphere`); a pytree with the structure of `tree`.
 
     Example:
       >>> import jax.numpy as jnp

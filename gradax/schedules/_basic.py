@@ -16,7 +16,7 @@ from .._core.declarations import (
     hyper,
     validate,
 )
-from .._core.pytree import field, static_field
+from .._core.pytree import Module, field, static_field
 from ._util import (
     DECAY_RATE,
     POWER,
@@ -221,7 +221,10 @@ class _Ramp(ScheduleBase):
 
     _abstract = True
 
-    # The fields and `_power` are each schedule's (typed Any here).
+    init_value: Any = hyper(valid=ANY, schedule=False)
+    end_value: Any = hyper(valid=ANY, schedule=False)
+
+    # The steps (see `_RampSteps`) and `_power` are each schedule's.
     def __check_init__(self):
         this: Any = self
         # Accepted, as in optax, with a note on how they are read.
@@ -231,15 +234,40 @@ class _Ramp(ScheduleBase):
         this: Any = self
         return polynomial_value(
             count,
-            this.init_value,
-            this.end_value,
+            self.init_value,
+            self.end_value,
             this._power(),
             this.transition_steps,
             this.transition_begin,
         )
 
 
-class polynomial_schedule(_Ramp):
+class _RampSteps(Module):
+    """The last two fields of both ramps.
+
+    The fields of a class come from its bases, the last base first, so a
+    ramp's bases `(_RampSteps, ..., _Ramp)` put these after the others.
+    """
+
+    _abstract = True
+
+    transition_steps: int = hyper(valid=STEPS, static=True)
+    transition_begin: int = hyper(default=0, valid=STEPS, static=True)
+
+
+class _RampPower(Module):
+    """The field of polynomial_schedule alone, between the shared ones."""
+
+    _abstract = True
+
+    # (1 - progress) ** power stays in [0, 1]: the values stay between the two.
+    power: Any = hyper(valid=POWER, schedule=False)
+
+    def _power(self):
+        return self.power
+
+
+class polynomial_schedule(_RampSteps, _RampPower, _Ramp):
     """Goes from `init_value` to `end_value` along a power of the progress.
 
     With :math:`s` = `transition_steps`, :math:`b` = `transition_begin`
@@ -269,16 +297,6 @@ class polynomial_schedule(_Ramp):
       (0.25, 0.0)
     """
 
-    init_value: Any = hyper(valid=ANY, schedule=False)
-    end_value: Any = hyper(valid=ANY, schedule=False)
-    # (1 - progress) ** power stays in [0, 1]: the values stay between the two.
-    power: Any = hyper(valid=POWER, schedule=False)
-    transition_steps: int = hyper(valid=STEPS, static=True)
-    transition_begin: int = hyper(default=0, valid=STEPS, static=True)
-
-    def _power(self):
-        return self.power
-
     def bounds(self):
         known = known_numbers(self.init_value, self.end_value, self.power)
         if known is None:
@@ -289,38 +307,33 @@ class polynomial_schedule(_Ramp):
         return polynomial_bounds(init, end, power, self.transition_steps)
 
 
-class linear_schedule(_Ramp):
+class linear_schedule(_RampSteps, _Ramp):
     """Goes linearly from `init_value` to `end_value`.
 
     With :math:`s` = `transition_steps` and :math:`b` = `transition_begin`,
 
     .. math:: f(t) = v_0 + (v_1 - v_0) \\, \\mathrm{clip}(t - b, 0, s) / s
 
-    This is :class:`polynomial_schedule` with `power=1`, with the same
-    handling of non-positive `transition_steps` and negative
-    `transition_begin`.
+    This is :class:`polynomial_schedule` with `power=1`.
 
     Args:
       init_value: the value :math:`v_0` up to `transition_begin`.
       end_value: the value :math:`v_1` from `transition_begin +
         transition_steps` on.
-      transition_steps: how many steps the transition takes, an integer.
-      transition_begin: the step where the transition starts, an integer.
+      transition_steps: how many steps the transition takes, an integer; a
+        non-positive one gives the constant `init_value` (as in optax).
+      transition_begin: the step where the transition starts, an integer; a
+        negative one counts as 0 (as in optax).
 
     Returns:
       A schedule, called with the step count.
 
     Example:
       >>> import gradax
-      >>> schedule = gradax.linear_schedule(1.0, 0.0, transition_steps=10)
-      >>> [float(schedule(t)) for t in (0, 5, 10, 15)]
-      [1.0, 0.5, 0.0, 0.0]
+      >>> schedule = gradax.linear_schedule(1.0, 0.0, 10, transition_begin=5)
+      >>> [float(schedule(t)) for t in (0, 5, 10, 15, 20)]
+      [1.0, 1.0, 0.5, 0.0, 0.0]
     """
-
-    init_value: Any = hyper(valid=ANY, schedule=False)
-    end_value: Any = hyper(valid=ANY, schedule=False)
-    transition_steps: int = hyper(valid=STEPS, static=True)
-    transition_begin: int = hyper(default=0, valid=STEPS, static=True)
 
     def _power(self):
         return 1

@@ -210,9 +210,10 @@ class warmup_exponential_decay_schedule(ScheduleBase):
     Example:
       >>> import gradax
       >>> schedule = gradax.warmup_exponential_decay_schedule(
-      ...     0.0, 1.0, warmup_steps=10, transition_steps=10, decay_rate=0.5)
-      >>> [float(schedule(t)) for t in (0, 5, 10, 20, 30)]
-      [0.0, 0.5, 1.0, 0.5, 0.25]
+      ...     0.0, 1.0, warmup_steps=10, transition_steps=10, decay_rate=0.5,
+      ...     staircase=True)
+      >>> [float(schedule(t)) for t in (0, 5, 10, 15, 20, 25)]
+      [0.0, 0.5, 1.0, 1.0, 0.5, 0.5]
     """
 
     init_value: Any = hyper(valid=ANY, schedule=False)

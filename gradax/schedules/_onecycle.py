@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._core.declarations import ANY, POSITIVE, hyper
+from .._core.pytree import Module
 from ._basic import piecewise_interpolate_bounds, piecewise_interpolate_value
 from ._util import FRACTION, PERIOD_STEPS, ScheduleBase, known_numbers
 
@@ -25,18 +26,29 @@ def _merged(pairs):
 class _OneCycle(ScheduleBase):
     """What the two one-cycle schedules share: all but their ramps and steps.
 
-    The value starts at `peak_value / div_factor`; each schedule's
-    `_pairs(div, final_div)` gives the (step, scale) pairs that multiply it,
-    joined by ramps of kind `_kind` ("linear" or "cosine").
+    The value starts at `peak_value / div_factor` and reaches `peak_value`
+    at step `int(pct_start * transition_steps)`; each schedule's
+    `_descent(div, final_div)` gives the later (step, scale) pairs that
+    multiply the start, all joined by ramps of kind `_kind` ("linear" or
+    "cosine").
     """
 
     _abstract = True
 
-    # The fields and `_pairs`/`_kind` are each schedule's (typed Any here).
+    transition_steps: int = hyper(valid=PERIOD_STEPS, static=True)
+    peak_value: Any = hyper(valid=ANY, schedule=False)
+    pct_start: float = hyper(default=0.3, valid=FRACTION, static=True)
+
+    # The divisors (see `_Divisors`) and `_descent`/`_kind` are each schedule's.
+    def _pairs(self, div, final_div):
+        this: Any = self
+        peak = (int(self.pct_start * self.transition_steps), div)
+        return _merged((peak, *this._descent(div, final_div)))
+
     def _evaluate(self, count):
         this: Any = self
         init_value = this.peak_value / this.div_factor
-        steps, scales = _merged(this._pairs(this.div_factor, this.final_div_factor))
+        steps, scales = self._pairs(this.div_factor, this.final_div_factor)
         return piecewise_interpolate_value(count, this._kind, init_value, steps, scales)
 
     def bounds(self):
@@ -45,12 +57,31 @@ class _OneCycle(ScheduleBase):
         if known is None:
             return None
         peak, div, final_div = known
-        return piecewise_interpolate_bounds(
-            peak / div, *_merged(this._pairs(div, final_div))
-        )
+        return piecewise_interpolate_bounds(peak / div, *self._pairs(div, final_div))
 
 
-class linear_onecycle_schedule(_OneCycle):
+class _PctFinal(Module):
+    """The field of linear_onecycle_schedule alone, between the shared ones."""
+
+    _abstract = True
+
+    pct_final: float = hyper(default=0.85, valid=FRACTION, static=True)
+
+
+class _Divisors(Module):
+    """The last two fields of both one-cycle schedules.
+
+    The fields of a class come from its bases, the last base first, so a
+    schedule's bases `(_Divisors, ..., _OneCycle)` put these after the others.
+    """
+
+    _abstract = True
+
+    div_factor: Any = hyper(default=25.0, valid=POSITIVE, schedule=False)
+    final_div_factor: Any = hyper(default=10000.0, valid=POSITIVE, schedule=False)
+
+
+class linear_onecycle_schedule(_Divisors, _PctFinal, _OneCycle):
     """One cycle of linear ramps: up to `peak_value`, back down, then lower.
 
     With :math:`T` = `transition_steps`, the value goes linearly through
@@ -71,41 +102,32 @@ class linear_onecycle_schedule(_OneCycle):
       pct_final: the fraction of the cycle at which the way down ends, in
         [0, 1].
       div_factor: the initial value is `peak_value / div_factor`; > 0.
-      final_div_factor: the last value is the initial one divided by this; > 0.
+      final_div_factor: the value from step :math:`T` on is the initial one
+        divided by this, reached by a last ramp from `int(pct_final * T)`; > 0.
 
     Returns:
       A schedule, called with the step count.
 
     Example:
       >>> import gradax
-      >>> schedule = gradax.linear_onecycle_schedule(100, 1.0, div_factor=10.0)
-      >>> [round(float(schedule(t)), 4) for t in (0, 30, 85, 100)]
-      [0.1, 1.0, 0.1, 0.0]
+      >>> schedule = gradax.linear_onecycle_schedule(
+      ...     100, 1.0, pct_final=0.6, div_factor=10.0)
+      >>> [round(float(schedule(t)), 4) for t in (0, 30, 60, 80, 100)]
+      [0.1, 1.0, 0.1, 0.05, 0.0]
 
     References:
       Smith and Topin, Super-Convergence: Very Fast Training of Neural
       Networks Using Large Learning Rates, 2017 (arXiv:1708.07120).
     """
 
-    transition_steps: int = hyper(valid=PERIOD_STEPS, static=True)
-    peak_value: Any = hyper(valid=ANY, schedule=False)
-    pct_start: float = hyper(default=0.3, valid=FRACTION, static=True)
-    pct_final: float = hyper(default=0.85, valid=FRACTION, static=True)
-    div_factor: Any = hyper(default=25.0, valid=POSITIVE, schedule=False)
-    final_div_factor: Any = hyper(default=10000.0, valid=POSITIVE, schedule=False)
-
     _kind = "linear"
 
-    def _pairs(self, div, final_div):
+    def _descent(self, div, final_div):
         steps = self.transition_steps
-        return (
-            (int(self.pct_start * steps), div),
-            (int(self.pct_final * steps), 1.0 / div),
-            (steps, 1.0 / final_div),
-        )
+        return ((int(self.pct_final * steps), 1.0 / div), (steps, 1.0 / final_div))
 
 
-class cosine_onecycle_schedule(_OneCycle):
+class cosine_onecycle_schedule(_Divisors, _OneCycle):
     """One cycle of half cosines: up to `peak_value`, then far below it.
 
     With :math:`T` = `transition_steps`, the value follows a half cosine from
@@ -135,17 +157,7 @@ class cosine_onecycle_schedule(_OneCycle):
       Networks Using Large Learning Rates, 2017 (arXiv:1708.07120).
     """
 
-    transition_steps: int = hyper(valid=PERIOD_STEPS, static=True)
-    peak_value: Any = hyper(valid=ANY, schedule=False)
-    pct_start: float = hyper(default=0.3, valid=FRACTION, static=True)
-    div_factor: Any = hyper(default=25.0, valid=POSITIVE, schedule=False)
-    final_div_factor: Any = hyper(default=10000.0, valid=POSITIVE, schedule=False)
-
     _kind = "cosine"
 
-    def _pairs(self, div, final_div):
-        steps = self.transition_steps
-        return (
-            (int(self.pct_start * steps), div),
-            (int(steps), 1.0 / (div * final_div)),
-        )
+    def _descent(self, div, final_div):
+        return ((int(self.transition_steps), 1.0 / (div * final_div)),)

@@ -107,11 +107,10 @@ def hessian_diag(
     Example:
       >>> import warnings, jax.numpy as jnp
       >>> from gradax import second_order
-      >>> loss = lambda w, x, y: jnp.sum((x * w - y) ** 2)
+      >>> loss = lambda w, x, y: (x @ w - y) ** 2  # Hessian 2 x x^T
       >>> with warnings.catch_warnings():
       ...     warnings.simplefilter("ignore", DeprecationWarning)
-      ...     second_order.hessian_diag(loss, jnp.zeros(2),
-      ...                               jnp.array([1.0, 2.0]), jnp.zeros(2))
+      ...     second_order.hessian_diag(loss, jnp.zeros(2), jnp.array([1.0, 2.0]), 0.0)
       Array([2., 8.], dtype=float32)
     """
     flat, _ = ravel_pytree(params)
@@ -146,17 +145,21 @@ def fisher_diag(
       targets: targets :math:`y` passed to `negative_log_likelihood`.
 
     Returns:
-      The diagonal as a flat vector (`ravel_pytree` order of `params`).
+      The squared gradient as a flat vector (`ravel_pytree` order of
+      `params`).
 
     Example:
-      >>> import warnings, jax.numpy as jnp
+      >>> import warnings, jax, jax.numpy as jnp
       >>> from gradax import second_order
-      >>> nll = lambda w, x, y: jnp.sum((x * w - y) ** 2)
+      >>> nll = lambda w, x, y: 0.5 * jnp.sum((x * w - y) ** 2)
+      >>> w, x, y = jnp.ones(2), jnp.array([1.0, 2.0]), jnp.zeros(2)
       >>> with warnings.catch_warnings():
       ...     warnings.simplefilter("ignore", DeprecationWarning)
-      ...     second_order.fisher_diag(nll, jnp.ones(2),
-      ...                              jnp.array([1.0, 2.0]), jnp.zeros(2))
-      Array([ 4., 64.], dtype=float32)
+      ...     diag = second_order.fisher_diag(nll, w, x, y)
+      >>> diag
+      Array([ 1., 16.], dtype=float32)
+      >>> jax.grad(nll)(w, x, y) ** 2
+      Array([ 1., 16.], dtype=float32)
 
     References:
       Kunstner et al., `Limitations of the empirical Fisher approximation

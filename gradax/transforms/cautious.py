@@ -34,13 +34,14 @@ decay) real part of :math:`\bar u\, g` (of :math:`\bar u\, x`).
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import KW_ONLY
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 
 from .._core.declarations import NONNEGATIVE, OneOf, hyper
-from .._core.protocol import Alias, GradientTransformation
+from .._core.protocol import Alias, GradientTransformation, LearningRateAlias
 from .._core.pytree import static_field
 from ..combinators.chain import chain
 from .scaling import scale_by_learning_rate
@@ -200,3 +201,48 @@ def decayed_descent(
         decayed_weights(weight_decay, mask, cautious=cautious),
         scale_by_learning_rate(learning_rate),
     )
+
+
+class DecoupledWeightDecay(LearningRateAlias):
+    """An optimizer of AdamW's shape: its direction, weight decay, then -lr.
+
+    A subclass names its direction transformation in `_direction`; the build
+    passes it the optimizer's fields of the same names (:meth:`part`). Name
+    this base first, the direction's options next and `LearningRateAlias`
+    last, `class adamaxw(CautiousDecoupledWeightDecay, _AdamaxOptions,
+    LearningRateAlias)`: the signature reads `learning_rate`, the options,
+    then `weight_decay` and `mask`. A subclass may change `weight_decay`'s
+    default (`weight_decay: Any = 0.0` keeps its declaration).
+    """
+
+    _abstract = True
+
+    _direction: ClassVar[type[GradientTransformation]]
+
+    weight_decay: Any = hyper(default=0.0001, valid=NONNEGATIVE)
+    mask: Any = static_field(default=None)
+
+    def _decays_cautiously(self) -> bool:
+        """Whether the decay is cautious (see :class:`add_cautious_decayed_weights`)."""
+        return False
+
+    def build(self):
+        return decayed_descent(
+            self.part(self._direction),
+            self.weight_decay,
+            self.mask,
+            self.learning_rate,
+            cautious=self._decays_cautiously(),
+        )
+
+
+class CautiousDecoupledWeightDecay(DecoupledWeightDecay):
+    """:class:`DecoupledWeightDecay` with the keyword-only `cautious_weight_decay`."""
+
+    _abstract = True
+
+    _: KW_ONLY
+    cautious_weight_decay: bool = static_field(default=False)
+
+    def _decays_cautiously(self) -> bool:
+        return self.cautious_weight_decay

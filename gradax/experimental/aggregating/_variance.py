@@ -260,10 +260,11 @@ def get_unbiased_mean_and_variance_ema(state: Any) -> tuple[Any, Any]:
       >>> import jax.numpy as jnp
       >>> from gradax.experimental import aggregating
       >>> tx = aggregating.track_per_element_mean_and_variance_with_ema(0.5)
-      >>> state = tx.init(jnp.zeros(1))
-      >>> _, state = tx.update(jnp.array([2.0]), state,
+      >>> _, state = tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)),
       ...                      sum_sq_diff_grads=jnp.array([2.0]), sample_size=2)
-      >>> aggregating.get_unbiased_mean_and_variance_ema(state)[0]
+      >>> state.mean_grads_ema  # after one step: (1 - 0.5) * 2
+      Array([1.], dtype=float32)
+      >>> aggregating.get_unbiased_mean_and_variance_ema(state)[0]  # / (1 - 0.5)
       Array([2.], dtype=float32)
     """
     found = gtree.get(state, "PerElementMeanAndVarianceEMAState", None)
