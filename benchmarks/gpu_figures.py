@@ -33,13 +33,29 @@ its numbers mean nothing for the docs. It prints, and with ``--json`` saves:
 6. **ZeRO-1's collectives**: with two or more devices, the bytes each
    receives per step for data parallelism and ``shard_state`` with
    all-reduced and reduce-scattered gradients (``bench_zero1.py``'s model).
+7. **Peak memory of a step** (issue 46): ``bench_peak_memory.py``'s table
+   compiled for this device, every memory feature's step (``tx.update``
+   then ``apply_updates``, parameters and state donated) on its GPT-shaped
+   trees of ``ShapeDtypeStruct``s (17M, then GPT-2 small's 124M): params,
+   gradients, state and XLA's temporaries (``memory_analysis()``), in
+   bytes per parameter. XLA:CPU's fusion keeps float32 temporaries that a
+   backend with multi-output loops need not (docs/memory.md).
+8. **The metrics' cost** (issue 48): ``bench_monitor.py`` on this device,
+   AdamW and Muon (alone and behind a clip) with and without
+   ``gradax.with_metrics``, the time ratio and the reads of each gradient
+   and parameter leaf in the compiled step.
 
 Sizes: a GPT-like tree of d_model 1024 and 8 layers (about 100M parameters)
 and Newton–Schulz on 16 matrices of 4096 x 4096; ``--smoke`` uses d_model
-128, 1 layer and 4 matrices of 256. Timings are medians of rounds that
-alternate the candidates (``time_interleaved``); compile time is excluded.
+128, 1 layer and 4 matrices of 256 (and a 1-layer tree of width 128 for
+sections 7 and 8). Timings are medians of rounds that alternate the
+candidates (``time_interleaved``); compile time is excluded.
 
-Run: python benchmarks/gpu_figures.py [--smoke] [--json FILE]
+``--sections`` runs some of them (by the names in ``SECTIONS``); with
+``--json`` the file is rewritten after each section, so a run cut short by
+a time limit keeps what it measured.
+
+Run: python benchmarks/gpu_figures.py [--smoke] [--sections NAMES] [--json FILE]
 """
 
 from __future__ import annotations
@@ -243,58 +259,125 @@ def zero1_collectives() -> dict:
     return {"devices": devices, "received_mib_per_device": out}
 
 
-def run(smoke: bool) -> dict:
+# Section 7's tree under --smoke: compiles in seconds on a CPU.
+SMOKE_PEAK_TREE = dict(d_model=128, layers=1, vocab=512)
+
+
+def peak_memory(trees: list[str], smoke: bool, save=None) -> dict:
+    """bench_peak_memory.py's table, compiled for this process's device.
+
+    One row per memory feature and tree: bytes per parameter of params,
+    gradients, state and temporaries (XLA's compiled memory analysis),
+    and their sum. `save` is called after each tree.
+    """
+    import bench_peak_memory
+
+    shapes = {"smoke": SMOKE_PEAK_TREE} if smoke else bench_peak_memory.TREES
+    out: dict = {"platform": bench_peak_memory.where(), "trees": {}}
+    for tree in ["smoke"] if smoke else trees:
+        shape = shapes[tree]
+        f32 = bench_peak_memory.gpt_shapes(**shape, dtype=jnp.float32)
+        rows = {}
+        for name, (tx, dtype) in bench_peak_memory.configurations(f32).items():
+            params = bench_peak_memory.gpt_shapes(**shape, dtype=dtype)
+            rows[name] = bench_peak_memory.measure(tx, params)
+        out["trees"][tree] = {"shape": shape, "params": count_params(f32), "rows": rows}
+        if save is not None:
+            save(out)
+    return out
+
+
+def metrics_cost(smoke: bool) -> dict:
+    """bench_monitor.py on this device: with_metrics' time ratio and reads."""
+    import bench_monitor
+
+    return bench_monitor.run(quick=smoke, repeats=3 if smoke else None)
+
+
+SECTIONS = (
+    "matmul",
+    "newton_schulz",
+    "memory",
+    "precision",
+    "zero1",
+    "peak",
+    "metrics",
+)
+
+
+def run(smoke: bool, sections=SECTIONS, peak_trees=("17m", "124m"), save=None) -> dict:
+    """Each named section in order; `save(result)` after each one."""
     start = time.perf_counter()
     repeats = 3 if smoke else 20
     n_mm, ns_count, ns_n = (256, 4, 256) if smoke else (8192, 16, 4096)
     d_model, layers = (128, 1) if smoke else (1024, 8)
-    peaks = {
-        "bfloat16": matmul_peak(n_mm, jnp.bfloat16, repeats),
-        "float32": matmul_peak(n_mm, jnp.float32, repeats),
-    }
-    ns = newton_schulz_rate(ns_count, ns_n, repeats)
-    symmetric_ns = symmetric_newton_schulz(ns_count, ns_n, repeats)
-    fractions = {
-        f"{m}_fraction_of_bf16_peak": rate * 1e12 / peaks["bfloat16"]
-        for m, rate in symmetric_ns["tflops"].items()
-    }
-    memory = adamw_and_offload(d_model, layers, repeats)
-    # The 8-bit / master / rounding table, on a tree of the same width.
-    precision = bench_state_memory.run_precision(
-        quick=smoke, layers=layers, d_model=d_model, vocab=4 * d_model
-    )
-    return {
-        "device": str(jax.devices()[0]),
-        "smoke": smoke,
-        "matmul_tflops": {k: v / 1e12 for k, v in peaks.items()},
-        "newton_schulz_bf16": {
+    r: dict = {"device": str(jax.devices()[0]), "smoke": smoke}
+
+    def done() -> None:
+        r["wall_seconds"] = time.perf_counter() - start
+        if save is not None:
+            save(r)
+
+    peaks = None
+    if {"matmul", "newton_schulz"} & set(sections):
+        peaks = {
+            "bfloat16": matmul_peak(n_mm, jnp.bfloat16, repeats),
+            "float32": matmul_peak(n_mm, jnp.float32, repeats),
+        }
+        r["matmul_tflops"] = {k: v / 1e12 for k, v in peaks.items()}
+        done()
+    if "newton_schulz" in sections and peaks is not None:
+        ns = newton_schulz_rate(ns_count, ns_n, repeats)
+        symmetric_ns = symmetric_newton_schulz(ns_count, ns_n, repeats)
+        r["newton_schulz_bf16"] = {
             "matrices": f"{ns_count} x {ns_n}x{ns_n}",
             "seconds": ns["seconds"],
             "tflops": ns["flops_per_second"] / 1e12,
             "fraction_of_bf16_peak": ns["flops_per_second"] / peaks["bfloat16"],
-        },
-        "symmetric_newton_schulz_bf16": symmetric_ns | fractions,
-        "memory": memory,
-        "precision": precision,
-        "precision_floor": precision_against_bandwidth(
-            precision, memory["bandwidth_gbps"] * 1e9
-        ),
-        "zero1": zero1_collectives(),
-        "wall_seconds": time.perf_counter() - start,
-    }
+        }
+        r["symmetric_newton_schulz_bf16"] = symmetric_ns | {
+            f"{m}_fraction_of_bf16_peak": rate * 1e12 / peaks["bfloat16"]
+            for m, rate in symmetric_ns["tflops"].items()
+        }
+        done()
+    if {"memory", "precision"} & set(sections):
+        r["memory"] = adamw_and_offload(d_model, layers, repeats)
+        done()
+    if "precision" in sections:
+        # The 8-bit / master / rounding table, on a tree of the same width.
+        r["precision"] = bench_state_memory.run_precision(
+            quick=smoke, layers=layers, d_model=d_model, vocab=4 * d_model
+        )
+        r["precision_floor"] = precision_against_bandwidth(
+            r["precision"], r["memory"]["bandwidth_gbps"] * 1e9
+        )
+        done()
+    if "zero1" in sections:
+        r["zero1"] = zero1_collectives()
+        done()
+    if "peak" in sections:
+
+        def partial(peak: dict) -> None:
+            r["peak_memory"] = peak
+            done()
+
+        r["peak_memory"] = peak_memory(list(peak_trees), smoke, save=partial)
+        done()
+    if "metrics" in sections:
+        r["metrics_cost"] = metrics_cost(smoke)
+        done()
+    r["wall_seconds"] = time.perf_counter() - start
+    return r
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes (CPU)")
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
-    if jax.devices()[0].platform == "cpu" and not args.smoke:
-        print("no accelerator: these figures need a GPU (use --smoke to test)")
-    r = run(args.smoke)
-    print(f"device: {r['device']}{' (smoke sizes: not figures)' if r['smoke'] else ''}")
-    mm = r["matmul_tflops"]
-    print(f"matmul peak: bf16 {mm['bfloat16']:.1f} TFLOP/s, f32 {mm['float32']:.1f}")
+def _print_matmul_and_newton_schulz(r: dict) -> None:
+    if "matmul_tflops" in r:
+        mm = r["matmul_tflops"]
+        print(
+            f"matmul peak: bf16 {mm['bfloat16']:.1f} TFLOP/s, f32 {mm['float32']:.1f}"
+        )
+    if "newton_schulz_bf16" not in r:
+        return
     ns = r["newton_schulz_bf16"]
     print(
         f"bf16 Newton-Schulz ({ns['matrices']}): {ns['seconds'] * 1e3:.2f} ms, "
@@ -308,16 +391,22 @@ def main() -> None:
         f"{sym['symmetric_fraction_of_bf16_peak']:.0%} of bf16 peak; "
         f"X X^T {sym['gram_xxt']} kernel/XLA {sym['gram_kernel_over_xla']:.3f}"
     )
-    m = r["memory"]
-    print(
-        f"bandwidth {m['bandwidth_gbps']:.0f} GB/s; adamw step on {m['params']:,} "
-        f"params {m['seconds']['adamw'] * 1e3:.2f} ms = "
-        f"{m['adamw_fraction_of_floor']:.0%} of the bandwidth floor"
-    )
-    print(
-        f"host offload: {m['offload_over_device']:.2f}x the on-device step "
-        f"(state over the link at {m['offload_link_gbps']:.1f} GB/s)"
-    )
+
+
+def _print_memory_and_precision(r: dict) -> None:
+    if "memory" in r:
+        m = r["memory"]
+        print(
+            f"bandwidth {m['bandwidth_gbps']:.0f} GB/s; adamw step on {m['params']:,} "
+            f"params {m['seconds']['adamw'] * 1e3:.2f} ms = "
+            f"{m['adamw_fraction_of_floor']:.0%} of the bandwidth floor"
+        )
+        print(
+            f"host offload: {m['offload_over_device']:.2f}x the on-device step "
+            f"(state over the link at {m['offload_link_gbps']:.1f} GB/s)"
+        )
+    if "precision" not in r:
+        return
     p = r["precision"]
     print("step over f32 adamw, bytes/param (params + state):")
     for name, ratio in p["time_over_f32_adamw"].items():
@@ -330,17 +419,89 @@ def main() -> None:
     print("stochastic rounding's step over round-to-nearest's:")
     for name, ratio in floor["rounding_over_nearest"].items():
         print(f"  {name:44s} {ratio:6.2f}")
-    z = r["zero1"]
+
+
+def _print_zero1(z: dict) -> None:
     if "skipped" in z:
         print(f"ZeRO-1: skipped, {z['skipped']}")
-    else:
-        print(f"ZeRO-1 on {z['devices']} devices, MiB received per device and step:")
-        for name, forms in z["received_mib_per_device"].items():
-            shown = ", ".join(f"{form} {mib:.2f}" for form, mib in forms.items())
-            print(f"  {name:6s} {shown}")
+        return
+    print(f"ZeRO-1 on {z['devices']} devices, MiB received per device and step:")
+    for name, forms in z["received_mib_per_device"].items():
+        shown = ", ".join(f"{form} {mib:.2f}" for form, mib in forms.items())
+        print(f"  {name:6s} {shown}")
+
+
+PEAK_COLUMNS = ("params", "grads", "state", "temps", "peak")
+
+
+def _print_peak_memory(peak: dict) -> None:
+    for tree, table in peak["trees"].items():
+        print(
+            f"peak memory of a step, {tree} tree ({table['params']:,} parameters, "
+            f"{peak['platform']}), bytes/param:"
+        )
+        print(f"  {'configuration':48s} {' '.join(f'{c:>6s}' for c in PEAK_COLUMNS)}")
+        for name, row in table["rows"].items():
+            cells = " ".join(f"{row[column]:6.2f}" for column in PEAK_COLUMNS)
+            print(f"  {name:48s} {cells}")
+
+
+def _print_metrics_cost(cost: dict) -> None:
+    print("with_metrics: step time over the same step without; leaf reads:")
+    for key, ratio in cost["ratio_with_metrics"].items():
+        plain = key.removesuffix(" +metrics")
+        before, after = cost["reads_per_leaf"][plain], cost["reads_per_leaf"][key]
+        print(
+            f"  {plain:20s} {ratio:5.2f}x  grads {before['grads']:.2f} -> "
+            f"{after['grads']:.2f}, params {before['params']:.2f} -> "
+            f"{after['params']:.2f}"
+        )
+
+
+def print_report(r: dict) -> None:
+    """What `run` measured, as text (the sections it ran)."""
+    print(f"device: {r['device']}{' (smoke sizes: not figures)' if r['smoke'] else ''}")
+    _print_matmul_and_newton_schulz(r)
+    _print_memory_and_precision(r)
+    if "zero1" in r:
+        _print_zero1(r["zero1"])
+    if "peak_memory" in r:
+        _print_peak_memory(r["peak_memory"])
+    if "metrics_cost" in r:
+        _print_metrics_cost(r["metrics_cost"])
     print(f"wall time {r['wall_seconds']:.0f} s")
-    if args.json:
-        args.json.write_text(json.dumps(r, indent=2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (CPU)")
+    parser.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=f"comma-separated, of {', '.join(SECTIONS)} (default: all)",
+    )
+    parser.add_argument(
+        "--peak-trees",
+        default="17m,124m",
+        help="section peak's trees, of 17m and 124m (ignored with --smoke)",
+    )
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    sections = [name for name in args.sections.split(",") if name]
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        parser.error(f"--sections: unknown {unknown}; valid: {', '.join(SECTIONS)}")
+    trees = [name for name in args.peak_trees.split(",") if name]
+    if set(trees) - {"17m", "124m"}:
+        parser.error(f"--peak-trees: {trees}; valid: 17m, 124m")
+    if jax.devices()[0].platform == "cpu" and not args.smoke:
+        print("no accelerator: these figures need a GPU (use --smoke to test)")
+
+    def save(result: dict) -> None:
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+
+    print_report(run(args.smoke, sections, trees, save=save if args.json else None))
 
 
 if __name__ == "__main__":
