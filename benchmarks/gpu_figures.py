@@ -1,7 +1,7 @@
-"""Every GPU figure the docs claim, in one run of at most 8 minutes.
+"""Every GPU figure the docs claim, in one run.
 
 The figures need a GPU (or another accelerator); on a CPU the script runs
-with ``--smoke`` (tiny sizes, a few seconds) only to show that it works, and
+with ``--smoke`` (tiny sizes, about two minutes) only to show that it works, and
 its numbers mean nothing for the docs. It prints, and with ``--json`` saves:
 
 1. **Matmul peak**: the measured rate of a large bfloat16 and float32
@@ -53,7 +53,11 @@ candidates (``time_interleaved``); compile time is excluded.
 
 ``--sections`` runs some of them (by the names in ``SECTIONS``); with
 ``--json`` the file is rewritten after each section, so a run cut short by
-a time limit keeps what it measured.
+a time limit keeps what it measured. Sections 1 to 6 took at most 8
+minutes when the script was written; 7 and 8 have not run on a GPU yet
+(7 compiles 17 steps of each tree, the 124M ones the slowest). Where one
+command may run 10 minutes, run ``--sections peak,metrics`` and the rest
+as two commands.
 
 Run: python benchmarks/gpu_figures.py [--smoke] [--sections NAMES] [--json FILE]
 """
