@@ -221,6 +221,26 @@ def run_tpu(topology: str) -> dict:
     return {"device": f"{device.device_kind} (ahead of time)", "steps": rows}
 
 
+def print_report(result: dict) -> None:
+    """`run`'s result as a table: times, their ratio, and the leaf reads."""
+    print(
+        f"{result['benchmark']} ({result['device']}, jax {result['jax']}, "
+        f"load {result['load'][0]:.2f}; leaves {result['leaves']})"
+    )
+    head = ("step", "ms", "ms +metrics", "ratio", "grad reads", "param reads")
+    print("  {:16s} {:>9s} {:>12s} {:>6s} {:>12s} {:>12s}".format(*head))
+    for key, ratio in result["ratio_with_metrics"].items():
+        base = key.removesuffix(" +metrics")
+        r0, r1 = result["reads_per_leaf"][base], result["reads_per_leaf"][key]
+        print(
+            f"  {base:16s} {result['seconds'][base] * 1e3:9.2f} "
+            f"{result['seconds'][key] * 1e3:12.2f} {ratio:6.2f} "
+            f"{r0['grads']:5.2f} ->{r1['grads']:5.2f} "
+            f"{r0['params']:5.2f} ->{r1['params']:5.2f}"
+        )
+    print("  (reads: instructions reading each gradient / parameter leaf, on average)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -249,22 +269,7 @@ def main() -> None:
             args.json.write_text(json.dumps(result, indent=2))
         return
     result = run(args.quick, args.repeats)
-    print(
-        f"{result['benchmark']} ({result['device']}, jax {result['jax']}, "
-        f"load {result['load'][0]:.2f}; leaves {result['leaves']})"
-    )
-    head = ("step", "ms", "ms +metrics", "ratio", "grad reads", "param reads")
-    print("  {:16s} {:>9s} {:>12s} {:>6s} {:>12s} {:>12s}".format(*head))
-    for key, ratio in result["ratio_with_metrics"].items():
-        base = key.removesuffix(" +metrics")
-        r0, r1 = result["reads_per_leaf"][base], result["reads_per_leaf"][key]
-        print(
-            f"  {base:16s} {result['seconds'][base] * 1e3:9.2f} "
-            f"{result['seconds'][key] * 1e3:12.2f} {ratio:6.2f} "
-            f"{r0['grads']:5.2f} ->{r1['grads']:5.2f} "
-            f"{r0['params']:5.2f} ->{r1['params']:5.2f}"
-        )
-    print("  (reads: instructions reading each gradient / parameter leaf, on average)")
+    print_report(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
 

@@ -450,18 +450,6 @@ def _print_peak_memory(peak: dict) -> None:
             print(f"  {name:48s} {cells}")
 
 
-def _print_metrics_cost(cost: dict) -> None:
-    print("with_metrics: step time over the same step without; leaf reads:")
-    for key, ratio in cost["ratio_with_metrics"].items():
-        plain = key.removesuffix(" +metrics")
-        before, after = cost["reads_per_leaf"][plain], cost["reads_per_leaf"][key]
-        print(
-            f"  {plain:20s} {ratio:5.2f}x  grads {before['grads']:.2f} -> "
-            f"{after['grads']:.2f}, params {before['params']:.2f} -> "
-            f"{after['params']:.2f}"
-        )
-
-
 def print_report(r: dict) -> None:
     """What `run` measured, as text (the sections it ran)."""
     print(f"device: {r['device']}{' (smoke sizes: not figures)' if r['smoke'] else ''}")
@@ -472,7 +460,9 @@ def print_report(r: dict) -> None:
     if "peak_memory" in r:
         _print_peak_memory(r["peak_memory"])
     if "metrics_cost" in r:
-        _print_metrics_cost(r["metrics_cost"])
+        import bench_monitor
+
+        bench_monitor.print_report(r["metrics_cost"])
     print(f"wall time {r['wall_seconds']:.0f} s")
 
 
