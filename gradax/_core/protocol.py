@@ -832,29 +832,51 @@ def _own_float(value: float) -> float:
     return struct.unpack("d", struct.pack("d", value))[0]
 
 
+def _none_is_leaf(x: Any) -> bool:
+    return x is None
+
+
 class _FieldsInParts:
     """Where each numeric field of an alias is among its parts' leaves.
 
     Part of the alias's tree definition (hashable, compared by content), so
     an alias unflattened by JAX reads its fields from the leaves it is given.
+
+    Each place is kept twice: among the leaves of the parts as JAX flattens
+    them, and as flattened with `None` a leaf. A tree mapped with
+    `is_leaf=lambda x: x is None` (equinox's partition of a tangent tree, as
+    optimistix's implicit JVP does) holds a value where a part had a `None`
+    field, so its leaves line up with the second.
     """
 
-    __slots__ = ("_key", "names", "places", "treedef")
+    __slots__ = ("_key", "names", "none_places", "none_treedef", "places", "treedef")
 
     def __init__(
-        self, treedef: Any, places: tuple[tuple[str, tuple[int, ...], Any], ...]
+        self,
+        treedef: Any,
+        places: tuple[tuple[str, tuple[int, ...], Any], ...],
+        none_treedef: Any,
+        none_places: tuple[tuple[str, tuple[int, ...], Any], ...],
     ):
         self.treedef = treedef  # the parts'
         self.places = places  # (field, first leaf of each copy, field's treedef)
+        self.none_treedef, self.none_places = none_treedef, none_places
         self.names = frozenset(name for name, _, _ in places)  # read from parts
         self._key = (treedef, places)
 
     def read(self, parts: Any) -> dict[str, Any]:
         """Each field's value, read from `parts` (from the first copy)."""
-        leaves = self.treedef.flatten_up_to(parts)
+        try:
+            leaves, places = self.treedef.flatten_up_to(parts), self.places
+        except ValueError as error:
+            try:  # the parts' `None`s mapped to values
+                leaves = self.none_treedef.flatten_up_to(parts)
+            except ValueError:
+                raise error from None
+            places = self.none_places
         return {
             name: sub.unflatten(leaves[starts[0] : starts[0] + sub.num_leaves])
-            for name, starts, sub in self.places
+            for name, starts, sub in places
         }
 
     def __eq__(self, other: object) -> bool:
@@ -876,36 +898,43 @@ def _locate_fields(alias: Alias, built: Any) -> _FieldsInParts | None:
     unused = alias.unused_fields()
     fields = {n: alias.__dict__[n] for n in alias._data_fields if n not in unused}
     fields = {n: v for n, v in fields.items() if jax.tree_util.tree_leaves(v)}
+    structure = jax.tree_util.tree_structure
+    whole = structure(built)
+    whole_with_none = structure(built, is_leaf=_none_is_leaf)
     if not fields:
-        return _FieldsInParts(jax.tree_util.tree_structure(built), ())
+        return _FieldsInParts(whole, (), whole_with_none, ())
     holders: dict[int, list[str]] = {}
     for name, value in fields.items():
         holders.setdefault(id(value), []).append(name)
     entries, _ = jax.tree_util.tree_flatten_with_path(
-        built, is_leaf=lambda x: id(x) in holders
+        built, is_leaf=lambda x: x is None or id(x) in holders
     )
-    found: dict[int, list[tuple[int, str]]] = {}
-    start = 0
+    # id -> (first leaf, first leaf with None a leaf, the part's field name)
+    found: dict[int, list[tuple[int, int, str]]] = {}
+    start = start_with_none = 0
     for path, entry in entries:
         if id(entry) in holders:
             key = path[-1] if path else None
             name = key.name if isinstance(key, jax.tree_util.GetAttrKey) else ""
-            found.setdefault(id(entry), []).append((start, name))
-        start += jax.tree_util.tree_structure(entry).num_leaves
-    places = []
+            found.setdefault(id(entry), []).append((start, start_with_none, name))
+        start += structure(entry).num_leaves
+        start_with_none += structure(entry, is_leaf=_none_is_leaf).num_leaves
+    places, places_with_none = [], []
     for name, value in fields.items():
         hits = found.get(id(value), [])
         if len(holders[id(value)]) > 1 or (type(value) is int and len(hits) > 1):
             # One object, several fields (or a cached small int): by name.
-            hits = [hit for hit in hits if hit[1] == name]
+            hits = [hit for hit in hits if hit[2] == name]
         if not hits:
             return None
-        sub = jax.tree_util.tree_structure(value)
-        places.append((name, tuple(s for s, _ in hits), sub))
+        places.append((name, tuple(h[0] for h in hits), structure(value)))
+        sub_with_none = structure(value, is_leaf=_none_is_leaf)
+        places_with_none.append((name, tuple(h[1] for h in hits), sub_with_none))
     # The first copy of each field is the one read back: every copy must be
     # at the same leaves in the whole tree as when found here.
-    whole = jax.tree_util.tree_structure(built)
-    return _FieldsInParts(whole, tuple(places))
+    return _FieldsInParts(
+        whole, tuple(places), whole_with_none, tuple(places_with_none)
+    )
 
 
 class Alias(GradientTransformation):
