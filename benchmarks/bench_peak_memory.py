@@ -205,8 +205,10 @@ def measure(tx: Any, params: Any) -> dict[str, float]:
     return row
 
 
-def run(tree: str, only: str | None = None) -> dict[str, Any]:
-    shape = TREES[tree]
+def run(tree: str, only: str | None = None, shape: dict | None = None) -> dict:
+    """Every configuration's row on the tree `tree` of TREES (or of `shape`,
+    the keyword arguments of `gpt_shapes` under the name `tree`)."""
+    shape = TREES[tree] if shape is None else shape
     rows = {}
     names = configurations(gpt_shapes(**shape, dtype=jnp.float32))
     for name, (tx, dtype) in names.items():

@@ -276,16 +276,10 @@ def peak_memory(trees: list[str], smoke: bool, save=None) -> dict:
     """
     import bench_peak_memory
 
-    shapes = {"smoke": SMOKE_PEAK_TREE} if smoke else bench_peak_memory.TREES
     out: dict = {"platform": bench_peak_memory.where(), "trees": {}}
     for tree in ["smoke"] if smoke else trees:
-        shape = shapes[tree]
-        f32 = bench_peak_memory.gpt_shapes(**shape, dtype=jnp.float32)
-        rows = {}
-        for name, (tx, dtype) in bench_peak_memory.configurations(f32).items():
-            params = bench_peak_memory.gpt_shapes(**shape, dtype=dtype)
-            rows[name] = bench_peak_memory.measure(tx, params)
-        out["trees"][tree] = {"shape": shape, "params": count_params(f32), "rows": rows}
+        shape = SMOKE_PEAK_TREE if smoke else None
+        out["trees"][tree] = bench_peak_memory.run(tree, shape=shape)
         if save is not None:
             save(out)
     return out
