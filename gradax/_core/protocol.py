@@ -43,6 +43,7 @@ import contextvars
 import inspect
 import operator
 import struct
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
@@ -53,6 +54,7 @@ from .._compat import Self
 from .axes import shard_state_like_params
 from .declarations import (
     LEARNING_RATE,
+    HyperparameterWarning,
     hyper,
     is_static,
     register_transformation_converter,
@@ -62,7 +64,15 @@ from .declarations import transformation_field as transformation_field
 from .half import cast_to, plan_update_dtypes
 from .hyper import as_hyperparameter, is_schedule, resolve
 from .numerics import safe_increment
-from .pytree import Module, ModuleMeta, StaticValue, building_parts, is_building_parts
+from .pytree import (
+    Module,
+    ModuleMeta,
+    StaticValue,
+    building_parts,
+    caller_stacklevel,
+    is_building_parts,
+    safe_equal,
+)
 from .state_guard import (
     UpdateError,
     check_state,
@@ -832,58 +842,83 @@ def _own_float(value: float) -> float:
     return struct.unpack("d", struct.pack("d", value))[0]
 
 
-def _none_is_leaf(x: Any) -> bool:
-    return x is None
+def _at(node: Any, path: tuple[Any, ...]) -> Any:
+    """What `path` (a JAX key path) names in `node`."""
+    for key in path:
+        if isinstance(key, jax.tree_util.GetAttrKey):
+            node = getattr(node, key.name)
+        elif isinstance(key, jax.tree_util.SequenceKey):
+            node = node[key.idx]
+        elif isinstance(key, jax.tree_util.DictKey):
+            node = node[key.key]
+        else:  # a node registered without keys: its children in order
+            children = jax.tree_util.tree_flatten(node, lambda x, n=node: x is not n)
+            node = children[0][key.key]
+    return node
+
+
+def _is_concrete(value: Any) -> bool:
+    """A Python number or a gradax object (a schedule): comparable at once."""
+    return type(value) in (int, float) or isinstance(value, Module)
+
+
+def _warn_if_copies_differ(
+    owner: str, name: str, first: Any, parts: Any, copies: tuple[Any, ...]
+) -> None:
+    """Warn where the parts hold different values of one field.
+
+    An alias passes a field to several parts (Muon's `learning_rate` to both
+    groups); an edit of one place in the tree (`eqx.tree_at(lambda t:
+    t.learning_rate, tx, x)`) reaches only the first, which the field then
+    reads, while the others keep training with the old value.
+    """
+    for path in copies[1:]:
+        other = _at(parts, path)
+        if _is_concrete(other) and not safe_equal(first, other):
+            warnings.warn(
+                f"{owner}: the parts hold different values of {name}: "
+                f"{first!r} at {jax.tree_util.keystr(copies[0])}, {other!r} at "
+                f"{jax.tree_util.keystr(path)}. An edit of one place in the "
+                "tree (eqx.tree_at) reaches only that part; "
+                f"tx.replace({name}=...) sets every copy",
+                HyperparameterWarning,
+                stacklevel=caller_stacklevel(),
+            )
+            return
 
 
 class _FieldsInParts:
-    """Where each numeric field of an alias is among its parts' leaves.
+    """Where each numeric field of an alias is among its parts: a key path.
 
     Part of the alias's tree definition (hashable, compared by content), so
-    an alias unflattened by JAX reads its fields from the leaves it is given.
-
-    Each place is kept twice: among the leaves of the parts as JAX flattens
-    them, and as flattened with `None` a leaf. A tree mapped with
-    `is_leaf=lambda x: x is None` (equinox's partition of a tangent tree, as
-    optimistix's implicit JVP does) holds a value where a part had a `None`
-    field, so its leaves line up with the second.
+    an alias unflattened by JAX reads its fields from the parts it is given,
+    each as the very object the parts hold there. So a tree mapped with
+    `None` a leaf (equinox's partition of a tangent tree, as optimistix's
+    implicit JVP does) reads the same, and `eqx.tree_at(lambda t:
+    t.learning_rate, tx, schedule)` finds the field in the tree and may
+    replace it with a value of another structure (another schedule).
     """
 
-    __slots__ = ("_key", "names", "none_places", "none_treedef", "places", "treedef")
+    __slots__ = ("_hash", "names", "paths")
 
-    def __init__(
-        self,
-        treedef: Any,
-        places: tuple[tuple[str, tuple[int, ...], Any], ...],
-        none_treedef: Any,
-        none_places: tuple[tuple[str, tuple[int, ...], Any], ...],
-    ):
-        self.treedef = treedef  # the parts'
-        self.places = places  # (field, first leaf of each copy, field's treedef)
-        self.none_treedef, self.none_places = none_treedef, none_places
-        self.names = frozenset(name for name, _, _ in places)  # read from parts
-        self._key = (treedef, places)
+    def __init__(self, paths: tuple[tuple[str, tuple[Any, ...]], ...]):
+        self.paths = paths  # (field, key path of each copy in the parts)
+        self.names = frozenset(name for name, _ in paths)  # read from parts
+        self._hash = hash(paths)
 
-    def read(self, parts: Any) -> dict[str, Any]:
+    def read(self, parts: Any, owner: str) -> dict[str, Any]:
         """Each field's value, read from `parts` (from the first copy)."""
-        try:
-            leaves, places = self.treedef.flatten_up_to(parts), self.places
-        except ValueError as error:
-            try:  # the parts' `None`s mapped to values
-                leaves = self.none_treedef.flatten_up_to(parts)
-            except ValueError:
-                raise error from None
-            places = self.none_places
-        return {
-            name: sub.unflatten(leaves[starts[0] : starts[0] + sub.num_leaves])
-            for name, starts, sub in places
-        }
+        values = {name: _at(parts, copies[0]) for name, copies in self.paths}
+        for name, copies in self.paths:
+            if len(copies) > 1 and _is_concrete(values[name]):
+                _warn_if_copies_differ(owner, name, values[name], parts, copies)
+        return values
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _FieldsInParts) and self._key == other._key
+        return isinstance(other, _FieldsInParts) and self.paths == other.paths
 
     def __hash__(self) -> int:
-        return hash(self._key)
+        return self._hash
 
 
 def _locate_fields(alias: Alias, built: Any) -> _FieldsInParts | None:
@@ -898,43 +933,34 @@ def _locate_fields(alias: Alias, built: Any) -> _FieldsInParts | None:
     unused = alias.unused_fields()
     fields = {n: alias.__dict__[n] for n in alias._data_fields if n not in unused}
     fields = {n: v for n, v in fields.items() if jax.tree_util.tree_leaves(v)}
-    structure = jax.tree_util.tree_structure
-    whole = structure(built)
-    whole_with_none = structure(built, is_leaf=_none_is_leaf)
     if not fields:
-        return _FieldsInParts(whole, (), whole_with_none, ())
+        return _FieldsInParts(())
     holders: dict[int, list[str]] = {}
     for name, value in fields.items():
         holders.setdefault(id(value), []).append(name)
     entries, _ = jax.tree_util.tree_flatten_with_path(
-        built, is_leaf=lambda x: x is None or id(x) in holders
+        built, is_leaf=lambda x: id(x) in holders
     )
-    # id -> (first leaf, first leaf with None a leaf, the part's field name)
-    found: dict[int, list[tuple[int, int, str]]] = {}
-    start = start_with_none = 0
+    found: dict[int, list[tuple[Any, ...]]] = {}  # id -> the key path of each hit
     for path, entry in entries:
         if id(entry) in holders:
-            key = path[-1] if path else None
-            name = key.name if isinstance(key, jax.tree_util.GetAttrKey) else ""
-            found.setdefault(id(entry), []).append((start, start_with_none, name))
-        start += structure(entry).num_leaves
-        start_with_none += structure(entry, is_leaf=_none_is_leaf).num_leaves
-    places, places_with_none = [], []
+            found.setdefault(id(entry), []).append(path)
+    paths = []
     for name, value in fields.items():
         hits = found.get(id(value), [])
         if len(holders[id(value)]) > 1 or (type(value) is int and len(hits) > 1):
-            # One object, several fields (or a cached small int): by name.
-            hits = [hit for hit in hits if hit[2] == name]
+            # One object, several fields (or a cached small int): by the name
+            # of the part's field that holds it.
+            hits = [path for path in hits if _last_name(path) == name]
         if not hits:
             return None
-        places.append((name, tuple(h[0] for h in hits), structure(value)))
-        sub_with_none = structure(value, is_leaf=_none_is_leaf)
-        places_with_none.append((name, tuple(h[1] for h in hits), sub_with_none))
-    # The first copy of each field is the one read back: every copy must be
-    # at the same leaves in the whole tree as when found here.
-    return _FieldsInParts(
-        whole, tuple(places), whole_with_none, tuple(places_with_none)
-    )
+        paths.append((name, tuple(hits)))
+    return _FieldsInParts(tuple(paths))
+
+
+def _last_name(path: tuple[Any, ...]) -> str:
+    key = path[-1] if path else None
+    return key.name if isinstance(key, jax.tree_util.GetAttrKey) else ""
 
 
 class Alias(GradientTransformation):
@@ -1055,7 +1081,7 @@ class Alias(GradientTransformation):
                 values.update((name, wrapped.value) for name, wrapped in aux[2])
                 # Read now: a field with a default is also a class attribute,
                 # which a lazy __getattr__ would never be asked for.
-                values.update(where.read(children[0]))
+                values.update(where.read(children[0], cls.__name__))
             return obj
 
         jax.tree_util.register_pytree_with_keys(

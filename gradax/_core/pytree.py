@@ -64,7 +64,7 @@ def is_tree_function(x: Any) -> bool:
     return jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(x))
 
 
-def _safe_equal(a: Any, b: Any) -> bool:
+def safe_equal(a: Any, b: Any) -> bool:
     """Equality that never raises and treats arrays by value."""
     if a is b:
         return True
@@ -80,7 +80,7 @@ def _safe_equal(a: Any, b: Any) -> bool:
         return False
     if def_a.num_nodes == 1 and def_a.num_leaves == 1 and leaves_a[0] is a:
         return _leaf_equal(a, b)
-    return all(_safe_equal(x, y) for x, y in zip(leaves_a, leaves_b, strict=True))
+    return all(safe_equal(x, y) for x, y in zip(leaves_a, leaves_b, strict=True))
 
 
 def _is_number_like(x: Any) -> bool:
@@ -123,7 +123,7 @@ class StaticValue:
         self.value = value
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, StaticValue) and _safe_equal(self.value, other.value)
+        return isinstance(other, StaticValue) and safe_equal(self.value, other.value)
 
     def __hash__(self) -> int:
         return _safe_hash(self.value)
@@ -529,7 +529,7 @@ class Module(metaclass=ModuleMeta):
         if type(self) is not type(other):
             return NotImplemented
         return all(
-            _safe_equal(getattr(self, f.name), getattr(other, f.name))
+            safe_equal(getattr(self, f.name), getattr(other, f.name))
             for f in _fields_of(self)
         )
 

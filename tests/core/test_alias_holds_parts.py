@@ -7,16 +7,18 @@ operation on the pytree reaches the leaves the update reads.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from conformance_base import counting_constructions
 from registry import ENTRIES, entry_id
 
 import gradax
-from gradax.declare import LEARNING_RATE, hyper
+from gradax.declare import LEARNING_RATE, HyperparameterWarning, hyper
 
 
 def test_the_leaves_are_the_parts_and_the_fields_read_them():
@@ -120,3 +122,68 @@ def test_a_none_field_of_a_part_marked_reads_the_fields_around_it():
     marked = jax.tree.map(lambda x: "none" if x is None else x, tx, is_leaf=_is_none)
     assert marked.learning_rate == 0.5 and marked.memory_size == 4
     assert jax.tree.leaves(marked) != jax.tree.leaves(tx)  # the marks are leaves
+
+
+def test_every_field_is_found_by_tree_surgery():
+    """`eqx.tree_at(lambda t: t.<field>, tx, value)` finds each numeric field
+    in the tree, where the parts hold it (a schedule as the node itself), and
+    setting the value it has gives back an equal transformation, unwarned."""
+    import equinox as eqx
+
+    failures = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HyperparameterWarning)
+        for entry in ENTRIES:
+            tx = entry.build()
+            # A field the build does not read stays structure (Muon's
+            # adam_* options beside adam=): not in the tree to be found.
+            unused = tx.unused_fields() if isinstance(tx, gradax.Alias) else ()
+            for name in type(tx)._data_fields:
+                value = getattr(tx, name)
+                if name in unused or not jax.tree.leaves(value):
+                    continue
+                try:
+                    edited = eqx.tree_at(lambda t, n=name: getattr(t, n), tx, value)
+                    assert edited == tx
+                except Exception as error:  # noqa: BLE001 - each entry reported
+                    failures.append(
+                        f"{entry_id(entry)}.{name}: {type(error).__name__}: {error}"
+                    )
+    assert not failures, "\n".join(failures[:10])
+
+
+def test_tree_surgery_sets_a_schedule_of_another_kind():
+    import equinox as eqx
+
+    params = {"w": jnp.ones((4, 3)), "b": jnp.zeros(3)}
+    grads = jax.tree.map(lambda x: 0.1 * jnp.ones_like(x), params)
+    cosine = gradax.cosine_decay_schedule(1e-3, 100)
+    warmup = gradax.warmup_cosine_decay_schedule(0.0, 2e-3, 10, 100)
+    step = jax.jit(lambda tx, *args: tx.update(*args))
+    for old, new in [(1e-3, cosine), (cosine, 2e-3), (cosine, warmup)]:
+        for make in (gradax.adamw, lambda lr: gradax.sgd(lr, momentum=0.9)):
+            edited = eqx.tree_at(lambda t: t.learning_rate, make(old), new)
+            built = make(new)
+            assert edited == built and edited.learning_rate == new
+            state, built_state = edited.init(params), built.init(params)
+            assert jax.tree.structure(state) == jax.tree.structure(built_state)
+            for _ in range(3):  # past the warmup's first step
+                # One compiled program for both (equal tree definitions), so
+                # the numbers are bit for bit the same.
+                got, state = step(edited, grads, state, params)
+                want, built_state = step(built, grads, built_state, params)
+                np.testing.assert_array_equal(got["w"], want["w"])
+
+
+def test_tree_surgery_on_a_field_two_parts_hold_warns():
+    """Muon passes `learning_rate` to both groups; an edit of one place
+    reaches only the AdamW group, and the alias says so."""
+    import equinox as eqx
+
+    tx = gradax.muon(1e-3)
+    with pytest.warns(HyperparameterWarning, match=r"learning_rate: 0\.002 at .*adam"):
+        eqx.tree_at(lambda t: t.learning_rate, tx, 2e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HyperparameterWarning)
+        assert jax.tree.map(lambda x: 2 * x, tx).learning_rate == 2e-3
+        assert tx.replace(learning_rate=2e-3) == gradax.muon(2e-3)
