@@ -1,10 +1,11 @@
 """Programs that use optax, run with optax and with gradax: a client suite.
 
 Where ``optax_suite.py`` runs optax's own tests, this script runs what optax's
-*users* wrote: optax's example notebooks, and the tests of flax, optimistix and
-jaxopt that import optax. Each program runs twice from a scratch folder: once
-as written (the baseline, with optax) and once with only its import lines
-pointed at gradax, the way a user switches::
+*users* wrote: optax's example notebooks, equinox's and diffrax's example
+notebooks (which train with optax), and the tests of flax, optimistix, jaxopt,
+equinox, diffrax and numpyro that import optax. Each program runs twice from a scratch
+folder: once as written (the baseline, with optax) and once with only its
+import lines pointed at gradax, the way a user switches::
 
     import optax                      ->  import gradax as optax
     import optax as ox                ->  import gradax as ox
@@ -18,11 +19,18 @@ errors are the notebook's and the test file's). The libraries themselves stay
 as installed: flax's ``nnx.Optimizer`` or jaxopt's ``OptaxSolver`` import
 optax and are handed gradax transformations, which is the point.
 
+Suites (``--only``): ``notebooks`` (optax's), ``flax``, ``optimistix``,
+``jaxopt``, ``equinox`` and ``diffrax`` (each: its ``docs/examples``
+notebooks, then its test files that import optax), and ``numpyro`` (its
+``test_optimizers.py``: optax transformations through ``optax_to_numpyro``).
+
 What it reports
-  Tests (flax, optimistix, jaxopt): the test files of the checkout that import
-  optax (found by grep) run from a copy of the whole tests folder with the
-  project's pytest configuration (flax and optimistix turn warnings into
-  errors; optimistix keeps its jaxtyping/beartype checks). Per suite: how many
+  Tests (flax, optimistix, jaxopt, equinox, diffrax, numpyro): the test files
+  of the checkout that import optax (found by grep) run from a copy of the
+  whole tests folder (diffrax's and numpyro's is ``test``) with the project's
+  pytest configuration (flax, optimistix and numpyro turn warnings into
+  errors; optimistix, equinox and diffrax keep their jaxtyping/beartype
+  checks). Per suite: how many
   tests pass with optax, how many of those pass with gradax, and each test that
   fails only with gradax, with its first error line. A file that does not
   import with optax, or a test that fails with optax, is not counted.
@@ -32,32 +40,35 @@ What it reports
   that imports the helpers, plus the plain tests of the files that import optax
   (``--all-params`` runs every case of those files).
 
-  Notebooks (optax's ``examples/**/*.ipynb`` and ``docs/getting_started.ipynb``):
-  the code cells become one script (shell and magic lines ``!...``/``%...``
+  Notebooks (optax's ``examples/**/*.ipynb`` and ``docs/getting_started.ipynb``;
+  equinox's and diffrax's ``docs/examples/*.ipynb``; only those that import
+  optax): the code cells become one script (shell and magic lines ``!...``/``%...``
   commented out; a cell's last expression printed, as Jupyter shows it; plots
   go to matplotlib's Agg backend; Python's and NumPy's global random generators
   seeded, as getting_started draws its data unseeded) run with ``python``. A
   notebook that downloads its data (tensorflow_datasets, HF datasets,
   torchvision ``download=True``) is reported "needs network", not run and not
   counted (``--network`` runs it; a baseline that then fails on a missing data
-  module or a connection error still reads "needs network"). One notebook
-  written for a GPU is left out unless ``--heavy`` (see ``HEAVY``). For
+  module or a connection error still reads "needs network"). Notebooks that
+  train for tens of minutes on two cores (optax's microbatching one, written
+  for a GPU; diffrax's SDE GAN and flow; equinox's diffusion model) are left
+  out unless ``--heavy`` (each source's ``heavy``). For
   notebooks that run both ways the two stdouts are compared: "same" (identical
   text), "close" (same lines once numbers are taken out, every number within
   rtol 1e-5), or "different". Lines are aligned on their text without numbers,
   so a message the two libraries word differently counts as lines only one run
   printed, and the numbers on all aligned lines are still compared. Object
-  addresses are masked; elapsed times are not (only the heavy notebook prints
-  one).
+  addresses are masked, and so are elapsed times printed as ``time: N``
+  (diffrax's notebooks print one at each logged step).
 
 Checkouts and versions
   The tests must match the installed library, so each checkout is pinned to the
   commit of the installed release. ``--fetch-dir`` takes the git snapshots the
   ``fetch`` tool makes (``<dir>/<owner>+<name>/repo``; fetch github:<owner>/<name>
-  for the four repositories below) and archives these refs from them
-  (``--ref optax=HEAD`` takes another); ``--optax/--flax/--optimistix/--jaxopt
-  DIR`` take work trees instead. The script warns when a checkout's version is
-  not the installed one.
+  for the seven repositories below) and archives these refs from them
+  (``--ref optax=HEAD`` takes another); ``--optax/--flax/--optimistix/--jaxopt/
+  --equinox/--diffrax/--numpyro DIR`` take work trees instead. The script warns when a
+  checkout's version is not the installed one.
 
     google-deepmind/optax      v0.2.8 (107e9ad2)        optax 0.2.8 installed
     google/flax                3a491108 (2026-06-19)    flax 0.12.8 installed
@@ -65,11 +76,15 @@ Checkouts and versions
                                "update to v0.12.8", sets flax/version.py)
     patrick-kidger/optimistix  v0.1.0 (8cb3e507)        optimistix 0.1.0
     google/jaxopt              jaxopt-v0.8.5 (b12c2f3d) jaxopt 0.8.5
+    patrick-kidger/equinox     v0.13.8 (e6fbcabd)       equinox 0.13.8
+    patrick-kidger/diffrax     v0.7.2 (1810a35a)        diffrax 0.7.2
+    pyro-ppl/numpyro           0.21.0 (e708f34b)        numpyro 0.21.0
 
   The libraries are the registry releases of those versions, not installs from
   the checkouts. Besides the ``test`` extra::
 
-    pip install optimistix==0.1.0 jaxopt==0.8.5 diffrax beartype "scikit-learn<1.8"
+    pip install optimistix==0.1.0 jaxopt==0.8.5 diffrax==0.7.2 numpyro==0.21.0 \\
+        beartype "scikit-learn<1.8"
 
   with jax, jaxlib, numpy, equinox, optax and flax held by ``-c`` constraints
   (first run: lineax 0.1.1, diffrax 0.7.2, beartype 0.23.1, scikit-learn 1.7.2;
@@ -121,6 +136,9 @@ class Source:
     version_file: str
     version_pattern: str
     package: str  # the distribution whose installed version must match
+    notebooks: tuple[str, ...] = ()  # glob patterns of the notebooks it runs
+    tests: str = "tests"  # the tests folder
+    heavy: frozenset[str] = frozenset()  # notebooks left out unless --heavy
 
 
 SOURCES = {
@@ -131,6 +149,10 @@ SOURCES = {
         "optax/__init__.py",
         r"__version__\s*=\s*[\"']([^\"']+)",
         "optax",
+        notebooks=("examples/**/*.ipynb", "docs/getting_started.ipynb"),
+        # Trains a 12-layer transformer four ways: about 14 minutes a phase
+        # (and 50 a run) on two CPU cores.
+        heavy=frozenset({"examples/gradient_accumulation_and_microbatching.ipynb"}),
     ),
     "flax": Source(
         "google/flax",
@@ -156,10 +178,60 @@ SOURCES = {
         r"__version__\s*=\s*[\"']([^\"']+)",
         "jaxopt",
     ),
+    # Their example notebooks train with optax (the archive takes only the
+    # notebooks: equinox's docs/examples also hold MNIST files the snapshot
+    # lacks), and each has one test file that imports optax.
+    "equinox": Source(
+        "patrick-kidger/equinox",
+        "v0.13.8",
+        ("docs/examples/*.ipynb", "tests", "pyproject.toml"),
+        "pyproject.toml",
+        r"(?m)^version\s*=\s*[\"']([^\"']+)",
+        "equinox",
+        notebooks=("docs/examples/*.ipynb",),
+        # A million training steps of a diffusion model on MNIST.
+        heavy=frozenset({"docs/examples/score_based_diffusion.ipynb"}),
+    ),
+    "diffrax": Source(
+        "patrick-kidger/diffrax",
+        "v0.7.2",
+        ("docs/examples/*.ipynb", "test", "pyproject.toml"),
+        "pyproject.toml",
+        r"(?m)^version\s*=\s*[\"']([^\"']+)",
+        "diffrax",
+        notebooks=("docs/examples/*.ipynb",),
+        tests="test",
+        # 10,000 training steps of an SDE GAN and of a continuous
+        # normalising flow, each step an SDE or ODE solve.
+        heavy=frozenset(
+            {
+                "docs/examples/neural_sde.ipynb",
+                "docs/examples/continuous_normalising_flow.ipynb",
+            }
+        ),
+    ),
+    # Its optimizer tests hand optax transformations to optax_to_numpyro (the
+    # other test files pass them to SVI, which refuses anything that is not
+    # optax's NamedTuple: docs/differences-from-optax.md, "Type checks").
+    "numpyro": Source(
+        "pyro-ppl/numpyro",
+        "0.21.0",
+        (
+            "test/test_optimizers.py",
+            "test/conftest.py",
+            "pyproject.toml",
+            "numpyro/version.py",
+        ),
+        "numpyro/version.py",
+        r"__version__\s*=\s*[\"']([^\"']+)",
+        "numpyro",
+        tests="test",
+    ),
 }
 
 # Per test suite: pytest options in place of the project's addopts (None: keep
-# the project's), and whether to run only the parametrized cases holding optax.
+# the project's), whether to run only the parametrized cases holding optax, and
+# a pytest -k expression choosing the tests of its files (``k``, optional).
 TEST_SUITES = {
     "flax": {"addopts": None, "optax_params_only": False},
     # Its addopts add --benchmark-skip (pytest-benchmark, not needed here); the
@@ -170,20 +242,34 @@ TEST_SUITES = {
         "optax_params_only": True,
     },
     "jaxopt": {"addopts": "", "optax_params_only": False},
+    # Both keep their jaxtyping/beartype checks (the projects' addopts).
+    "equinox": {"addopts": None, "optax_params_only": False},
+    # test_adjoint.py's one optax test (its others solve ODEs for minutes and
+    # end in a segmentation fault on two CPU cores, with optax as with gradax).
+    "diffrax": {"addopts": None, "optax_params_only": False, "k": "test_implicit"},
+    # Its configuration turns warnings into errors.
+    "numpyro": {"addopts": None, "optax_params_only": False},
 }
-SUITE_NAMES = ("notebooks", "flax", "optimistix", "jaxopt")
+# "notebooks" is optax's; "equinox" and "diffrax" run their notebooks and tests.
+SUITE_NAMES = (
+    "notebooks",
+    "flax",
+    "optimistix",
+    "jaxopt",
+    "equinox",
+    "diffrax",
+    "numpyro",
+)
 
 # A notebook that needs one of these downloads its data.
 NETWORK_MARKERS = {
     "tensorflow_datasets": re.compile(r"^\s*import tensorflow_datasets|\btfds\.", re.M),
     "HF datasets": re.compile(r"\bload_dataset\(|^\s*from datasets import", re.M),
     "torchvision download": re.compile(r"download\s*=\s*True"),
-    "URL": re.compile(r"\burlopen\(|\brequests\.get\(|\bwget\b|hf_hub_download"),
+    "URL": re.compile(
+        r"\burlopen\(|\burlretrieve\(|\brequests\.get\(|\bwget\b|hf_hub_download"
+    ),
 }
-# Notebooks written for an accelerator: gradient_accumulation_and_microbatching
-# trains a 12-layer transformer four ways, about 14 minutes a phase (and 50 a
-# run) on two CPU cores. Left out unless --heavy.
-HEAVY = {"examples/gradient_accumulation_and_microbatching.ipynb"}
 
 # A baseline failure that means the data could not be fetched or its loader
 # is not installed.
@@ -442,6 +528,20 @@ _NUMBER = re.compile(
     r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b", re.I
 )
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]+\b")
+# An elapsed time a program prints ("Computation time: 5.02", diffrax's
+# notebooks at every logged step): differs from run to run, so not compared.
+_ELAPSED = re.compile(
+    r"(?i)(\b(?:time|elapsed|seconds)\s*[:=]\s*)[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:e[-+]?\d+)?"
+)
+# ... and as "in 0.0065 seconds" (diffrax's stiff_ode).
+_SECONDS = re.compile(
+    r"(?i)(?<![\w.])(?:\d+\.\d*|\.\d+|\d+)(?:e[-+]?\d+)?(\s*(?:seconds?|secs?)\b)"
+)
+
+
+def _masked(text: str) -> str:
+    text = _ELAPSED.sub(r"\1<elapsed>", _ADDRESS.sub("0x?", text))
+    return _SECONDS.sub(r"<elapsed>\1", text)
 
 
 def _numbers(line: str) -> tuple[str, list[float]]:
@@ -463,10 +563,11 @@ def compare_stdout(optax_out: str, gradax_out: str) -> dict:
     warning) shows as lines only one run printed, and the numbers of every
     aligned line are still compared.
     """
+    optax_out, gradax_out = _masked(optax_out), _masked(gradax_out)
     if optax_out == gradax_out:
         return {"verdict": "same"}
-    left = [_numbers(line) for line in _ADDRESS.sub("0x?", optax_out).splitlines()]
-    right = [_numbers(line) for line in _ADDRESS.sub("0x?", gradax_out).splitlines()]
+    left = [_numbers(line) for line in optax_out.splitlines()]
+    right = [_numbers(line) for line in gradax_out.splitlines()]
     matcher = difflib.SequenceMatcher(
         None, [t for t, _ in left], [t for t, _ in right], autojunk=False
     )
@@ -513,27 +614,32 @@ def compare_stdout(optax_out: str, gradax_out: str) -> dict:
     return result
 
 
-def run_notebooks(root: Path, scratch: Path, args) -> list[dict]:
-    notebooks = sorted((root / "examples").rglob("*.ipynb"))
-    notebooks += [p for p in [root / "docs" / "getting_started.ipynb"] if p.exists()]
+def run_notebooks(
+    root: Path, source: Source, scratch: Path, args, label: str
+) -> list[dict]:
+    """Each of `source`'s notebooks in the checkout `root`, with optax and gradax."""
+    notebooks = sorted({p for pattern in source.notebooks for p in root.glob(pattern)})
     results = []
     for notebook in notebooks:
         name = str(notebook.relative_to(root))
         script, dropped = notebook_script(notebook)
+        if not imports_optax(script):
+            continue  # a model or a solver alone (equinox's unet): nothing to switch
         row = {"program": name, "commented_out": dropped}
         needs = [k for k, pattern in NETWORK_MARKERS.items() if pattern.search(script)]
-        if name in HEAVY and not args.heavy:
+        if name in source.heavy and not args.heavy:
             row.update(status="left out (heavy)")
             results.append(row)
-            _progress(f"notebook {name}: left out (heavy; --heavy runs it)")
+            _progress(f"{label}: {name}: left out (heavy; --heavy runs it)")
             continue
         if needs and not args.network:
             row.update(status="needs network", needs=needs)
             results.append(row)
-            _progress(f"notebook {name}: needs network ({', '.join(needs)})")
+            _progress(f"{label}: {name}: needs network ({', '.join(needs)})")
             continue
         for variant, text in (("optax", script), ("gradax", rewrite(script))):
-            folder = scratch / "notebooks" / variant / name.replace("/", "__")
+            # (beside the suite's tests, in scratch / suite / variant)
+            folder = scratch / label / "notebooks" / variant / name.replace("/", "__")
             folder.mkdir(parents=True)
             (folder / "notebook.py").write_text(text)
             rc, out, err, seconds = _run(
@@ -549,7 +655,7 @@ def run_notebooks(root: Path, scratch: Path, args) -> list[dict]:
                 row[variant]["error"] = _first_error(err)
             elif status == "timeout":
                 row[variant]["error"] = f"ran past --timeout ({args.timeout:.0f} s)"
-            _progress(f"notebook {name} with {variant}: {status} ({seconds:.0f} s)")
+            _progress(f"{label}: {name} with {variant}: {status} ({seconds:.0f} s)")
         base, ours = row["optax"], row["gradax"]
         if base["status"] == "failed" and NETWORK_ERRORS.search(base.get("error", "")):
             row["status"] = "needs network"
@@ -670,16 +776,16 @@ def _read_outcomes(path: Path) -> tuple[dict, list[dict]]:
     return outcomes, collect_errors
 
 
-def _prepare_tests(tree: Path, dest: Path, pointed: bool) -> None:
+def _prepare_tests(tree: Path, folder: str, dest: Path, pointed: bool) -> None:
     """The checkout's tests folder and pytest configuration, in dest."""
     shutil.copytree(
-        tree / "tests", dest / "tests", ignore=shutil.ignore_patterns("__pycache__")
+        tree / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__")
     )
     for config in ("pyproject.toml", "pytest.ini", "setup.cfg", "conftest.py"):
         if (tree / config).exists():
             shutil.copy(tree / config, dest / config)
     if pointed:
-        for path in (dest / "tests").rglob("*.py"):
+        for path in (dest / folder).rglob("*.py"):
             source = path.read_text()
             if imports_optax(source):
                 path.write_text(rewrite(source))
@@ -719,15 +825,15 @@ def select_test_files(tests: Path, via_helpers: bool) -> tuple[list[str], list[s
 
 
 def run_tests(suite: str, tree: Path, scratch: Path, args) -> dict:
-    options = TEST_SUITES[suite]
+    options, folder = TEST_SUITES[suite], SOURCES[suite].tests
     only_optax_params = options["optax_params_only"] and not args.all_params
-    files, indirect = select_test_files(tree / "tests", only_optax_params)
-    indirect = [f"tests/{f}" for f in indirect]
-    files = sorted([f"tests/{f}" for f in files] + indirect)
+    files, indirect = select_test_files(tree / folder, only_optax_params)
+    indirect = [f"{folder}/{f}" for f in indirect]
+    files = sorted([f"{folder}/{f}" for f in files] + indirect)
     results = {}
     for variant in ("optax", "gradax"):
         dest = scratch / suite / variant
-        _prepare_tests(tree, dest, pointed=variant == "gradax")
+        _prepare_tests(tree, folder, dest, pointed=variant == "gradax")
         env = _env(dest)
         if only_optax_params:
             env["CLIENT_SUITE_OPTAX_PARAMS_ONLY"] = "1"
@@ -743,6 +849,8 @@ def run_tests(suite: str, tree: Path, scratch: Path, args) -> dict:
             cmd += ["-p", "client_suite_plugin", "-p", "no:randomly"]
             if options["addopts"] is not None:
                 cmd += ["-o", f"addopts={options['addopts']}"]
+            if options.get("k"):
+                cmd += ["-k", options["k"]]
             cmd.append(test_file)
             rc, stdout, _, seconds = _run(cmd, dest, env, args.timeout)
             outcomes, collect_errors = _read_outcomes(out)
@@ -751,6 +859,9 @@ def run_tests(suite: str, tree: Path, scratch: Path, args) -> dict:
                 "outcomes": outcomes,
                 "collect_errors": collect_errors,
                 "timeout": rc is None,
+                # Killed by a signal (a segmentation fault): its last tests
+                # have no outcome.
+                "signal": -rc if rc is not None and rc < 0 else None,
                 "seconds": round(seconds, 1),
                 "summary": tail[0] if tail else "",
             }
@@ -765,7 +876,9 @@ def run_tests(suite: str, tree: Path, scratch: Path, args) -> dict:
 
 
 def _selected(run: dict) -> bool:
-    return bool(run["outcomes"] or run["collect_errors"] or run["timeout"])
+    return bool(
+        run["outcomes"] or run["collect_errors"] or run["timeout"] or run["signal"]
+    )
 
 
 def _tally(files: list[str], results: dict) -> dict:
@@ -790,6 +903,8 @@ def _tally(files: list[str], results: dict) -> dict:
                 )
             elif ours["timeout"]:
                 outcome, error = "timeout", "the file ran past --timeout"
+            elif ours["signal"]:
+                outcome, error = "crashed", f"killed by signal {ours['signal']}"
             else:
                 outcome, error = "not run", ""
             failures.append({"test": test, "outcome": outcome, "error": error})
@@ -806,6 +921,7 @@ def _tally(files: list[str], results: dict) -> dict:
                 "optax_collect_errors": [e["error"] for e in base["collect_errors"]],
                 "seconds": {v: results[v][test_file]["seconds"] for v in results},
                 "timeout": {v: results[v][test_file]["timeout"] for v in results},
+                "signal": {v: results[v][test_file]["signal"] for v in results},
             }
         )
     return {
@@ -831,71 +947,77 @@ def print_report(report: dict) -> None:
         print(f"gradax from {tree['path']} at {tree['commit'][:10]}{dirty}")
     for suite, result in report["suites"].items():
         print(f"\n== {suite} ({result['seconds']:.0f} s)")
-        if suite == "notebooks":
-            rows = result["programs"]
-            ok = [r for r in rows if r.get("optax", {}).get("status") == "passed"]
-            both = [r for r in ok if r["gradax"]["status"] == "passed"]
-            verdicts = [r["stdout"]["verdict"] for r in both]
-            network = sum(r["status"] == "needs network" for r in rows)
-            heavy = sum(r["status"] == "left out (heavy)" for r in rows)
+        if "programs" in result:
+            _print_notebooks(result["programs"])
+        if "files" in result:
+            _print_tests(result)
+
+
+def _print_notebooks(rows: list[dict]) -> None:
+    ok = [r for r in rows if r.get("optax", {}).get("status") == "passed"]
+    both = [r for r in ok if r["gradax"]["status"] == "passed"]
+    verdicts = [r["stdout"]["verdict"] for r in both]
+    network = sum(r["status"] == "needs network" for r in rows)
+    heavy = sum(r["status"] == "left out (heavy)" for r in rows)
+    print(
+        f"{len(ok)} of {len(rows)} run with optax, {len(both)} of those"
+        f" with gradax; stdout same {verdicts.count('same')}, close"
+        f" {verdicts.count('close')}, different {verdicts.count('different')};"
+        f" needs network {network}, left out (heavy) {heavy}"
+    )
+    for row in rows:
+        line = f"  {row['program']:55} {row['status']}"
+        if "stdout" in row:
+            compared = row["stdout"]
+            line += f"; stdout {compared['verdict']}"
+            if compared["verdict"] == "close":
+                line += f" (max rel diff {compared['max_rel_diff']:.1e})"
+        elif row["status"] == "needs network":
+            line += f" ({', '.join(row['needs'])})"
+        elif row["status"] == "fails with optax":
+            line += f": {row['optax'].get('error', row['optax']['status'])}"
+            if not row["gradax_same_error"]:
+                error = row["gradax"].get("error", row["gradax"]["status"])
+                line += f"\n      gradax's run: {error}"
+        elif row["status"] == "fails only with gradax":
+            line += f": {row['gradax'].get('error', row['gradax']['status'])}"
+        print(line)
+        compared = row.get("stdout", {})
+        if compared.get("verdict") == "different":
             print(
-                f"{len(ok)} of {len(rows)} run with optax, {len(both)} of those"
-                f" with gradax; stdout same {verdicts.count('same')}, close"
-                f" {verdicts.count('close')}, different {verdicts.count('different')};"
-                f" needs network {network}, left out (heavy) {heavy}"
+                f"      {compared['aligned_lines']} lines alike in text,"
+                f" {compared['numbers_beyond_rtol']} of them with numbers"
+                f" beyond rtol 1e-5; lines only with optax"
+                f" {compared['only_optax_lines']}, only with gradax"
+                f" {compared['only_gradax_lines']}"
             )
-            for row in result["programs"]:
-                line = f"  {row['program']:55} {row['status']}"
-                if "stdout" in row:
-                    compared = row["stdout"]
-                    line += f"; stdout {compared['verdict']}"
-                    if compared["verdict"] == "close":
-                        line += f" (max rel diff {compared['max_rel_diff']:.1e})"
-                elif row["status"] == "needs network":
-                    line += f" ({', '.join(row['needs'])})"
-                elif row["status"] == "fails with optax":
-                    line += f": {row['optax'].get('error', row['optax']['status'])}"
-                    if not row["gradax_same_error"]:
-                        error = row["gradax"].get("error", row["gradax"]["status"])
-                        line += f"\n      gradax's run: {error}"
-                elif row["status"] == "fails only with gradax":
-                    line += f": {row['gradax'].get('error', row['gradax']['status'])}"
-                print(line)
-                compared = row.get("stdout", {})
-                if compared.get("verdict") == "different":
-                    print(
-                        f"      {compared['aligned_lines']} lines alike in text,"
-                        f" {compared['numbers_beyond_rtol']} of them with numbers"
-                        f" beyond rtol 1e-5; lines only with optax"
-                        f" {compared['only_optax_lines']}, only with gradax"
-                        f" {compared['only_gradax_lines']}"
-                    )
-                for key in ("first_number_difference", "first_text_difference"):
-                    if key in compared:
-                        first = compared[key]
-                        print(f"      {key.replace('_', ' ')}, line {first['line']}:")
-                        print(f"        optax : {first['optax']}")
-                        print(f"        gradax: {first['gradax']}")
-            continue
-        print(
-            f"{result['optax_passed']} pass with optax,"
-            f" {result['gradax_passed']} of those with gradax"
-        )
-        for row in result["files"]:
-            note = "; TIMEOUT" if any(row["timeout"].values()) else ""
-            if row["optax_collect_errors"]:
-                note += (
-                    f"; does not import with optax: {row['optax_collect_errors'][0]}"
-                )
-            passed = f"{row['gradax_passed_of_those']:>5}/{row['optax_passed']}"
-            print(f"  {row['file']:45} {passed}{note}")
-        if result["failures"]:
-            print("  fail only with gradax:")
-            for failure in result["failures"]:
-                print(
-                    f"    {failure['test']}\n"
-                    f"      {failure['outcome']}: {failure['error']}"
-                )
+        for key in ("first_number_difference", "first_text_difference"):
+            if key in compared:
+                first = compared[key]
+                print(f"      {key.replace('_', ' ')}, line {first['line']}:")
+                print(f"        optax : {first['optax']}")
+                print(f"        gradax: {first['gradax']}")
+
+
+def _print_tests(result: dict) -> None:
+    print(
+        f"{result['optax_passed']} pass with optax,"
+        f" {result['gradax_passed']} of those with gradax"
+    )
+    for row in result["files"]:
+        note = "; TIMEOUT" if any(row["timeout"].values()) else ""
+        for variant, number in row["signal"].items():
+            note += f"; killed by signal {number} with {variant}" if number else ""
+        if row["optax_collect_errors"]:
+            note += f"; does not import with optax: {row['optax_collect_errors'][0]}"
+        passed = f"{row['gradax_passed_of_those']:>5}/{row['optax_passed']}"
+        print(f"  {row['file']:45} {passed}{note}")
+    if result["failures"]:
+        print("  fail only with gradax:")
+        for failure in result["failures"]:
+            print(
+                f"    {failure['test']}\n      {failure['outcome']}: {failure['error']}"
+            )
 
 
 def _gradax_tree() -> dict:
@@ -980,6 +1102,8 @@ def main() -> None:
             "jaxopt",
             "equinox",
             "lineax",
+            "diffrax",
+            "numpyro",
         ):
             report["versions"][package] = _installed(package)
         report["gradax_tree"] = _gradax_tree()
@@ -990,10 +1114,11 @@ def main() -> None:
                 shutil.rmtree(old, ignore_errors=True)  # a reused --scratch
             tree, record = obtain(library, args, scratch)
             report["checkouts"][library] = record
-            if suite == "notebooks":
-                result = {"programs": run_notebooks(tree, scratch, args)}
-            else:
-                result = run_tests(suite, tree, scratch, args)
+            result, source = {}, SOURCES[library]
+            if source.notebooks:
+                result["programs"] = run_notebooks(tree, source, scratch, args, suite)
+            if suite in TEST_SUITES:
+                result.update(run_tests(suite, tree, scratch, args))
             result["seconds"] = round(time.monotonic() - start, 1)
             report["suites"][suite] = result
             if args.json:  # written after each suite, so a long run leaves a trail

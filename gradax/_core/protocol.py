@@ -64,6 +64,7 @@ from .declarations import transformation_field as transformation_field
 from .half import cast_to, plan_update_dtypes
 from .hyper import as_hyperparameter, is_schedule, resolve
 from .numerics import safe_increment
+from .optax_wrapper import dropped_by_optax
 from .pytree import (
     Module,
     ModuleMeta,
@@ -550,7 +551,8 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
                 f"{self._public_name()}.update needs the keyword argument(s) "
                 f"{', '.join(missing)}: call update(updates, state, params, "
                 + ", ".join(f"{n}=..." for n in missing)
-                + ")"
+                + ")."
+                + dropped_by_optax()
             )
         if isinstance(self, (FunctionTransformation, Foreign)):
             # The user's own functions (or another library's object) get

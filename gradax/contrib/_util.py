@@ -8,6 +8,7 @@ import jax
 import numpy as np
 
 from .._core.declarations import DECAY, OneOf
+from .._core.optax_wrapper import dropped_by_optax
 
 
 def _is_decay(value: Any) -> bool:
@@ -41,5 +42,5 @@ def require_value(value: Any, name: str) -> None:
     if value is None:
         raise ValueError(
             f"{name}.update needs the objective's value: pass value=loss "
-            "(a scalar) as a keyword argument."
+            "(a scalar) as a keyword argument." + dropped_by_optax()
         )

@@ -296,6 +296,27 @@ def test_with_extra_args_support_wraps_optax():
     assert_trees_close(updates, jax.tree.map(lambda g: -0.1 * g, grads_tree(params)))
 
 
+def test_a_value_optax_s_wrapper_dropped_is_named_as_the_cause():
+    """optax.with_extra_args_support (numpyro's optax_to_numpyro, optax's
+    chain) drops the keyword arguments of a transformation that is not
+    optax's: the error of an update that needs value= says so."""
+    params = params_tree()
+    grads = grads_tree(params)
+    cases = [
+        (gradax.contrib.reduce_on_plateau(), ValueError),  # contrib's own check
+        (gradax.polyak_sgd(), TypeError),  # the base class's required arguments
+    ]
+    for tx, error in cases:
+        state = tx.init(params)
+        wrapped = optax.with_extra_args_support(tx)
+        with pytest.raises(error, match="through optax.with_extra_args_support"):
+            wrapped.update(grads, state, params, value=1.0)
+        with pytest.raises(error, match="value") as direct:
+            tx.update(grads, state, params)
+        assert "with_extra_args_support" not in str(direct.value)
+        tx.update(grads, state, params, value=1.0)  # given directly, it works
+
+
 # --- Parameter groups -----------------------------------------------------------
 
 
