@@ -246,7 +246,11 @@ TEST_SUITES = {
     "equinox": {"addopts": None, "optax_params_only": False},
     # test_adjoint.py's one optax test (its others solve ODEs for minutes and
     # end in a segmentation fault on two CPU cores, with optax as with gradax).
-    "diffrax": {"addopts": None, "optax_params_only": False, "k": "test_implicit"},
+    "diffrax": {
+        "addopts": None,
+        "optax_params_only": False,
+        "k": "test_implicit and not runge",
+    },
     # Its configuration turns warnings into errors.
     "numpyro": {"addopts": None, "optax_params_only": False},
 }

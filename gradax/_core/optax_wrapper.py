@@ -44,9 +44,9 @@ def dropped_by_optax() -> str:
                 "drops every keyword argument given to a transformation that "
                 "is not optax's own (numpyro's optax_to_numpyro and optax's "
                 "chain wrap each one so): the caller's value= never reached "
-                "it. Call this transformation's update directly, or build "
-                "the chain with gradax (gradax.with_extra_args_support keeps "
-                "the keyword arguments)."
+                "it. It gets one only from a caller that passes keyword "
+                "arguments to it itself: gradax's combinators, or a training "
+                "step calling tx.update(..., value=loss)."
             )
         frame = frame.f_back
     return ""
