@@ -141,13 +141,18 @@ class Source:
     heavy: frozenset[str] = frozenset()  # notebooks left out unless --heavy
 
 
+# Where a checkout says its version: `__version__ = "..."` in a module, or a
+# static `version = "..."` in pyproject.toml.
+DUNDER_VERSION = r"__version__\s*=\s*[\"']([^\"']+)"
+PYPROJECT_VERSION = r"(?m)^version\s*=\s*[\"']([^\"']+)"
+
 SOURCES = {
     "optax": Source(
         "google-deepmind/optax",
         "v0.2.8",
         ("examples", "docs/getting_started.ipynb", "optax/__init__.py"),
         "optax/__init__.py",
-        r"__version__\s*=\s*[\"']([^\"']+)",
+        DUNDER_VERSION,
         "optax",
         notebooks=("examples/**/*.ipynb", "docs/getting_started.ipynb"),
         # Trains a 12-layer transformer four ways: about 14 minutes a phase
@@ -159,7 +164,7 @@ SOURCES = {
         "3a49110824001614baf35c6ee8934479fcdb133a",
         ("tests", "pyproject.toml", "flax/version.py"),
         "flax/version.py",
-        r"__version__\s*=\s*[\"']([^\"']+)",
+        DUNDER_VERSION,
         "flax",
     ),
     "optimistix": Source(
@@ -167,7 +172,7 @@ SOURCES = {
         "v0.1.0",
         ("tests", "pyproject.toml"),
         "pyproject.toml",
-        r"(?m)^version\s*=\s*[\"']([^\"']+)",
+        PYPROJECT_VERSION,
         "optimistix",
     ),
     "jaxopt": Source(
@@ -175,7 +180,7 @@ SOURCES = {
         "jaxopt-v0.8.5",
         ("tests", "jaxopt/version.py"),
         "jaxopt/version.py",
-        r"__version__\s*=\s*[\"']([^\"']+)",
+        DUNDER_VERSION,
         "jaxopt",
     ),
     # Their example notebooks train with optax (the archive takes only the
@@ -186,7 +191,7 @@ SOURCES = {
         "v0.13.8",
         ("docs/examples/*.ipynb", "tests", "pyproject.toml"),
         "pyproject.toml",
-        r"(?m)^version\s*=\s*[\"']([^\"']+)",
+        PYPROJECT_VERSION,
         "equinox",
         notebooks=("docs/examples/*.ipynb",),
         # A million training steps of a diffusion model on MNIST.
@@ -197,7 +202,7 @@ SOURCES = {
         "v0.7.2",
         ("docs/examples/*.ipynb", "test", "pyproject.toml"),
         "pyproject.toml",
-        r"(?m)^version\s*=\s*[\"']([^\"']+)",
+        PYPROJECT_VERSION,
         "diffrax",
         notebooks=("docs/examples/*.ipynb",),
         tests="test",
@@ -223,7 +228,7 @@ SOURCES = {
             "numpyro/version.py",
         ),
         "numpyro/version.py",
-        r"__version__\s*=\s*[\"']([^\"']+)",
+        DUNDER_VERSION,
         "numpyro",
         tests="test",
     ),
