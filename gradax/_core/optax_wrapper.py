@@ -6,9 +6,9 @@ every keyword argument (it tells them apart with `isinstance` against
 optax's NamedTuple class, which a gradax transformation is not). Code that
 still imports optax calls it on the transformation it is handed: numpyro's
 `optax_to_numpyro` (which then passes `value=` at every step), and optax's
-`chain` for each of its members. A gradax
-transformation that needs `value=` (`reduce_on_plateau`, `polyak_sgd`) then
-gets none, though the caller passed it; its error says so.
+`chain` for each of its members. A gradax transformation that needs
+`value=` (`reduce_on_plateau`, `polyak_sgd`) then gets none, though the
+caller passed it; its error says so.
 """
 
 from __future__ import annotations
