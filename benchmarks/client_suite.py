@@ -101,6 +101,8 @@ Run
 
   The first full run (2026-11-26, two CPU cores shared with other jobs, load
   6 to 8) took 58 minutes: notebooks 7, flax 25, optimistix 15, jaxopt 11.
+  On 2026-12-07 (two cores, little else running): flax 8, optimistix 5,
+  equinox 1, diffrax 11 (sde_example alone 7, both ways), numpyro 0.2.
   Tests run one file per pytest process and one worker, so a hung file meets
   ``--timeout`` (seconds, per notebook or test file and run). Not part of CI.
 """
