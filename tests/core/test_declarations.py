@@ -184,6 +184,53 @@ def test_the_mistakes_users_made_get_errors_at_construction():
     assert issubclass(gradax.HyperparameterError, TypeError)
 
 
+# Each way a value can be wrong, with the reason the error gives beside the
+# argument's name and valid values (the branches of `declarations.validate`).
+WRONG_KINDS = {
+    "None where a number is needed": (lambda: gradax.adam(1e-3, b1=None), "b1.*None"),
+    "a complex number": (lambda: gradax.adam(1 + 2j), "learning_rate.*not a real"),
+    "a NumPy boolean": (
+        lambda: gradax.adam(np.bool_(True)),
+        "learning_rate.*a boolean is not a number",
+    ),
+    "a boolean array": (
+        lambda: gradax.adam(np.array(True)),
+        "learning_rate.*a boolean is not a number",
+    ),
+    "a schedule where only a number is read": (
+        lambda: gradax.lookahead(gradax.sgd(0.1), lambda c: 5, 0.5),
+        "sync_period.*a schedule is not accepted here",
+    ),
+    "an array for a size": (
+        lambda: gradax.lbfgs(memory_size=np.array([5, 6])),
+        "memory_size.*an array is not accepted here",
+    ),
+    "a float for a count": (
+        lambda: gradax.lbfgs(memory_size=5.0),
+        "memory_size.*not an integer",
+    ),
+    # NumPy reads bfloat16 as a "void" kind: its numbers are still checked.
+    "a bfloat16 out of range": (
+        lambda: gradax.adam(1e-3, eps=jnp.bfloat16(-1)),
+        r"eps must be in \[0, inf\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_KINDS)
+def test_each_kind_of_wrong_value_is_refused_with_its_reason(case):
+    build, message = WRONG_KINDS[case]
+    with pytest.raises(gradax.HyperparameterError, match=message):
+        build()
+
+
+def test_values_of_the_accepted_kinds_build():
+    # The counterparts of the cases above that are valid.
+    gradax.adam(1e-3, eps=jnp.bfloat16(1e-8))
+    gradax.lbfgs(memory_size=np.array(5))
+    gradax.lookahead(gradax.sgd(0.1), sync_period=5, slow_step_size=0.5)
+
+
 # -- negative learning rates: accepted as in optax, with one warning ----------
 
 
