@@ -604,7 +604,7 @@ class QuantizedArray(StoredLeaf):
         8-bit state saves), so here the update rule is traced three times:
         one for the updates (fused with the caller's `apply_updates`), one
         for the block maxima (fused with the reduction), one for the codes.
-        The last two read the gradients multiplied by a one that comes out of
+        The last two read the gradients minus a zero that comes out of
         `lax.optimization_barrier`, so that XLA cannot merge the passes. Each
         pass recomputes the moments from the old codes
         and the gradients, so no float32 moment exists as a whole; the
@@ -646,12 +646,12 @@ class QuantizedArray(StoredLeaf):
 
         def again(tag: int) -> list[Any]:
             # Every new moment derives from the gradients, so gradients
-            # times a one of this pass's own make the passes distinct. Arrays
+            # minus a zero of this pass's own make the passes distinct. Arrays
             # passed through the barrier themselves cost memory on jax 0.12's
             # XLA:CPU (an 8-bit sgd step on a 1024x1024 leaf: 5.02 bytes a
             # parameter of temporaries with codes, scales and params there,
-            # 1.05 without; see _times_one).
-            grads = _times_one(updates, tag)
+            # 1.05 without; see _minus_zero).
+            grads = _minus_zero(updates, tag)
             _, state = update_state(grads, load_state(stored), params, **extra_args)
             leaves = treedef.flatten_up_to(state)
             return [leaves[i] for i in passes]
@@ -792,27 +792,31 @@ def is_quantized(x: Any) -> bool:
     return isinstance(x, QuantizedArray)
 
 
-def _times_one(tree: Any, tag: int) -> Any:
-    """`tree` with each float leaf multiplied by a one XLA cannot see through.
+def _minus_zero(tree: Any, tag: int) -> Any:
+    """`tree` with a zero XLA cannot see through subtracted from each float leaf.
 
-    The one comes out of `lax.optimization_barrier` (with `tag`, so two
-    passes get two ones), so XLA can neither fold the product nor merge two
-    passes' values; `x * 1` is `x` exactly (signed zeros, infinities and
-    NaN too). Only a scalar passes the barrier: an array there is
-    materialized (a bfloat16 gradient's float32 copy) and, if donated,
-    copied first by jax 0.12's XLA:CPU.
+    The zero comes out of `lax.optimization_barrier` (with `tag`, so two
+    passes get two zeros), so XLA can neither fold the difference nor merge
+    two passes' values; `x - 0` is `x` exactly (signed zeros, infinities
+    and NaN too). A subtraction, not a product with a one: XLA:CPU lets
+    LLVM contract a multiply and an add into one FMA, and a product feeding
+    `m * decay + g` gives the add two multiplies to choose from, so the
+    recomputed moment could round differently from one pass's (an 8-bit
+    sgd momentum did, on jaxlib 0.12.1). Only a scalar passes the barrier:
+    an array there is materialized (a bfloat16 gradient's float32 copy)
+    and, if donated, copied first by jax 0.12's XLA:CPU.
     """
 
-    ones: dict[Any, Any] = {}  # one barrier'd one per dtype, not per leaf
+    zeros: dict[Any, Any] = {}  # one barrier'd zero per dtype, not per leaf
 
-    def scale(x: Any) -> Any:
+    def shift(x: Any) -> Any:
         if not isinstance(x, jax.Array) or not jnp.issubdtype(x.dtype, jnp.floating):
             return x
-        if x.dtype not in ones:
-            ones[x.dtype] = _barrier(jnp.ones((), x.dtype), tag)
-        return x * ones[x.dtype]
+        if x.dtype not in zeros:
+            zeros[x.dtype] = _barrier(jnp.zeros((), x.dtype), tag)
+        return x - zeros[x.dtype]
 
-    return jax.tree_util.tree_map(scale, tree)
+    return jax.tree_util.tree_map(shift, tree)
 
 
 def _barrier(tree: Any, tag: int) -> Any:

@@ -76,8 +76,11 @@ def inputs(dtype, steps: int = 4):
     return params, grads
 
 
-def run(tx, dtype) -> list:
-    """The leaves of (params, state, updates) after each step, as NumPy arrays."""
+def run(tx, dtype, compiler_options: dict | None = None) -> list:
+    """The leaves of (params, state, updates) after each step, as NumPy arrays.
+
+    `compiler_options` are XLA options for this step's compilation, over
+    those of the process (`XLA_FLAGS`)."""
     params, grads = inputs(dtype)
     state = tx.init(params)
 
@@ -85,7 +88,7 @@ def run(tx, dtype) -> list:
         updates, state = tx.update(grads, state, params)
         return gradax.apply_updates(params, updates), state, updates
 
-    compiled = jax.jit(step, donate_argnums=(0, 1))
+    compiled = jax.jit(step, donate_argnums=(0, 1), compiler_options=compiler_options)
     out = []
     for g in grads:
         params, state, updates = compiled(params, state, g)

@@ -67,12 +67,23 @@ def one_pass(monkeypatch):
     return apply
 
 
+# The claim is about the programs users compile, so both formulations are
+# compiled at XLA's default backend optimization, whatever the suite's
+# faster options (tests/conftest.py). Unoptimized, the XLA:CPU of jaxlib
+# 0.5.3 contracts a multiply and an add into one FMA in some loops and not
+# in others, so a moment recomputed in a loop of its own can round one code
+# step away from one pass's. Optimized, jaxlib 0.5.3, 0.6.2, 0.7.2, 0.8.3,
+# 0.9.2, 0.10.2 and 0.12.1 give the same bits (and unoptimized all but
+# 0.5.3), checked on 2026-12-07.
+USERS_OPTIMIZATION = {"xla_backend_optimization_level": 3}
+
+
 @pytest.mark.parametrize("name", FEATURES)
 def test_same_numbers_as_one_pass(name, one_pass):
     tx, dtype = digests.configurations()[name]
-    new = digests.run(tx, dtype)
+    new = digests.run(tx, dtype, USERS_OPTIMIZATION)
     one_pass()
-    old = digests.run(tx, dtype)
+    old = digests.run(tx, dtype, USERS_OPTIMIZATION)
     for step, (got, want) in enumerate(zip(new, old, strict=True)):
         for a, b in zip(got, want, strict=True):
             assert a.dtype == b.dtype and a.shape == b.shape
