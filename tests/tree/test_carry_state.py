@@ -128,7 +128,13 @@ def test_constant_learning_rate_becomes_a_schedule_and_back(lib):
 @pytest.mark.parametrize("lib", LIBS)
 def test_adding_and_removing_a_clip(lib):
     adam = lib.adam(1e-3)
-    # A clip that never triggers: the carried run continues the old run exactly.
+    # A clip that never triggers: the carried run continues the old run. To
+    # within 8 float32 ulps, not bit for bit: the two runs are different
+    # programs, and XLA:CPU contracts Adam's multiply-adds into FMAs in one
+    # and not the other. A moment may then differ by an ulp each step, which
+    # the square root and the division carry into the update, and the next
+    # gradients read the parameters (jaxlib 0.12.1 at its default
+    # optimization: 3 ulps, for optax and gradax alike).
     clipped = lib.chain(lib.clip_by_global_norm(1e6), lib.adam(1e-3))
     params = _params()
     for old_tx, new_tx, carried in [
@@ -138,7 +144,12 @@ def test_adding_and_removing_a_clip(lib):
         old_state, new_state, _ = _check(old_tx, new_tx, carried)
         continued, _ = _run(old_tx, params, old_state, 3, TRAINED)
         carried_run, _ = _run(new_tx, params, new_state, 3, TRAINED)
-        _assert_equal(carried_run, continued)
+        assert jax.tree.structure(carried_run) == jax.tree.structure(continued)
+        for x, y in zip(
+            jax.tree.leaves(carried_run), jax.tree.leaves(continued), strict=True
+        ):
+            assert x.shape == y.shape and x.dtype == y.dtype
+            np.testing.assert_array_max_ulp(np.asarray(x), np.asarray(y), maxulp=8)
 
 
 @pytest.mark.parametrize("lib", LIBS)
