@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import jax
+import numpy as np
+
 from .pytree import Module, static_field
 
 
@@ -49,6 +52,36 @@ class FunctionSchedule(Schedule):
         return f"FunctionSchedule({getattr(self.fn, '__name__', self.fn)!s})"
 
 
+class TreeFunctionSchedule(FunctionSchedule):
+    """A schedule that is itself a pytree of arrays, held as a pytree child.
+
+    `jax.tree_util.Partial(fn, peak=jnp.asarray(0.1))` and an equinox
+    module with array fields are callables whose numbers are leaves. Held
+    static, as a plain function is, those arrays would be hashed by identity
+    (a new array recompiles a `jit` taking the optimizer), never reached by
+    `jax.tree.map`, and left behind as tracers by an optimizer built under
+    `jit`. Here they are the optimizer's leaves, as a number given directly is.
+
+    Args:
+      fn: the schedule, a callable of the step count whose pytree leaves are
+        arrays and numbers.
+    """
+
+    fn: Callable[[Any], Any]
+
+
+def _is_function_of_arrays(value: Any) -> bool:
+    """Whether callable `value` is a pytree node holding an array, and only
+    numbers: what JAX can trace as a `jit` argument."""
+    leaves, treedef = jax.tree_util.tree_flatten(value)
+    if jax.tree_util.treedef_is_leaf(treedef):
+        return False
+    numeric = (jax.Array, np.ndarray, np.generic, int, float)
+    return any(isinstance(x, (jax.Array, np.ndarray)) for x in leaves) and all(
+        isinstance(x, numeric) for x in leaves
+    )
+
+
 class StatefulSchedule(Module):
     """A schedule with its own state (for `inject_stateful_hyperparams`).
 
@@ -75,6 +108,8 @@ def as_hyperparameter(value: Any) -> Any:
     """Canonical form of a hyperparameter: plain callables become schedules."""
     if isinstance(value, Module) or not callable(value):
         return value
+    if _is_function_of_arrays(value):
+        return TreeFunctionSchedule(value)
     return FunctionSchedule(value)
 
 

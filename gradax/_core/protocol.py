@@ -860,8 +860,14 @@ def _at(node: Any, path: tuple[Any, ...]) -> Any:
 
 
 def _is_concrete(value: Any) -> bool:
-    """A Python number or a gradax object (a schedule): comparable at once."""
-    return type(value) in (int, float) or isinstance(value, Module)
+    """A Python number, or a gradax object (a schedule) holding no tracer:
+    comparable at once. (Under `jit` each copy's leaves are tracers of their
+    own, equal or not.)"""
+    if type(value) in (int, float):
+        return True
+    return isinstance(value, Module) and not any(
+        isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(value)
+    )
 
 
 def _warn_if_copies_differ(

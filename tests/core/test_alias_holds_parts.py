@@ -187,3 +187,14 @@ def test_tree_surgery_on_a_field_two_parts_hold_warns():
         warnings.simplefilter("error", HyperparameterWarning)
         assert jax.tree.map(lambda x: 2 * x, tx).learning_rate == 2e-3
         assert tx.replace(learning_rate=2e-3) == gradax.muon(2e-3)
+
+
+def test_a_shared_schedule_passed_to_jit_is_not_warned_about():
+    """Under `jit` each copy of a shared schedule's numbers is a tracer of
+    its own: the copies cannot be compared, and are not said to differ."""
+    tx = gradax.muon(gradax.cosine_decay_schedule(0.02, 100))
+    params = {"w": jnp.ones((4, 3)), "b": jnp.zeros(3)}
+    state = tx.init(params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HyperparameterWarning)
+        jax.jit(lambda tx, s: tx.update(params, s, params))(tx, state)
