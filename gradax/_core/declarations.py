@@ -203,6 +203,7 @@ class Spec:
     schedule: bool
     array: bool
     allow_none: bool
+    static: bool = False  # in the tree definition: known when the program is built
 
     def annotation(self) -> Any:
         """The type a field with this declaration is annotated with."""
@@ -254,6 +255,7 @@ def hyper(
         schedule=numeric_leaf if schedule is None else schedule,
         array=numeric_leaf if array is None else array,
         allow_none=(default is None) if allow_none is None else allow_none,
+        static=static,
     )
     metadata = {_SPEC: spec, _STATIC: static, _CONVERTER: converter}
     return dataclasses.field(default=default, metadata=metadata, kw_only=kw_only)
@@ -452,6 +454,15 @@ def validate(name: str, value: Any, spec: Spec) -> None:
             _fail(name, spec, value)
         return
     if isinstance(value, jax.core.Tracer):
+        if spec.static:
+            # A loop's length, a shape, a branch: fixed before tracing starts.
+            _fail(
+                name,
+                spec,
+                value,
+                "a traced value, but it is static: it shapes the compiled "
+                "program, so it must be a Python number",
+            )
         return
     if isinstance(spec.valid, OneOf):
         _validate_choice(name, value, spec)

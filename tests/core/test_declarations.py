@@ -214,6 +214,16 @@ WRONG_KINDS = {
         lambda: gradax.adam(1e-3, eps=jnp.bfloat16(-1)),
         r"eps must be in \[0, inf\)",
     ),
+    # A static hyperparameter sets a loop's length or a shape: a traced value
+    # (the optimizer built inside jit or vmap from an argument) cannot.
+    "a traced loop length": (
+        lambda: jax.jit(lambda n: gradax.muon(0.02, ns_steps=n))(5),
+        "ns_steps.*a traced value, but it is static",
+    ),
+    "a traced share of rows": (
+        lambda: jax.vmap(lambda f: gradax.dion2(0.02, fraction=f))(jnp.ones(2)),
+        "fraction.*a traced value, but it is static",
+    ),
 }
 
 
@@ -229,6 +239,8 @@ def test_values_of_the_accepted_kinds_build():
     gradax.adam(1e-3, eps=jnp.bfloat16(1e-8))
     gradax.lbfgs(memory_size=np.array(5))
     gradax.lookahead(gradax.sgd(0.1), sync_period=5, slow_step_size=0.5)
+    # A traced value where the field is a leaf (a vmapped sweep of a rate).
+    jax.vmap(lambda lr: gradax.muon(lr, ns_steps=5).learning_rate)(jnp.ones(2))
 
 
 # -- negative learning rates: accepted as in optax, with one warning ----------
