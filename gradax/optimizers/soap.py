@@ -148,7 +148,12 @@ class scale_by_soap(_SoapOptions, GradientTransformation):
             rotated = drop_null_lines(rotated, frobenius(gm), n)
             numerator = drop_null_lines(numerator, frobenius(new_mu), n)
         new_nu = b2 * nu_m + (1 - b2) * jnp.abs(rotated) ** 2
-        ratio = numerator / (jnp.sqrt(new_nu) + self.eps).astype(dtype)
+        # The null lines above make exact zeros in new_nu, where sqrt's slope
+        # is infinite: jax.grad through a hyperparameter (b2) would then give
+        # NaN. The same square roots, with a finite slope there.
+        empty = new_nu == 0
+        root = jnp.where(empty, 0, jnp.sqrt(jnp.where(empty, 1, new_nu)))
+        ratio = numerator / (root + self.eps).astype(dtype)
         d = kron.rotate(ratio, *q, back=True)
         if self.normalize_grads:
             axes = (-2, -1) if plan.factored else None

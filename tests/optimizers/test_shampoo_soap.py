@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax_versions import axis_type_params, explicit_axes, set_mesh
+from jax_versions import axis_type_params, enable_x64, explicit_axes, set_mesh
 
 import gradax
 
@@ -245,6 +245,31 @@ def test_soap_first_update_is_zero_and_sets_bases():
         d = np.asarray(q).T @ s @ np.asarray(q)
         np.testing.assert_allclose(d, np.diag(np.diag(d)), atol=1e-4)
         assert np.all(np.diff(np.diag(d)) <= 1e-5)
+
+
+def test_soap_gradient_through_b2_is_finite_and_right():
+    """The null lines of a rank-deficient statistic leave exact zeros in the
+    second moment: sqrt's slope there must not make d/db2 NaN. Against
+    central differences, in float64 (a 4x3 leaf: a 4x4 statistic of rank 3)."""
+    with enable_x64(True):
+        params = {"w": jax.random.normal(jax.random.key(0), (4, 3), jnp.float64)}
+
+        def total(b2):
+            tx = gradax.soap(learning_rate=0.05, b2=b2, precondition_frequency=2)
+            state, p = tx.init(params), params
+            for step in range(3):
+                grads = jax.tree.map(lambda x, s=step: x * (1.0 + 0.3 * s) + 0.1, p)
+                updates, state = tx.update(grads, state, p)
+                p = gradax.apply_updates(p, updates)
+            return jnp.sum(p["w"])
+
+        slope = jax.grad(total)(jnp.float64(0.95))
+        h = 1e-6
+        b2 = jnp.float64(0.95)
+        central = (total(b2 + h) - total(b2 - h)) / (2 * h)
+        assert np.isfinite(slope)
+        # Central differences carry O(h^2) and rounding/h ~ 1e-10 errors.
+        np.testing.assert_allclose(slope, central, rtol=1e-6)
 
 
 @pytest.mark.parametrize("correct_bias", [True, False])
