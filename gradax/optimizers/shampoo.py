@@ -255,7 +255,8 @@ class scale_by_shampoo(_ShampooOptions, GradientTransformation):
         else:
             sums = b2 == 1
             nu = b2 * nu + jnp.where(sums, 1, 1 - b2) * jnp.abs(g) ** 2
-            t = (count + 1).astype(jnp.float32)
+            # In the leaf's precision (float64 for float64 leaves, as Adam's).
+            t = (count + 1).astype(real_dtype(work_dtype(g.dtype)))
             correction = jnp.where(sums, 1, 1 - b2**t)
             if not self.graft_bias_correction:
                 correction = 1.0

@@ -103,7 +103,13 @@ class scale_by_soap(_SoapOptions, GradientTransformation):
         else:
             param_leaves = [None] * len(plans)
         count = state.count
-        t = jnp.maximum(count, 1).astype(jnp.float32)
+        # In the leaves' precision: float32, or float64 for float64 leaves
+        # (as Adam's correction is, and optax's).
+        dtype = jnp.result_type(
+            jnp.float32,
+            *(real_dtype(work_dtype(g.dtype)) for g in treedef.flatten_up_to(updates)),
+        )
+        t = jnp.maximum(count, 1).astype(dtype)
         scale = 1.0
         if self.correct_bias:
             scale = jnp.sqrt(1 - self.b2**t) / (1 - self.b1**t)
