@@ -72,13 +72,14 @@ class TreeFunctionSchedule(FunctionSchedule):
 
 def _is_function_of_arrays(value: Any) -> bool:
     """Whether callable `value` is a pytree node holding an array, and only
-    numbers: what JAX can trace as a `jit` argument."""
+    numbers: what JAX can trace as a `jit` argument. A Python bool keeps it
+    static: a flag the function may branch on in Python."""
     leaves, treedef = jax.tree_util.tree_flatten(value)
     if jax.tree_util.treedef_is_leaf(treedef):
         return False
     numeric = (jax.Array, np.ndarray, np.generic, int, float)
     return any(isinstance(x, (jax.Array, np.ndarray)) for x in leaves) and all(
-        isinstance(x, numeric) for x in leaves
+        isinstance(x, numeric) and not isinstance(x, bool) for x in leaves
     )
 
 

@@ -31,6 +31,14 @@ class Halving(eqx.Module):
         return self.peak * 0.5**count
 
 
+class MaybeHalving(eqx.Module):
+    peak: jax.Array
+    halve: bool  # a flag read in Python: not traceable
+
+    def __call__(self, count):
+        return self.peak * 0.5**count if self.halve else self.peak
+
+
 PARAMS = {"w": jnp.linspace(-1.0, 1.0, 6).reshape(2, 3), "b": jnp.ones(3)}
 GRADS = jax.tree.map(lambda p: 0.3 * p + 0.1, PARAMS)
 
@@ -102,9 +110,15 @@ def test_shared_by_two_groups_reads_one_value():
     [
         Partial(halving, peak=0.1),  # numbers only: nothing to trace
         Partial(lambda count, mode: 0.1 if mode == "flat" else 0.0, mode="flat"),
+        MaybeHalving(jnp.asarray(0.1), True),
         lambda count: 0.1 * 0.5**count,
     ],
-    ids=["partial-of-numbers", "partial-of-a-string", "plain-function"],
+    ids=[
+        "partial-of-numbers",
+        "partial-of-a-string",
+        "module-with-a-flag",
+        "plain-function",
+    ],
 )
 def test_other_functions_stay_static(fn):
     tx = gradax.adamw(fn)
