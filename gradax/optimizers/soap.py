@@ -163,7 +163,9 @@ class scale_by_soap(_SoapOptions, GradientTransformation):
         d = kron.rotate(ratio, *q, back=True)
         if self.normalize_grads:
             axes = (-2, -1) if plan.factored else None
-            rms = jnp.sqrt(jnp.mean(jnp.abs(d) ** 2, axis=axes, keepdims=True))
+            mean_square = jnp.mean(jnp.abs(d) ** 2, axis=axes, keepdims=True)
+            zero = mean_square == 0  # a zero step: sqrt's slope, as above
+            rms = jnp.where(zero, 0, jnp.sqrt(jnp.where(zero, 1, mean_square)))
             d = d / (1e-30 + rms)
         # The bias correction scales the step after any normalization, as in
         # the authors' code (normalizing after it would cancel it).

@@ -278,15 +278,27 @@ def test_float64_bias_correction_is_float64(name):
         )
 
 
-def test_soap_gradient_through_b2_is_finite_and_right():
+@pytest.mark.parametrize(
+    "name, value, options",
+    [
+        ("b2", 0.95, {}),
+        # Normalizing a zero step (the first) takes the root of a zero mean.
+        ("eps", 1e-3, {"normalize_grads": True, "precondition_frequency": 1}),
+    ],
+)
+def test_soap_gradient_through_a_hyperparameter_is_finite_and_right(
+    name, value, options
+):
     """The null lines of a rank-deficient statistic leave exact zeros in the
-    second moment: sqrt's slope there must not make d/db2 NaN. Against
-    central differences, in float64 (a 4x3 leaf: a 4x4 statistic of rank 3)."""
+    second moment, and the first step is zero: sqrt's slope at those zeros
+    must not make the gradient NaN. Against central differences, in float64
+    (a 4x3 leaf: a 4x4 statistic of rank 3)."""
     with enable_x64(True):
         params = {"w": jax.random.normal(jax.random.key(0), (4, 3), jnp.float64)}
 
-        def total(b2):
-            tx = gradax.soap(learning_rate=0.05, b2=b2, precondition_frequency=2)
+        def total(x):
+            chosen = {"precondition_frequency": 2, **options, name: x}
+            tx = gradax.soap(learning_rate=0.05, **chosen)
             state, p = tx.init(params), params
             for step in range(3):
                 grads = jax.tree.map(lambda x, s=step: x * (1.0 + 0.3 * s) + 0.1, p)
@@ -294,10 +306,10 @@ def test_soap_gradient_through_b2_is_finite_and_right():
                 p = gradax.apply_updates(p, updates)
             return jnp.sum(p["w"])
 
-        slope = jax.grad(total)(jnp.float64(0.95))
+        at = jnp.float64(value)
+        slope = jax.grad(total)(at)
         h = 1e-6
-        b2 = jnp.float64(0.95)
-        central = (total(b2 + h) - total(b2 - h)) / (2 * h)
+        central = (total(at + h) - total(at - h)) / (2 * h)
         assert np.isfinite(slope)
         # Central differences carry O(h^2) and rounding/h ~ 1e-10 errors.
         np.testing.assert_allclose(slope, central, rtol=1e-6)
