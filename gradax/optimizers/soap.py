@@ -154,18 +154,13 @@ class scale_by_soap(_SoapOptions, GradientTransformation):
             rotated = drop_null_lines(rotated, frobenius(gm), n)
             numerator = drop_null_lines(numerator, frobenius(new_mu), n)
         new_nu = b2 * nu_m + (1 - b2) * jnp.abs(rotated) ** 2
-        # The null lines above make exact zeros in new_nu, where sqrt's slope
-        # is infinite: jax.grad through a hyperparameter (b2) would then give
-        # NaN. The same square roots, with a finite slope there.
-        empty = new_nu == 0
-        root = jnp.where(empty, 0, jnp.sqrt(jnp.where(empty, 1, new_nu)))
-        ratio = numerator / (root + self.eps).astype(dtype)
+        # The null lines above make exact zeros in new_nu.
+        ratio = numerator / (_root(new_nu) + self.eps).astype(dtype)
         d = kron.rotate(ratio, *q, back=True)
         if self.normalize_grads:
             axes = (-2, -1) if plan.factored else None
-            mean_square = jnp.mean(jnp.abs(d) ** 2, axis=axes, keepdims=True)
-            zero = mean_square == 0  # a zero step: sqrt's slope, as above
-            rms = jnp.where(zero, 0, jnp.sqrt(jnp.where(zero, 1, mean_square)))
+            # The first step is zero.
+            rms = _root(jnp.mean(jnp.abs(d) ** 2, axis=axes, keepdims=True))
             d = d / (1e-30 + rms)
         # The bias correction scales the step after any normalization, as in
         # the authors' code (normalizing after it would cancel it).
@@ -202,6 +197,14 @@ class scale_by_soap(_SoapOptions, GradientTransformation):
             stats,
             bases,
         )
+
+
+def _root(x):
+    """`sqrt(x)` with a finite slope where `x` is exactly 0 (the same values):
+    sqrt's infinite slope there makes `jax.grad` through a hyperparameter
+    (`b2`, `eps`) NaN, even where the step is discarded."""
+    zero = x == 0
+    return jnp.where(zero, 0, jnp.sqrt(jnp.where(zero, 1, x)))
 
 
 def _initial_bases(stats, bases):
