@@ -49,8 +49,11 @@ def plain_dtype(dtype: Any, default: Any) -> Any:
 
 
 def real_dtype(dtype: Any) -> Any:
-    """The real counterpart of a floating dtype (float32 for complex64)."""
-    return jnp.finfo(dtype).dtype
+    """The real counterpart of a dtype (float32 for complex64); a real dtype,
+    integer ones included, is its own (so `init` takes what optax's does)."""
+    dtype = jnp.dtype(dtype)
+    complex_ = jnp.issubdtype(dtype, jnp.complexfloating)
+    return jnp.finfo(dtype).dtype if complex_ else dtype
 
 
 def safe_norm(

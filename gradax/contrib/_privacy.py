@@ -104,6 +104,8 @@ class differentially_private_aggregate(GradientTransformation):
 
     def update_state(self, updates, state, params=None, **extra_args):
         leaves, treedef = jax.tree.flatten(updates)
+        if not leaves:  # no gradients: nothing to clip, noise or count
+            return updates, state
         batch_size = leaves[0].shape[0]
         clipped, _ = per_example_global_norm_clip(leaves, self.l2_norm_clip)
         new_key, *keys = jax.random.split(state.rng_key, len(leaves) + 1)

@@ -189,6 +189,13 @@ def full_dimension_numbers(spec: Any, tree: Any, *, default_2d_only: bool) -> An
     not a matrix; flax `nnx.Param` variables in it stand for their values),
     or a function of `tree` returning one of these.
     """
+    dims = _spec_per_leaf(spec, tree, default_2d_only)
+    # A leaf with no elements has nothing to orthogonalize or precondition
+    # (and a 0-sided matrix has no shape scale): it is not a matrix.
+    return jax.tree.map(lambda x, d: None if math.prod(x.shape) == 0 else d, tree, dims)
+
+
+def _spec_per_leaf(spec: Any, tree: Any, default_2d_only: bool) -> Any:
     if is_routing_function(spec):
         spec = spec(tree)
     if spec is None:

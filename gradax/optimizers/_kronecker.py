@@ -23,7 +23,6 @@ from .._core.axes import explicit_sharding, restore
 from .._core.numerics import work_dtype
 from ..linalg.matrices import (
     full_dimension_numbers,
-    is_spec_leaf,
     matrix_axes,
     matrix_view,
 )
@@ -215,8 +214,10 @@ def plans(
     inf = float("inf")
     block_size, max_dim = block_size or inf, max_dim or inf
     dims = full_dimension_numbers(spec, tree, default_2d_only=True)
-    flat_dims, treedef = jax.tree.flatten(dims, is_leaf=is_spec_leaf)
-    leaves = treedef.flatten_up_to(tree)
+    # The tree's own structure: a None in it (an equinox-filtered model) is
+    # no leaf, where in `dims` a None would be one (not a matrix).
+    leaves, treedef = jax.tree.flatten(tree)
+    flat_dims = treedef.flatten_up_to(dims)
 
     def plan(d, shape):
         if skip_larger_than is not None and any(n > skip_larger_than for n in shape):

@@ -185,7 +185,11 @@ def balance(factors) -> tuple[jax.Array, ...]:
     """
     if len(factors) < 2:
         return tuple(factors)
-    norms = jnp.stack([jnp.max(jnp.abs(q)).astype(jnp.float32) for q in factors])
+    # initial=0: a factor of a side of length 0 has no entries (its largest
+    # is then 0, and nothing is rescaled); |q| >= 0 leaves the rest alone.
+    norms = jnp.stack(
+        [jnp.max(jnp.abs(q), initial=0).astype(jnp.float32) for q in factors]
+    )
     positive = jnp.all(norms > 0)
     safe = jnp.where(positive, norms, 1.0)
     mean = jnp.exp(jnp.mean(jnp.log(safe)))

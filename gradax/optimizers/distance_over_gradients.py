@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .._core.declarations import ANY, NONNEGATIVE, POSITIVE, hyper
+from .._core.numerics import real_dtype
 from .._core.protocol import GradientTransformation
 from .._core.pytree import static_field
 
@@ -38,7 +39,7 @@ def _init_dtype(param_dtype: Any, p: Any) -> Any:
 
 def _sum_dtype(p: Any) -> Any:
     """float32, or float64 for float64 (complex128) params."""
-    real = jnp.finfo(p.dtype).dtype
+    real = real_dtype(p.dtype)
     return jax.dtypes.canonicalize_dtype(jnp.promote_types(jnp.float32, real))
 
 

@@ -272,6 +272,8 @@ class scale_by_kron(GradientTransformation):
         return work_dtype(jnp.result_type(m.dtype, *[q.dtype for q in qs]))
 
     def _refit_leaf(self, m, qs, scanned, v_key):
+        if m.size == 0:  # no entries: nothing to fit (and no side to divide by)
+            return qs
         dtype = self._work(m, qs)
         x, _ = replicate(m)
         x = x.astype(dtype)
@@ -292,6 +294,8 @@ class scale_by_kron(GradientTransformation):
         return tuple(q.astype(old.dtype) for q, old in zip(new, qs, strict=True))
 
     def _precondition_leaf(self, m, qs, scanned):
+        if m.size == 0:
+            return m
         dtype = self._work(m, qs)
         x, sharding = replicate(m)
         shape, _ = self._layout(tuple(m.shape), scanned)

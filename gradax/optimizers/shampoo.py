@@ -193,7 +193,8 @@ class scale_by_shampoo(_ShampooOptions, GradientTransformation):
             strict=True,
         )
         outs = [self._leaf(*c, state.count) for c in columns]
-        new = [jax.tree.unflatten(treedef, list(x)) for x in zip(*outs, strict=True)]
+        # Five trees from per-leaf rows (a tree with no leaves has no rows).
+        new = [jax.tree.unflatten(treedef, [o[i] for o in outs]) for i in range(5)]
         graft, pre, nu, stats, roots = new
         use = state.count >= self.start_preconditioning_step
         wd = self.weight_decay

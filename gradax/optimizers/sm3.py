@@ -87,8 +87,14 @@ class scale_by_sm3(GradientTransformation):
             if g.ndim < 2:
                 new_accumulators = [accum]
             else:
+                # initial=0 (accum >= 0): an axis of a leaf with no entries
+                # gets zeros, not an error.
                 new_accumulators = [
-                    jnp.max(accum, axis=tuple(j for j in range(g.ndim) if j != i))
+                    jnp.max(
+                        accum,
+                        axis=tuple(j for j in range(g.ndim) if j != i),
+                        initial=0,
+                    )
                     for i in range(g.ndim)
                 ]
             return g * inv_sqrt, new_accumulators

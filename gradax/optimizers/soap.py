@@ -127,7 +127,8 @@ class scale_by_soap(_SoapOptions, GradientTransformation):
             self._leaf(plan, g, p, mu, nu, stats, bases, count, scale)
             for plan, g, p, mu, nu, stats, bases in columns
         ]
-        new = [jax.tree.unflatten(treedef, list(x)) for x in zip(*outs, strict=True)]
+        # Five trees from per-leaf rows (a tree with no leaves has no rows).
+        new = [jax.tree.unflatten(treedef, [o[i] for o in outs]) for i in range(5)]
         direction, mu, nu, stats, bases = new
         return direction, SoapState(safe_increment(count), mu, nu, stats, bases)
 

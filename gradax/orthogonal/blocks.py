@@ -118,7 +118,11 @@ def _blocks(shape: tuple[int, ...], dims: Any) -> Blocks:
     whole = MuonDimensionNumbers(dims.reduction_axis, dims.output_axis)
     if split is None:
         view = matrix_view(shape, whole)
-        count = math.prod(shape) // (view.fan_in * view.fan_out)
+        # The batch axes' product (not size // (fan_in fan_out): a side may be 0).
+        sides = matrix_axes(whole.reduction_axis, len(shape)) + matrix_axes(
+            whole.output_axis, len(shape)
+        )
+        count = math.prod(n for a, n in enumerate(shape) if a not in sides)
         return Blocks(
             lambda x: (view.to_matrices(x),),
             lambda stacks: view.from_matrices(stacks[0]),

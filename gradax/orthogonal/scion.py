@@ -17,7 +17,7 @@ from .._core.numerics import safe_increment, work_dtype
 from .._core.protocol import Alias, GradientTransformation, zero_count
 from .._core.pytree import static_field
 from ..combinators.chain import chain
-from ..linalg.matrices import full_dimension_numbers, is_spec_leaf, matrix_view
+from ..linalg.matrices import full_dimension_numbers, matrix_view
 from ..transforms.scaling import scale_by_learning_rate
 from ..transforms.weight_decay import add_decayed_weights
 from . import _fields as fields
@@ -75,7 +75,11 @@ def scion_lmos(params: Any, weight_dimension_numbers: Any = None) -> Any:
             return "sign"
         return "row" if EMBEDDING.search(key) else "spectral"
 
-    return jax.tree_util.tree_map_with_path(name, dims, is_leaf=is_spec_leaf)
+    # Over the params' structure: a None there is no leaf, where in `dims`
+    # it would be one.
+    return jax.tree_util.tree_map_with_path(
+        lambda path, _, d: name(path, d), params, dims
+    )
 
 
 class ScionState(NamedTuple):
@@ -175,7 +179,10 @@ class scale_by_scion(GradientTransformation):
         dims = full_dimension_numbers(
             self.weight_dimension_numbers, updates, default_2d_only=True
         )
-        flat_names, treedef = jax.tree.flatten(names, is_leaf=_is_lmo_leaf)
+        # The updates' own structure: a None there (an equinox-filtered
+        # model) is no leaf, where in `names` and `dims` it would be one.
+        treedef = jax.tree.structure(updates)
+        flat_names = treedef.flatten_up_to(names)
         flat_dims = treedef.flatten_up_to(dims)
         flat_mu = treedef.flatten_up_to(mu)
         out = [
@@ -198,6 +205,8 @@ class scale_by_scion(GradientTransformation):
             raise ValueError(
                 f"lmo must name one of {LMOS} for every leaf, got {name!r}"
             )
+        if m.size == 0:  # no entries: no direction (and no matrix to read)
+            return m
         x, sharding = replicate(m)
         x = x.astype(work_dtype(x.dtype))
         if name == "rms":

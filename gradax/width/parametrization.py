@@ -134,7 +134,8 @@ def _role(path: str, shape: tuple[int, ...], base: tuple[int, ...], roles: Any) 
 
 
 def _adam_factor(role: str, shape: tuple[int, ...], base: tuple[int, ...]) -> float:
-    if role in ("vector", "embedding") or len(shape) < 2:
+    # A leaf with no entries has nothing to scale (and a width 0 no ratio).
+    if role in ("vector", "embedding") or len(shape) < 2 or 0 in shape:
         return 1.0
     if role == "output":
         # Every growing axis is the fan-in: the fan-out is the vocabulary.

@@ -32,7 +32,9 @@ class _LossFromGradients(gradax.GradientTransformation):
     def update_state(self, updates, state, params=None, **extra_args):
         if extra_args.get("value") is None:
             squares = [jnp.sum(jnp.abs(g) ** 2) for g in jax.tree.leaves(updates)]
-            extra_args["value"] = 0.5 * sum(squares).astype(jnp.float32)
+            # Starting from an array: a tree with no leaves has the loss 0.
+            total = sum(squares, jnp.zeros((), jnp.float32))
+            extra_args["value"] = 0.5 * total.astype(jnp.float32)
         return self.inner.update(updates, state, params, **extra_args)
 
 

@@ -278,6 +278,46 @@ def test_protocol(entry: Entry):
         assert not made, f"built while tracing update: {dict(made)}"
 
 
+def _odd_trees():
+    """Trees real models give that the suite's params do not, with the same
+    paths (the entries' masks, labels and base models fit them)."""
+    params = make_params()
+    return {
+        # eqx.filter(model, eqx.is_inexact_array) leaves None where a
+        # field is not an array: no leaf there, in optax's trees too.
+        "a None leaf": {**params, "s": None},
+        # A layer of width 0 (a configuration's edge case).
+        "a leaf with no elements": {**params, "m": jnp.zeros((0, 3))},
+        "no leaves": dict.fromkeys(params),
+    }
+
+
+ODD_TREES = CANONICAL
+
+
+@ODD_TREES
+def test_odd_trees(entry: Entry):
+    """init and two updates trace on each of `_odd_trees`, the updates
+    having the params' shapes and the state keeping its types. Tracing only
+    (`eval_shape`): what breaks on these trees is Python code that reads
+    shapes and structures."""
+    tx = entry.build()
+
+    def two_steps(params):
+        state = tx.init(params)
+        _, later = tx.update(quadratic_grads(params, 0.0), state, params)
+        updates, later = tx.update(quadratic_grads(params, 1.0), later, params)
+        return updates, state, later
+
+    for name, params in _odd_trees().items():
+        try:
+            updates, state, later = jax.eval_shape(two_steps, params)
+        except Exception as error:
+            raise AssertionError(f"on {name}: {error!r}") from error
+        assert avals(updates) == avals(params), name
+        assert avals(later) == avals(state), name
+
+
 @ALL
 def test_state_stable_under_control_flow(entry: Entry):
     """The state keeps its types through ``update`` (so ``lax.cond``,
