@@ -100,11 +100,12 @@ class skip_loss_spikes(GradientTransformation):
     )
 
     def init_state(self, params):
-        zero = jnp.zeros([], jnp.float32)
+        # One array per leaf, never shared: a step that donates the state
+        # refuses a buffer given twice.
         return SkipLossSpikesState(
             accepted=zero_count(),
-            mean=zero,
-            variance=zero,
+            mean=jnp.zeros([], jnp.float32),
+            variance=jnp.zeros([], jnp.float32),
             consecutive_skips=zero_count(),
             total_skips=zero_count(),
             last_skipped=jnp.array(False),

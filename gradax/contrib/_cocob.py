@@ -45,13 +45,15 @@ class scale_by_cocob(_CocobOptions, GradientTransformation):
     """
 
     def init_state(self, params):
-        zeros = gtree.zeros_like(params)
+        # Arrays of their own (copies of the params, zeros made one tree at a
+        # time): a step that donates params and state refuses a buffer given
+        # twice.
         return COCOBState(
             init_particles=jax.tree.map(jnp.array, params),
-            cumulative_gradients=zeros,
+            cumulative_gradients=gtree.zeros_like(params),
             scale=gtree.full_like(params, self.eps),
-            subgradients=zeros,
-            reward=zeros,
+            subgradients=gtree.zeros_like(params),
+            reward=gtree.zeros_like(params),
         )
 
     def update_state(self, updates, state, params=None, **extra_args):

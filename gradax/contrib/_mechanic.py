@@ -85,13 +85,14 @@ class mechanize(GradientTransformation):
 
     def init_state(self, params):
         dtype = real_dtype(gtree.dtype(params, "lowest"))
-        zeros = jnp.zeros([self.num_betas], dtype)
+        # One array per leaf (a step that donates the state refuses a
+        # buffer given twice).
         return MechanicState(
             base_optimizer_state=self.base_optimizer.init(params),
             count=zero_count(),
-            r=zeros,
-            m=zeros,
-            v=zeros,
+            r=jnp.zeros([self.num_betas], dtype),
+            m=jnp.zeros([self.num_betas], dtype),
+            v=jnp.zeros([self.num_betas], dtype),
             s=jnp.ones([self.num_betas], dtype) * self.s_init,
             x0=jax.tree.map(jnp.array, params),
         )

@@ -104,8 +104,10 @@ class scale_by_distance_over_gradients(GradientTransformation):
             grad_sum_of_squares=jax.tree.map(
                 lambda p: jnp.zeros(1, _sum_dtype(p)), params
             ),
+            # A copy (astype to the same dtype returns `p` itself): a step
+            # that donates params and state refuses a buffer given twice.
             init_params=jax.tree.map(
-                lambda p: p.astype(_init_dtype(param_dtype, p)), params
+                lambda p: jnp.array(p, _init_dtype(param_dtype, p)), params
             ),
         )
 

@@ -278,6 +278,27 @@ def test_protocol(entry: Entry):
         assert not made, f"built while tracing update: {dict(made)}"
 
 
+@CANONICAL
+def test_state_buffers_can_be_donated(entry: Entry):
+    """Eager ``init`` gives each state leaf a buffer of its own: none is a
+    param's, another leaf's or a leaf of an earlier ``init``'s state. A step
+    jitted with ``donate_argnums`` for params and state refuses a buffer
+    given twice ("Attempt to donate the same buffer twice"), and a buffer
+    kept inside the transformation would be deleted by the first donation."""
+    tx = entry.build()
+    params = make_params()
+    trees = {"params": params, "state": tx.init(params), "again": tx.init(params)}
+    seen: dict[int, str] = {}
+    named = jax.tree_util.tree_flatten_with_path(trees)[0]
+    for path, leaf in named:
+        if not isinstance(leaf, jax.Array):
+            continue
+        where = jax.tree_util.keystr(path)
+        pointer = leaf.unsafe_buffer_pointer()
+        assert pointer not in seen, f"{where} shares its buffer with {seen[pointer]}"
+        seen[pointer] = where
+
+
 def _odd_trees():
     """Trees real models give that the suite's params do not, with the same
     paths (the entries' masks, labels and base models fit them)."""
