@@ -200,8 +200,12 @@ class scale_by_galore(GradientTransformation):
                 # The SVD needs whole matrices: work replicated, reshard at the end.
                 g, old = (reshard(x, P()) for x in (g, old))
             g2 = view.to_matrix(g)
+            # In the state's dtype (the params'), whatever the gradients' is:
+            # both branches of the cond must agree.
             p = jax.lax.cond(
-                refresh, lambda g2=g2, v=view: _new_projector(g2, v), lambda o=old: o
+                refresh,
+                lambda g2=g2, v=view, o=old: _new_projector(g2, v).astype(o.dtype),
+                lambda o=old: o,
             )
             projected = jnp.conj(p).T @ g2 if view.left else g2 @ p
             # The singular vectors of a rank-deficient gradient past its rank
@@ -224,7 +228,8 @@ class scale_by_galore(GradientTransformation):
                 out.append(u)
                 continue
             full = p @ u if view.left else u @ jnp.conj(p).T
-            full = self.scale * view.from_matrix(full, g.shape)
+            # The gradients' dtype, as every update keeps it.
+            full = (self.scale * view.from_matrix(full, g.shape)).astype(g.dtype)
             sharding = explicit_sharding(g)
             if sharding is not None:
                 full = reshard(full, sharding.spec)

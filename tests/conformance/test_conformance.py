@@ -353,6 +353,29 @@ def test_state_stable_under_control_flow(entry: Entry):
     assert not problems, "\n".join(problems)
 
 
+@CANONICAL
+def test_gradients_in_another_dtype(entry: Entry):
+    """float32 params with bfloat16 gradients (a loss computed in bfloat16):
+    the state keeps its types through two updates, and the updates keep the
+    gradients' dtype. Tracing only."""
+    tx = entry.build()
+
+    def two_steps(params):
+        grads = jax.tree.map(
+            lambda g: g.astype(jnp.bfloat16), quadratic_grads(params, 0.0)
+        )
+        state = tx.init(params)
+        _, later = tx.update(grads, state, params)
+        updates, later = tx.update(grads, later, params)
+        return updates, state, later
+
+    updates, state, later = jax.eval_shape(two_steps, make_params())
+    assert avals(later) == avals(state)
+    # cast_updates sets the updates' dtype itself: that is what it is for.
+    if entry.name != "cast_updates":
+        assert {u.dtype for u in jax.tree.leaves(updates)} == {jnp.dtype(jnp.bfloat16)}
+
+
 # Each canonical entry on one kind of mesh axes in CI, in turn (each kind
 # sees half of every registry file); the other kind, and the variants, with
 # -m slow.
