@@ -116,12 +116,32 @@ class dadapt_adamw(GradientTransformation):
         grad_sum = jax.tree.map(
             lambda s, g: rho * s + (1 - rho) * dlr * g, state.grad_sum, updates
         )
-        grad_sum_l1 = gtree.sum(jax.tree.map(jnp.abs, grad_sum))
         numerator = rho * state.numerator_weighted + (1 - rho) * dlr * numerator_acc
-        estimate = numerator / ((1 - rho) * grad_sum_l1)
-        estim_lr = jnp.maximum(state.estim_lr, estimate)
+        # As the authors' code: a learning rate of 0 leaves the moments and
+        # the sum alone ("if group_lr > 0.0"), and with no progress yet
+        # (s_t = 0: every gradient so far zero, or a warmup from 0) it
+        # returns before the estimate and the step ("if sk_l1 == 0: return
+        # loss"). Dividing instead gave d = 0/0 = NaN for good, as optax's
+        # does.
+        active = jnp.asarray(self.learning_rate) > 0
+        exp_avg, exp_avg_sq, grad_sum = (
+            gtree.where(active, new, old)
+            for new, old in (
+                (exp_avg, state.exp_avg),
+                (exp_avg_sq, state.exp_avg_sq),
+                (grad_sum, state.grad_sum),
+            )
+        )
+        grad_sum_l1 = gtree.sum(jax.tree.map(jnp.abs, grad_sum))
+        moved = active & (grad_sum_l1 > 0)
+        estimate = numerator / ((1 - rho) * jnp.where(moved, grad_sum_l1, 1))
+        estim_lr = jnp.where(
+            moved, jnp.maximum(state.estim_lr, estimate), state.estim_lr
+        )
         new_updates = jax.tree.map(
-            lambda m, v, p: -wd * dlr * p - m / (jnp.sqrt(v) + eps),
+            lambda m, v, p: jnp.where(
+                moved, -wd * dlr * p - m / (jnp.sqrt(v) + eps), 0
+            ),
             exp_avg,
             exp_avg_sq,
             params,
@@ -131,6 +151,6 @@ class dadapt_adamw(GradientTransformation):
             exp_avg_sq=exp_avg_sq,
             grad_sum=grad_sum,
             estim_lr=estim_lr,
-            numerator_weighted=numerator,
+            numerator_weighted=jnp.where(moved, numerator, state.numerator_weighted),
             count=count,
         )

@@ -83,11 +83,29 @@ class _ProdigyBase(GradientTransformation):
         )
         numerator = beta3 * state.numerator_weighted
         numerator += (d / estim_lr0) * dlr * numerator_acc
+        # As the authors' code: a learning rate of 0 leaves the moments and
+        # the sum alone ("if group_lr > 0.0"), and with no progress yet
+        # (s_t = 0: every gradient so far zero, or a warmup from 0) it
+        # returns before the estimate and the step ("if d_denom == 0:
+        # return loss"). Dividing instead gave d = 0/0 = NaN for good, as
+        # optax's does.
+        active = jnp.asarray(lr) > 0
+        exp_avg, exp_avg_sq, grad_sum = (
+            gtree.where(active, new, old)
+            for new, old in (
+                (exp_avg, state.exp_avg),
+                (exp_avg_sq, state.exp_avg_sq),
+                (grad_sum, state.grad_sum),
+            )
+        )
         denominator = gtree.sum(jax.tree.map(jnp.abs, grad_sum))
-        estimate = self.estim_lr_coef * numerator / denominator
-        new_d = jnp.maximum(d, estimate)
+        moved = active & (denominator > 0)
+        estimate = self.estim_lr_coef * numerator / jnp.where(moved, denominator, 1)
+        new_d = jnp.where(moved, jnp.maximum(d, estimate), d)
         new_updates = jax.tree.map(
-            lambda m, v, p: -wd * dlr * p - dlr * m / (jnp.sqrt(v) + new_d * eps),
+            lambda m, v, p: jnp.where(
+                moved, -wd * dlr * p - dlr * m / (jnp.sqrt(v) + new_d * eps), 0
+            ),
             exp_avg,
             exp_avg_sq,
             params,
@@ -98,7 +116,7 @@ class _ProdigyBase(GradientTransformation):
             grad_sum=grad_sum,
             params0=state.params0,
             estim_lr=new_d,
-            numerator_weighted=numerator,
+            numerator_weighted=jnp.where(moved, numerator, state.numerator_weighted),
             count=count,
         )
 

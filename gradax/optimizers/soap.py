@@ -162,7 +162,13 @@ class scale_by_soap(_SoapOptions, GradientTransformation):
             axes = (-2, -1) if plan.factored else None
             # The first step is zero.
             rms = _root(jnp.mean(jnp.abs(d) ** 2, axis=axes, keepdims=True))
-            d = d / (1e-30 + rms)
+            # A zero direction divides by 1, not by 1e-30: XLA joins this
+            # division with Adam's above ((a / b) / c to a / (b c)), and eps
+            # times 1e-30 is below float32's smallest normal number, flushed
+            # to 0, so a zero gradient gave 0 / 0 = NaN under jit (not
+            # eagerly). The values are the authors' otherwise.
+            moved = rms > 0
+            d = jnp.where(moved, d, 0) / jnp.where(moved, 1e-30 + rms, 1)
         # The bias correction scales the step after any normalization, as in
         # the authors' code (normalizing after it would cancel it).
         d = scale * d

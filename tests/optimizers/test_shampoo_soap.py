@@ -315,6 +315,25 @@ def test_soap_gradient_through_a_hyperparameter_is_finite_and_right(
         np.testing.assert_allclose(slope, central, rtol=1e-6)
 
 
+def test_soap_normalized_zero_gradients_are_zero_steps_under_jit():
+    """Zero gradients with normalize_grads, jitted: zero steps, not NaN.
+
+    XLA joins the normalization's division with Adam's ((a / b) / c to
+    a / (b c)); with eps = 1e-8 and the authors' floor 1e-30 the product is
+    below float32's smallest normal number and flushed to 0, so a scalar or
+    vector leaf's step was 0 / 0 (eagerly, it was 0).
+    """
+    tx = gradax.scale_by_soap(precondition_frequency=1, normalize_grads=True)
+    params = {"s": jnp.asarray(0.3), "v": jnp.ones(3), "m": jnp.ones((4, 3))}
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    state = tx.init(params)
+    update = jax.jit(tx.update)
+    for _ in range(3):
+        updates, state = update(zeros, state, params)
+        for key, u in updates.items():
+            np.testing.assert_array_equal(u, jnp.zeros_like(u), err_msg=key)
+
+
 @pytest.mark.parametrize("correct_bias", [True, False])
 def test_soap_normalized_step_keeps_the_bias_correction(correct_bias):
     # The authors' SOAP normalizes each direction to RMS 1 and then steps
