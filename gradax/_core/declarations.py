@@ -250,6 +250,8 @@ def hyper(
       A dataclass field carrying the declaration.
     """
     numeric_leaf = not static and isinstance(valid, Range)
+    if static:
+        converter = _with_python_number(converter)
     spec = Spec(
         valid=valid,
         schedule=numeric_leaf if schedule is None else schedule,
@@ -259,6 +261,25 @@ def hyper(
     )
     metadata = {_SPEC: spec, _STATIC: static, _CONVERTER: converter}
     return dataclasses.field(default=default, metadata=metadata, kw_only=kw_only)
+
+
+def _python_number(value: Any) -> Any:
+    """A concrete 0-d array (`np.float32(0.5)`, `jnp.asarray(4)`) as the
+    Python number it holds; anything else as it is. A static value is read
+    before tracing and hashed in the tree definition: an array would be
+    neither (under `jit` it would come back as a tracer)."""
+    concrete = isinstance(value, (np.generic, np.ndarray)) or (
+        isinstance(value, jax.Array)
+        and not isinstance(value, jax.core.Tracer)
+        and getattr(value, "is_fully_addressable", True)
+    )
+    return value.item() if concrete and np.ndim(value) == 0 else value
+
+
+def _with_python_number(converter: Converter | None) -> Converter:
+    if converter is None:
+        return lambda value, name: _python_number(value)
+    return lambda value, name: converter(_python_number(value), name)
 
 
 def field(

@@ -243,6 +243,20 @@ def test_values_of_the_accepted_kinds_build():
     jax.vmap(lambda lr: gradax.muon(lr, ns_steps=5).learning_rate)(jnp.ones(2))
 
 
+def test_a_static_value_given_as_a_concrete_array_is_its_python_number():
+    """A static hyperparameter from a config read with numpy or jnp: kept as
+    the Python number (the tree definition hashes it, the program reads it
+    before tracing). A jnp fraction failed inside the first jitted update
+    with ConcretizationTypeError."""
+    tx = gradax.dion2(0.02, fraction=jnp.asarray(0.5), ns_steps=np.int64(3))
+    assert type(tx.fraction) is float and tx.fraction == 0.5
+    assert type(tx.ns_steps) is int and tx.ns_steps == 3
+    assert tx == gradax.dion2(0.02, fraction=0.5, ns_steps=3)
+    params = {"w": jnp.ones((4, 3))}
+    state = tx.init(params)
+    jax.jit(tx.update)(params, state, params)
+
+
 # -- negative learning rates: accepted as in optax, with one warning ----------
 
 
