@@ -35,6 +35,44 @@ def _to(state: Any, space: Any) -> Any:
     return jax.tree.map(lambda x: jax.device_put(x, space), state)
 
 
+def _is_committed(x: Any) -> bool:
+    return (
+        isinstance(x, jax.Array)
+        and not isinstance(x, jax.core.Tracer)
+        and bool(getattr(x, "committed", False))
+    )
+
+
+def _home(params: Any) -> Any:
+    """A replicated sharding over the devices the params are committed to,
+    or None (params JAX may move, or traced)."""
+    committed = [x for x in jax.tree.leaves(params) if _is_committed(x)]
+    if not committed:
+        return None
+    sharding = committed[0].sharding
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        return jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
+    if len(sharding.device_set) == 1:
+        return jax.sharding.SingleDeviceSharding(next(iter(sharding.device_set)))
+    return None
+
+
+def _placed(state: Any, home: Any) -> Any:
+    """Leaves made on the default device (a count) moved to `home` first:
+    moving an uncommitted leaf to host memory commits it to the default
+    device, and a step then mixes it with params on another."""
+    if home is None:
+        return state
+    return jax.tree.map(
+        lambda x: (
+            x
+            if _is_committed(x) or not isinstance(x, jax.Array)
+            else jax.device_put(x, home)
+        ),
+        state,
+    )
+
+
 class offload_state(GradientTransformation):
     """Keeps a transformation's state in host memory between updates.
 
@@ -90,7 +128,8 @@ class offload_state(GradientTransformation):
         return memory_space("Host")
 
     def init_state(self, params):
-        return OffloadedState(_to(self.tx.init(params), self._space()))
+        inner = _placed(self.tx.init(params), _home(params))
+        return OffloadedState(_to(inner, self._space()))
 
     def update_state(self, updates, state, params=None, **extra_args):
         old = state.inner_state

@@ -144,3 +144,24 @@ def test_donated_steps_keep_state_on_host():
             jax.tree.leaves(params), jax.tree.leaves(ref_params), strict=True
         ):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("jitted", [True, False])
+def test_params_on_another_device_keep_the_state_there(jitted):
+    """Params committed to device 3: every state leaf lives in device 3's
+    host memory, the count included (made on the default device, it was
+    moved to device 0's host memory, and the step then refused arrays on two
+    devices)."""
+    device = jax.devices()[3]
+    params = jax.device_put(_params(), device)
+    tx = gradax.offload_state(gradax.chain(gradax.clip(1.0), gradax.adamw(1e-2)))
+    state = tx.init(params)
+    update = jax.jit(tx.update) if jitted else tx.update
+    for _ in range(2):
+        grads = jax.grad(_loss)(params)
+        updates, state = update(grads, state, params)
+        params = gradax.apply_updates(params, updates)
+    for leaf in jax.tree.leaves(state):
+        assert leaf.devices() == {device}
+        assert leaf.sharding.memory_kind == "pinned_host"
+    assert all(leaf.devices() == {device} for leaf in jax.tree.leaves(params))
