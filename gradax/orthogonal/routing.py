@@ -110,14 +110,10 @@ def muon_labels(
             dims,
             is_leaf=is_spec_leaf,
         )
-    # A part hidden by a mask (gradax.MaskedNode, an empty node) has no
-    # leaves: it stays as it is in both trees and is not reported.
-    labels = jax.tree.map(
-        lambda d, _: "adam" if d is None else "muon",
-        dims,
-        params,
-        is_leaf=is_spec_leaf,
-    )
+    # Over the params' structure: a part hidden by a mask (gradax.MaskedNode,
+    # an empty node) has no leaves and stays as it is, and a None (an
+    # equinox-filtered field) stays None, as in jax.tree.map over the params.
+    labels = jax.tree.map(lambda _, d: "adam" if d is None else "muon", params, dims)
     # Told once, when called by the user or by init (not again at update).
     if not _quiet_report.get() and not initializing_for_shapes():
         if print_report:

@@ -314,6 +314,15 @@ def test_muon_labels_on_a_masked_tree_skips_the_hidden_leaves():
     assert report_rows(out.getvalue()) == {"['b']": "adam", "['w']": "muon"}
 
 
+def test_muon_labels_on_an_equinox_filtered_tree_keep_its_nones():
+    # eqx.filter(model, eqx.is_inexact_array): None where a field is no
+    # array. Its label is None too (it was "adam"), as jax.tree.map gives.
+    params = {"act": None, "w": jnp.zeros((4, 8)), "b": jnp.zeros(8)}
+    labels, dims = gradax.muon_labels(params, print_report=False)
+    assert labels == {"act": None, "w": "muon", "b": "adam"}
+    assert dims["act"] is None and dims["b"] is None
+
+
 def test_routing_function_inside_a_users_partition():
     params = plain_params()
 
