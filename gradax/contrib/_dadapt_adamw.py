@@ -12,7 +12,7 @@ from .._core.declarations import LEARNING_RATE, NONNEGATIVE, POSITIVE, hyper
 from .._core.numerics import real_dtype, safe_increment
 from .._core.protocol import GradientTransformation, zero_count
 from .._core.treecheck import require_params
-from ._util import DECAY_PAIR
+from ._util import DECAY_PAIR, moments_at_a_positive_rate
 
 
 class DAdaptAdamWState(NamedTuple):
@@ -117,22 +117,14 @@ class dadapt_adamw(GradientTransformation):
             lambda s, g: rho * s + (1 - rho) * dlr * g, state.grad_sum, updates
         )
         numerator = rho * state.numerator_weighted + (1 - rho) * dlr * numerator_acc
-        # As the authors' code: a learning rate of 0 leaves the moments and
-        # the sum alone ("if group_lr > 0.0"), and with no progress yet
-        # (s_t = 0: every gradient so far zero, or a warmup from 0) it
-        # returns before the estimate and the step ("if sk_l1 == 0: return
-        # loss"). Dividing instead gave d = 0/0 = NaN for good, as optax's
-        # does.
-        active = jnp.asarray(self.learning_rate) > 0
-        exp_avg, exp_avg_sq, grad_sum = (
-            gtree.where(active, new, old)
-            for new, old in (
-                (exp_avg, state.exp_avg),
-                (exp_avg_sq, state.exp_avg_sq),
-                (grad_sum, state.grad_sum),
-            )
+        (exp_avg, exp_avg_sq, grad_sum), active = moments_at_a_positive_rate(
+            self.learning_rate,
+            (exp_avg, exp_avg_sq, grad_sum),
+            (state.exp_avg, state.exp_avg_sq, state.grad_sum),
         )
         grad_sum_l1 = gtree.sum(jax.tree.map(jnp.abs, grad_sum))
+        # No progress yet (every gradient so far zero, or a warmup from 0):
+        # a zero step that keeps the estimate, as the authors' code.
         moved = active & (grad_sum_l1 > 0)
         estimate = numerator / ((1 - rho) * jnp.where(moved, grad_sum_l1, 1))
         estim_lr = jnp.where(

@@ -13,7 +13,7 @@ from .._core.numerics import real_dtype, safe_increment
 from .._core.protocol import GradientTransformation, zero_count
 from .._core.pytree import static_field
 from .._core.treecheck import require_params
-from ._util import DECAY_PAIR
+from ._util import DECAY_PAIR, moments_at_a_positive_rate
 
 
 class ProdigyState(NamedTuple):
@@ -83,22 +83,14 @@ class _ProdigyBase(GradientTransformation):
         )
         numerator = beta3 * state.numerator_weighted
         numerator += (d / estim_lr0) * dlr * numerator_acc
-        # As the authors' code: a learning rate of 0 leaves the moments and
-        # the sum alone ("if group_lr > 0.0"), and with no progress yet
-        # (s_t = 0: every gradient so far zero, or a warmup from 0) it
-        # returns before the estimate and the step ("if d_denom == 0:
-        # return loss"). Dividing instead gave d = 0/0 = NaN for good, as
-        # optax's does.
-        active = jnp.asarray(lr) > 0
-        exp_avg, exp_avg_sq, grad_sum = (
-            gtree.where(active, new, old)
-            for new, old in (
-                (exp_avg, state.exp_avg),
-                (exp_avg_sq, state.exp_avg_sq),
-                (grad_sum, state.grad_sum),
-            )
+        (exp_avg, exp_avg_sq, grad_sum), active = moments_at_a_positive_rate(
+            lr,
+            (exp_avg, exp_avg_sq, grad_sum),
+            (state.exp_avg, state.exp_avg_sq, state.grad_sum),
         )
         denominator = gtree.sum(jax.tree.map(jnp.abs, grad_sum))
+        # No progress yet (every gradient so far zero, or a warmup from 0):
+        # a zero step that keeps the estimate, as the authors' code.
         moved = active & (denominator > 0)
         estimate = self.estim_lr_coef * numerator / jnp.where(moved, denominator, 1)
         new_d = jnp.where(moved, jnp.maximum(d, estimate), d)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from .. import tree as gtree
 from .._core.declarations import DECAY, OneOf
 from .._core.optax_wrapper import dropped_by_optax
 
@@ -44,3 +46,21 @@ def require_value(value: Any, name: str) -> None:
             f"{name}.update needs the objective's value: pass value=loss "
             "(a scalar) as a keyword argument." + dropped_by_optax()
         )
+
+
+def moments_at_a_positive_rate(
+    learning_rate: Any, new: tuple[Any, ...], old: tuple[Any, ...]
+) -> tuple[tuple[Any, ...], jax.Array]:
+    """The D-Adaptation family's moments, as their authors' code keeps them:
+    updated only at a positive learning rate ("if group_lr > 0.0" in
+    konstmish/prodigy and facebookresearch/dadaptation), so that a warmup
+    from 0 leaves them alone. Returns them and whether the rate is positive.
+
+    With no progress yet (the weighted gradient sum is 0) those codes also
+    return before the estimate and the step ("if d_denom == 0" / "if sk_l1
+    == 0: return loss"); the callers gate the step on that. Dividing instead
+    made the estimate 0/0 = NaN for good, as optax's does.
+    """
+    active = jnp.asarray(learning_rate) > 0
+    kept = tuple(gtree.where(active, n, o) for n, o in zip(new, old, strict=True))
+    return kept, active
