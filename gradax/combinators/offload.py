@@ -44,8 +44,9 @@ def _is_committed(x: Any) -> bool:
 
 
 def _home(params: Any) -> Any:
-    """A replicated sharding over the devices the params are committed to,
-    or None (params JAX may move, or traced)."""
+    """Where to put a state leaf the params' devices should hold: their one
+    device, or a replicated sharding over their mesh; None for params JAX
+    may move (uncommitted) or traced."""
     committed = [x for x in jax.tree.leaves(params) if _is_committed(x)]
     if not committed:
         return None
@@ -53,7 +54,7 @@ def _home(params: Any) -> Any:
     if isinstance(sharding, jax.sharding.NamedSharding):
         return jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
     if len(sharding.device_set) == 1:
-        return jax.sharding.SingleDeviceSharding(next(iter(sharding.device_set)))
+        return next(iter(sharding.device_set))  # jax.device_put takes a device
     return None
 
 
