@@ -215,14 +215,15 @@ WRONG_KINDS = {
         r"eps must be in \[0, inf\)",
     ),
     # A static hyperparameter sets a loop's length or a shape: a traced value
-    # (the optimizer built inside jit or vmap from an argument) cannot.
+    # (the optimizer built inside jit or vmap from an argument) cannot. (?s):
+    # jax 0.5 prints a batched tracer over several lines.
     "a traced loop length": (
         lambda: jax.jit(lambda n: gradax.muon(0.02, ns_steps=n))(5),
-        "ns_steps.*a traced value, but it is static",
+        r"(?s)ns_steps.*a traced value, but it is static",
     ),
     "a traced share of rows": (
         lambda: jax.vmap(lambda f: gradax.dion2(0.02, fraction=f))(jnp.ones(2)),
-        "fraction.*a traced value, but it is static",
+        r"(?s)fraction.*a traced value, but it is static",
     ),
 }
 
