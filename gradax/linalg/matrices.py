@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 
 from .._core.pytree import is_tree_function
 
@@ -191,8 +192,12 @@ def full_dimension_numbers(spec: Any, tree: Any, *, default_2d_only: bool) -> An
     """
     dims = _spec_per_leaf(spec, tree, default_2d_only)
     # A leaf with no elements has nothing to orthogonalize or precondition
-    # (and a 0-sided matrix has no shape scale): it is not a matrix.
-    return jax.tree.map(lambda x, d: None if math.prod(x.shape) == 0 else d, tree, dims)
+    # (and a 0-sided matrix has no shape scale): it is not a matrix. Looked
+    # for in one pass over the shapes first: this runs at every update.
+    sides = {n for x in jax.tree.leaves(tree) for n in np.shape(x)}
+    if 0 not in sides:
+        return dims
+    return jax.tree.map(lambda x, d: None if 0 in np.shape(x) else d, tree, dims)
 
 
 def _spec_per_leaf(spec: Any, tree: Any, default_2d_only: bool) -> Any:
