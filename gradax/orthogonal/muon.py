@@ -33,11 +33,14 @@ class MuonState(NamedTuple):
 
 
 def _state_coefficients(ns_coeffs: Any, ns_steps: int) -> jax.Array:
-    """The coefficients as optax's `MuonState.ns_coeffs` holds them."""
+    """The coefficients as optax's `MuonState.ns_coeffs` holds them.
+
+    In JAX's default float dtype, as optax's `jnp.asarray(ns_coeffs)`:
+    float64 where `jax_enable_x64` is on, float32 otherwise.
+    """
     if isinstance(ns_coeffs, str):
-        table, _ = resolve_coefficients(ns_coeffs, ns_steps)
-        return jnp.asarray(table, jnp.float32)
-    return jnp.asarray(np.asarray(ns_coeffs, np.float32))
+        ns_coeffs, _ = resolve_coefficients(ns_coeffs, ns_steps)
+    return jnp.asarray(np.asarray(ns_coeffs, np.float64))
 
 
 class scale_by_muon(MuonOptions, GradientTransformation):

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import optax
 import pytest
-from conformance_base import make_params
+from conformance_base import make_params, quadratic_grads
+from jax_versions import enable_x64
 from registry import ENTRIES, Entry, entry_id
 
 import gradax
@@ -96,6 +97,40 @@ def test_init_is_optax_tree(entry: Entry):
         jax.eval_shape(_optax_twin(entry).init, params),
     )
 
+
+
+# optax gives this one's gradient sums JAX's default float dtype: under
+# jax_enable_x64 with float32 params its state holds float64 sums and its
+# updates come out float64. gradax keeps the params' dtype there, as every
+# gradax transformation keeps the gradients' dtype in its updates.
+PROMOTES_FLOAT32_UNDER_X64 = {"scale_by_distance_over_gradients"}
+
+
+@pytest.mark.parametrize("entry", TWINS, ids=entry_id)
+def test_trees_are_optax_trees_under_x64(entry: Entry):
+    """With `jax_enable_x64` on, `init` and `update` keep optax's trees.
+
+    Leaves optax makes in JAX's default float dtype (`MuonState.ns_coeffs`)
+    are float64 there, for float32 and float64 params alike.
+    """
+    dtypes = [jnp.float64]
+    if entry.name not in PROMOTES_FLOAT32_UNDER_X64:
+        dtypes.append(jnp.float32)
+    with enable_x64(True):
+        for dtype in dtypes:
+            params = {
+                k: v.astype(dtype) for k, v in _params_for(entry).items()
+            }
+            grads = quadratic_grads(params, 0.0)
+            ours_tx, theirs_tx = entry.build(), _optax_twin(entry)
+
+            def first_step(tx, params=params, grads=grads):
+                state = tx.init(params)
+                return state, tx.update(grads, state, params)
+
+            ours = jax.eval_shape(lambda: first_step(ours_tx))
+            theirs = jax.eval_shape(lambda: first_step(theirs_tx))
+            assert_same_layout(ours, theirs)
 
 def _a_schedule(count):
     return 0.01 * jnp.ones([]) / (1.0 + count)
