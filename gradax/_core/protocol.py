@@ -639,8 +639,14 @@ class GradientTransformation(Module, metaclass=_TransformationMeta):
         # A stateless transformation given some other state (maxdiffusion
         # passes its train state to clip_by_global_norm): it runs on the
         # state its init makes and hands the given one back, as optax's do.
-        new_updates, _ = self._transform(updates, stand_in, params, extra_args)
-        return new_updates, state
+        # A state whose lists came back as mappings (flax nnx) runs in init's
+        # tree and gets its new leaves back in its own.
+        new_updates, new_state = self._transform(updates, stand_in, params, extra_args)
+        if not jax.tree_util.tree_leaves(stand_in):
+            return new_updates, state
+        return new_updates, jax.tree_util.tree_unflatten(
+            jax.tree_util.tree_structure(state), jax.tree_util.tree_leaves(new_state)
+        )
 
     def _transform(
         self, updates: Updates, state: OptState, params: Params | None, extra_args: dict

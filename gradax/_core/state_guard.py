@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import weakref
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -438,6 +439,56 @@ def _made_for_other_dtypes(
     return None
 
 
+def _key_name(key: Any) -> Any:
+    """A path entry as a mapping's key: a list's index, a field's name."""
+    for attribute in ("idx", "key", "name"):
+        if hasattr(key, attribute):
+            return getattr(key, attribute)
+    return key
+
+
+def _children_keys(node: Any) -> list[Any]:
+    children = jax.tree_util.tree_flatten_with_path(
+        node, is_leaf=lambda x: x is not node
+    )[0]
+    return [_key_name(path[0]) for path, _ in children]
+
+
+def _as_mapping(d: Difference) -> bool:
+    """Whether `d` is a mapping given for a list, a tuple or an 8-bit leaf,
+    keyed as that node's children (0, 1, ...; `codes`, `scales`)."""
+    expected, given = d.expected, d.given
+    if not isinstance(given, Mapping):
+        return False
+    if isinstance(expected, (list, tuple)) and field_names(expected) is None:
+        return list(given) == list(range(len(expected)))
+    return is_stored(expected) and sorted(given) == sorted(_children_keys(expected))
+
+
+def _in_expected_tree(expected: Any, given: Any) -> Any:
+    """`given`'s leaves in `expected`'s tree, where they are the same leaves.
+
+    flax's `nnx.Optimizer` hands back what sat inside one of its variables
+    (SM3's, SOAP's and Kron's per-parameter lists, 8-bit leaves) as nnx
+    `State` mappings; only that difference is read through, and only where
+    every leaf is at the same place, with the same shape and dtype.
+    """
+    if not all(_as_mapping(d) for d in differences(expected, given)):
+        return None
+    want, treedef = jax.tree_util.tree_flatten_with_path(expected)
+    have = jax.tree_util.tree_flatten_with_path(given)[0]
+    if len(want) != len(have):
+        return None
+    for (want_path, want_leaf), (have_path, have_leaf) in zip(want, have, strict=True):
+        if (
+            tuple(map(_key_name, want_path)) != tuple(map(_key_name, have_path))
+            or np.shape(have_leaf) != want_leaf.shape
+            or getattr(have_leaf, "dtype", None) != want_leaf.dtype
+        ):
+            return None
+    return jax.tree_util.tree_unflatten(treedef, [leaf for _, leaf in have])
+
+
 def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> Any:
     """Raise :class:`UpdateError` where `state` is not what `init` makes.
 
@@ -446,11 +497,15 @@ def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> A
     compared, and classes by their field names (a state built by optax reads
     the same as gradax's).
 
-    Returns None, or, for a transformation whose `init` makes a state
-    without leaves (a stateless one) given another state, the state `init`
-    makes: `update` runs on it and hands the given state back unchanged,
-    as optax's stateless transformations do (maxdiffusion passes its train
-    state to `clip_by_global_norm(...).update`).
+    Returns None, or a state for `update` to run on:
+    - for a transformation whose `init` makes a state without leaves (a
+      stateless one) given another state, the state `init` makes: `update`
+      hands the given state back unchanged, as optax's stateless
+      transformations do (maxdiffusion passes its train state to
+      `clip_by_global_norm(...).update`);
+    - for a state whose lists or 8-bit leaves came back as mappings (flax's
+      `nnx.Optimizer`), its leaves in `init`'s tree: `update` hands the new
+      leaves back in the given tree.
     """
     like = params if params is not None else updates
     expected = expected_state(tx, like)
@@ -468,6 +523,9 @@ def check_state(tx: Any, updates: Any, state: Any, params: Any, owner: str) -> A
     problems = _problems(expected, state)
     if not problems:
         return None
+    read_through = _in_expected_tree(expected, state)
+    if read_through is not None:
+        return read_through
     against = "the params given" if params is not None else "the updates given"
     side = "these params" if params is not None else "these updates"
     shown = problems[:8]

@@ -98,7 +98,6 @@ def test_init_is_optax_tree(entry: Entry):
     )
 
 
-
 # optax gives this one's gradient sums JAX's default float dtype: under
 # jax_enable_x64 with float32 params its state holds float64 sums and its
 # updates come out float64. gradax keeps the params' dtype there, as every
@@ -118,19 +117,18 @@ def test_trees_are_optax_trees_under_x64(entry: Entry):
         dtypes.append(jnp.float32)
     with enable_x64(True):
         for dtype in dtypes:
-            params = {
-                k: v.astype(dtype) for k, v in _params_for(entry).items()
-            }
+            params = {k: v.astype(dtype) for k, v in _params_for(entry).items()}
             grads = quadratic_grads(params, 0.0)
-            ours_tx, theirs_tx = entry.build(), _optax_twin(entry)
 
             def first_step(tx, params=params, grads=grads):
                 state = tx.init(params)
                 return state, tx.update(grads, state, params)
 
-            ours = jax.eval_shape(lambda: first_step(ours_tx))
-            theirs = jax.eval_shape(lambda: first_step(theirs_tx))
+            ours_tx, theirs_tx = entry.build(), _optax_twin(entry)
+            ours = jax.eval_shape(lambda tx=ours_tx: first_step(tx))
+            theirs = jax.eval_shape(lambda tx=theirs_tx: first_step(tx))
             assert_same_layout(ours, theirs)
+
 
 def _a_schedule(count):
     return 0.01 * jnp.ones([]) / (1.0 + count)
