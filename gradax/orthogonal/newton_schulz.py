@@ -146,7 +146,9 @@ def _gram_ns(x, table, precondition, eps, mm, hermitian=None, small=None):
     (:func:`_gram_ns_looped`).
     """
     m = x.shape[-1 if x.shape[-2] > x.shape[-1] else -2]
-    eye = jnp.eye(m, dtype=x.dtype)
+    # Broadcast to the stack's shape, not left to the addition: a program
+    # run with jax_numpy_rank_promotion="raise" refuses implicit ranks.
+    eye = jnp.broadcast_to(jnp.eye(m, dtype=x.dtype), (*x.shape[:-2], m, m))
     if small is not None:
         return _gram_ns_looped(x, table, precondition, eps, mm, small, eye)
 

@@ -339,6 +339,22 @@ def test_odd_trees(entry: Entry):
         assert avals(later) == avals(state), name
 
 
+
+@CANONICAL
+def test_no_implicit_rank_promotion(entry: Entry):
+    """init and two updates trace with `jax_numpy_rank_promotion="raise"`,
+    which codebases set to catch broadcasting bugs: an array is broadcast
+    to another's rank only where the code says so. Tracing only."""
+    tx = entry.build()
+
+    def two_steps(params):
+        state = tx.init(params)
+        _, state = tx.update(quadratic_grads(params, 0.0), state, params)
+        return tx.update(quadratic_grads(params, 1.0), state, params)
+
+    with jax.numpy_rank_promotion("raise"):
+        jax.eval_shape(two_steps, make_params())
+
 @ALL
 def test_state_stable_under_control_flow(entry: Entry):
     """The state keeps its types through ``update`` (so ``lax.cond``,
