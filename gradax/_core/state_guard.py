@@ -447,22 +447,16 @@ def _key_name(key: Any) -> Any:
     return key
 
 
-def _children_keys(node: Any) -> list[Any]:
-    children = jax.tree_util.tree_flatten_with_path(
-        node, is_leaf=lambda x: x is not node
-    )[0]
-    return [_key_name(path[0]) for path, _ in children]
-
-
 def _as_mapping(d: Difference) -> bool:
     """Whether `d` is a mapping given for a list, a tuple or an 8-bit leaf,
-    keyed as that node's children (0, 1, ...; `codes`, `scales`)."""
+    keyed as that node's children that hold leaves (0, 1, ...; `codes`,
+    `scales`): nnx leaves out a child that is None."""
     expected, given = d.expected, d.given
-    if not isinstance(given, Mapping):
+    sequence = isinstance(expected, (list, tuple)) and field_names(expected) is None
+    if not isinstance(given, Mapping) or not (sequence or is_stored(expected)):
         return False
-    if isinstance(expected, (list, tuple)) and field_names(expected) is None:
-        return list(given) == list(range(len(expected)))
-    return is_stored(expected) and sorted(given) == sorted(_children_keys(expected))
+    leaves = jax.tree_util.tree_flatten_with_path(expected)[0]
+    return set(given) == {_key_name(path[0]) for path, _ in leaves}
 
 
 def _in_expected_tree(expected: Any, given: Any) -> Any:

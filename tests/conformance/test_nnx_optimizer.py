@@ -4,7 +4,8 @@
 parameter's leaf. Where a transformation keeps a list per parameter (SM3,
 SOAP, Shampoo, Kron) or stores a moment in 8 bits (a `QuantizedArray`), that
 list or leaf sits inside one variable, and from the second step on nnx hands
-it back as an nnx `State` mapping (keys 0, 1, ... or `codes`, `scales`).
+it back as an nnx `State` mapping (keys 0, 1, ... or `codes`, `scales`;
+a None in a tuple has no key).
 optax's SM3 reads such a mapping by index; gradax's update used to refuse it
 ("given State") at the second step. It now reads the same leaves in its own
 tree and hands the new ones back in nnx's, so the steps are a plain loop's.
@@ -29,6 +30,11 @@ TRANSFORMATIONS = {
     # rounding; Adam's division with eps=1e-8 turns that into O(1) steps
     # that depend on how XLA fused each program. eps=1e-3 keeps them small.
     "soap": lambda: gradax.soap(0.01, precondition_frequency=1, eps=1e-3),
+    # An axis longer than max_precond_dim gets None in the state's tuples,
+    # which nnx leaves out of the mapping it hands back.
+    "soap, an axis left unpreconditioned": lambda: gradax.soap(
+        0.05, max_precond_dim=6, precondition_1d=True
+    ),
     "shampoo": lambda: gradax.shampoo(0.01),
     "kron": lambda: gradax.kron(0.01),
     "adamw with 8-bit moments": lambda: gradax.adamw(0.01, mu_dtype=Q8, nu_dtype=Q8),
