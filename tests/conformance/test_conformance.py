@@ -339,7 +339,6 @@ def test_odd_trees(entry: Entry):
         assert avals(later) == avals(state), name
 
 
-
 @CANONICAL
 def test_no_implicit_rank_promotion(entry: Entry):
     """init and two updates trace with `jax_numpy_rank_promotion="raise"`,
@@ -354,6 +353,7 @@ def test_no_implicit_rank_promotion(entry: Entry):
 
     with jax.numpy_rank_promotion("raise"):
         jax.eval_shape(two_steps, make_params())
+
 
 @ALL
 def test_state_stable_under_control_flow(entry: Entry):
