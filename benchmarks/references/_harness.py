@@ -83,8 +83,12 @@ class Problem:
     target: np.ndarray
     noise: np.ndarray
     rng: np.random.Generator = field(repr=False)
+    # Steps 0 .. quiet_steps - 1 give zero gradients (no progress yet).
+    quiet_steps: int = 0
 
     def grad(self, x: np.ndarray, t: int) -> np.ndarray:
+        if t < self.quiet_steps:
+            return np.zeros_like(x)
         return (x - self.target) + self.noise[t]
 
 

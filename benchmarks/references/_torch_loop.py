@@ -12,10 +12,16 @@ from ._harness import Problem
 
 
 def run_torch(
-    make: Callable[[Any], Any], prob: Problem, steps: int, name: str = "w"
+    make: Callable[[Any], Any],
+    prob: Problem,
+    steps: int,
+    name: str = "w",
+    lr_at: Callable[[int], float] | None = None,
 ) -> list[np.ndarray]:
     """Params after each step of the optimizer `make(named_parameters)`
-    builds, in float64 (the parameter is float64; so is its state)."""
+    builds, in float64 (the parameter is float64; so is its state).
+    `lr_at(t)`, when given, is every group's learning rate at step t (a
+    schedule, set as torch's schedulers set it)."""
     import torch
 
     # Buffers a reference makes with torch.zeros(shape) (SOAP's factors)
@@ -28,6 +34,9 @@ def run_torch(
         out = []
         for t in range(steps):
             param.grad = torch.tensor(prob.grad(param.detach().numpy(), t))
+            if lr_at is not None:
+                for group in opt.param_groups:
+                    group["lr"] = lr_at(t)
             opt.step()
             out.append(param.detach().numpy().copy())
     finally:

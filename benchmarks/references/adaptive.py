@@ -101,7 +101,57 @@ def prodigy_cases(fetch_dir: Path) -> list[Case]:
     for c in cases:
         if not c.name.startswith("stacked"):
             c.fixture = "adaptive_authors.json"
-    return cases
+    return cases + _prodigy_before_progress(co, path, ref(False), o)
+
+
+# A learning rate warmed up linearly from 0 over WARMUP steps, and zero
+# gradients for the first QUIET: the steps before any progress, where the
+# authors' code skips the moments (lr 0) and the step (no progress).
+WARMUP, QUIET = 3, 2
+
+
+def _prodigy_before_progress(co, path, make_ref, options):
+    """Prodigy's authors' default (no bias correction) through a warmup
+    from 0 and zero first gradients, on the 2-D and 1-D shapes."""
+    import dataclasses
+
+    import jax.numpy as jnp
+
+    schedule = gradax.linear_schedule(0.0, options["learning_rate"], WARMUP)
+
+    def lr_at(t):
+        # The values gradax's schedule gives at its int32 count (float32,
+        # as optax's), so that the two runs see the same learning rates.
+        return float(schedule(jnp.asarray(t, jnp.int32)))
+
+    def make_ours():
+        rest = {k: v for k, v in options.items() if k != "learning_rate"}
+        return gradax.prodigy(schedule, **rest, bias_correction=False)
+
+    def quiet(prob):
+        return dataclasses.replace(prob, quiet_steps=QUIET)
+
+    fixture_options = {
+        **options,
+        "bias_correction": False,
+        "warmup_steps": WARMUP,
+        "quiet_steps": QUIET,
+    }
+    return [
+        Case(
+            "prodigy",
+            f"{label} {'x'.join(map(str, shape))}, authors' default, warmup "
+            f"from 0 over {WARMUP} steps, first {QUIET} gradients zero",
+            shape,
+            fixture_options,
+            lambda prob, steps: run_torch(make_ref, quiet(prob), steps, lr_at=lr_at),
+            lambda prob, steps: run_gradax(make_ours(), quiet(prob), steps),
+            source=(co.repo, co.commit, path),
+            fixture="adaptive_authors.json",
+        )
+        for label, shape in SHAPES
+        if label != "stacked"
+    ]
 
 
 def ademamix_cases(fetch_dir: Path) -> list[Case]:

@@ -18,6 +18,7 @@ import pathlib
 from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax_versions import enable_x64
 
@@ -52,11 +53,14 @@ def trajectory(
     back: Callable | None = None,
     key="w",
     edit_state=None,
+    quiet_steps=0,
 ):
     """x_t for every step, in the reference's layout (traced: runs in jit).
 
     `layout` maps the reference's layout to gradax's; `back` maps it back
-    (None: `layout` is its own inverse, as a transpose is).
+    (None: `layout` is its own inverse, as a transpose is). The first
+    `quiet_steps` gradients are zero (benchmarks/references/_harness.py's
+    `Problem.quiet_steps`).
     """
     back = layout if back is None else back
     params = {key: layout(x0)}
@@ -64,14 +68,17 @@ def trajectory(
     if edit_state is not None:
         state = edit_state(state)
 
-    def step(carry, n):
+    def step(carry, inputs):
         params, state = carry
-        g = {key: layout(back(params[key]) - target + n)}
+        n, t = inputs
+        g = layout(back(params[key]) - target + n)
+        g = {key: jnp.where(t < quiet_steps, jnp.zeros_like(g), g)}
         updates, state = tx.update(g, state, params)
         params = gradax.apply_updates(params, updates)
         return (params, state), back(params[key])
 
-    return jax.lax.scan(step, (params, state), noise)[1]
+    steps = jnp.arange(len(noise))
+    return jax.lax.scan(step, (params, state), (noise, steps))[1]
 
 
 def check_fixture(name, build, tolerance):
