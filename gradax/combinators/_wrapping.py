@@ -74,21 +74,24 @@ def cond_update(
       `(new_updates, new_inner_state)`, of the same types in both branches.
     """
 
-    def run():
+    # The state is an operand, not a closure's constant: a state of numpy
+    # arrays (restored from a pickle, run eagerly) is then an argument of
+    # the program, as a jax array's is, so the two give the same bits.
+    def run(inner_state):
         new_updates, new_state = inner.update(
             updates, inner_state, params, **extra_args
         )
         # A foreign (optax) inner state may come back with other dtypes.
         return new_updates, match_state(new_state, inner_state, owner)
 
-    shapes, _ = jax.eval_shape(run)
+    shapes, _ = jax.eval_shape(run, inner_state)
 
-    def skip():
+    def skip(inner_state):
         if on_skip == "zeros":
             return _zeros_like_shapes(shapes), inner_state
         return _cast_to_shapes(updates, shapes, owner), inner_state
 
-    return jax.lax.cond(check_predicate(pred, owner), run, skip)
+    return jax.lax.cond(check_predicate(pred, owner), run, skip, inner_state)
 
 
 def cond_inner_update(

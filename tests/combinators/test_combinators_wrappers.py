@@ -947,3 +947,32 @@ def test_wrappers_are_pytrees_with_visible_hyperparameters():
     assert 0.5 in leaves and 5 in leaves
     assert tx == gradax.lookahead(gradax.adam(0.1), 5, 0.5)
     assert tx != gradax.lookahead(gradax.adam(0.1), 5, 0.4)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: gradax.apply_if_finite(gradax.adam(0.05), 3),
+        lambda: gradax.MultiSteps(gradax.adam(0.05), 1),
+        lambda: gradax.conditionally_transform(gradax.adam(0.05), lambda step: True),
+    ],
+    ids=["apply_if_finite", "MultiSteps", "conditionally_transform"],
+)
+def test_a_numpy_state_steps_as_its_jax_arrays_do(build):
+    """A state of numpy arrays (a pickled checkpoint, resumed eagerly) gives
+    the bits a state of jax arrays gives: the wrappers' lax.cond takes the
+    inner state as an operand, not as constants it closes over (which XLA
+    folds, 1 ulp apart)."""
+    tx = build()
+    params = {
+        "w": jnp.linspace(-1.0, 1.0, 12).reshape(2, 3, 2),
+        "b": jnp.linspace(0.3, 0.7, 5),
+    }
+    grads = jax.tree.map(lambda p: 0.37 * p - 0.11, params)
+    _, state = tx.update(grads, tx.init(params), params)
+    from_arrays, _ = tx.update(grads, state, params)
+    from_numpy, _ = tx.update(grads, jax.device_get(state), params)
+    for a, b in zip(
+        jax.tree.leaves(from_arrays), jax.tree.leaves(from_numpy), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
