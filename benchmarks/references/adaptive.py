@@ -14,7 +14,10 @@ warmup), so those cases measure documented departures.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+
+import jax.numpy as jnp
 
 import gradax
 
@@ -113,10 +116,6 @@ WARMUP, QUIET = 3, 2
 def _prodigy_before_progress(co, path, make_ref, options):
     """Prodigy's authors' default (no bias correction) through a warmup
     from 0 and zero first gradients, on the 2-D and 1-D shapes."""
-    import dataclasses
-
-    import jax.numpy as jnp
-
     schedule = gradax.linear_schedule(0.0, options["learning_rate"], WARMUP)
 
     def lr_at(t):

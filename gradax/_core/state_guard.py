@@ -27,6 +27,7 @@ import numpy as np
 from .storage import holds_stored, is_stored, store_all
 from .treecheck import (
     Difference,
+    canonical_key,
     differences,
     field_names,
     is_leaf,
@@ -439,14 +440,6 @@ def _made_for_other_dtypes(
     return None
 
 
-def _key_name(key: Any) -> Any:
-    """A path entry as a mapping's key: a list's index, a field's name."""
-    for attribute in ("idx", "key", "name"):
-        if hasattr(key, attribute):
-            return getattr(key, attribute)
-    return key
-
-
 def _as_mapping(d: Difference) -> bool:
     """Whether `d` is a mapping given for a list, a tuple or an 8-bit leaf,
     keyed as that node's children that hold leaves (0, 1, ...; `codes`,
@@ -456,7 +449,7 @@ def _as_mapping(d: Difference) -> bool:
     if not isinstance(given, Mapping) or not (sequence or is_stored(expected)):
         return False
     leaves = jax.tree_util.tree_flatten_with_path(expected)[0]
-    return set(given) == {_key_name(path[0]) for path, _ in leaves}
+    return set(given) == {canonical_key(path[0]) for path, _ in leaves}
 
 
 def _in_expected_tree(expected: Any, given: Any) -> Any:
@@ -475,7 +468,7 @@ def _in_expected_tree(expected: Any, given: Any) -> Any:
         return None
     for (want_path, want_leaf), (have_path, have_leaf) in zip(want, have, strict=True):
         if (
-            tuple(map(_key_name, want_path)) != tuple(map(_key_name, have_path))
+            tuple(map(canonical_key, want_path)) != tuple(map(canonical_key, have_path))
             or np.shape(have_leaf) != want_leaf.shape
             or getattr(have_leaf, "dtype", None) != want_leaf.dtype
         ):

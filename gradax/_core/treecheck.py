@@ -207,3 +207,23 @@ def require_params(params: Any, owner: str) -> None:
             f"{owner}.update needs the parameters: call "
             "update(grads, state, params) (params=None was given)"
         )
+
+
+def canonical_key(entry: Any) -> Any:
+    """A path entry as an int (a position) or a name, whatever the container.
+
+    A NamedTuple field and the dict key that orbax restores it as, a tuple
+    index and the list index, or a list index and the integer key of flax
+    nnx's `State` that stands for the list, become equal. Orbax writes
+    integer dict keys as strings of digits; they count as positions too.
+    """
+    if isinstance(entry, jax.tree_util.SequenceKey):
+        return entry.idx
+    if isinstance(entry, jax.tree_util.FlattenedIndexKey):
+        return entry.key
+    if isinstance(entry, jax.tree_util.GetAttrKey):
+        return entry.name
+    if isinstance(entry, jax.tree_util.DictKey):
+        key = entry.key
+        return int(key) if isinstance(key, str) and key.isdigit() else key
+    return str(entry)

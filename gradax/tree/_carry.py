@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.treecheck import children, is_leaf
+from .._core.treecheck import canonical_key, children, is_leaf
 
 _Key = tuple[Any, ...]  # canonical path: positions as int, names as str
 
@@ -63,25 +63,6 @@ class _Leaf(NamedTuple):
         return _METRICS in self.names
 
 
-def _canonical(entry: Any) -> Any:
-    """A path entry as an int (a position) or a name, whatever the container.
-
-    A NamedTuple field and the dict key that orbax restores it as, or a tuple
-    index and the list index, become equal. Orbax writes integer dict keys as
-    strings of digits; they count as positions too.
-    """
-    if isinstance(entry, jax.tree_util.SequenceKey):
-        return entry.idx
-    if isinstance(entry, jax.tree_util.FlattenedIndexKey):
-        return entry.key
-    if isinstance(entry, jax.tree_util.GetAttrKey):
-        return entry.name
-    if isinstance(entry, jax.tree_util.DictKey):
-        key = entry.key
-        return int(key) if isinstance(key, str) and key.isdigit() else key
-    return str(entry)
-
-
 def _names(key: _Key) -> tuple[str, ...]:
     names, after_labelled = [], False
     for entry in key:
@@ -98,7 +79,7 @@ def _leaves(tree: Any) -> list[_Leaf]:
     def walk(node: Any, path: tuple, owner: str | None, holder: _Key) -> None:
         # One level at a time, so that each leaf knows the node holding it.
         if is_leaf(node):
-            key = tuple(_canonical(e) for e in path)
+            key = tuple(canonical_key(e) for e in path)
             leaf = _Leaf(
                 jax.tree_util.keystr(path), key, _names(key), owner, holder, node
             )
@@ -107,7 +88,7 @@ def _leaves(tree: Any) -> list[_Leaf]:
         for entry, child in children(node):
             child_path = (*path, entry)
             if isinstance(entry, jax.tree_util.GetAttrKey):
-                key = tuple(_canonical(e) for e in path)
+                key = tuple(canonical_key(e) for e in path)
                 walk(child, child_path, type(node).__name__, key)
             else:
                 walk(child, child_path, owner, holder)
